@@ -1,0 +1,309 @@
+package admission
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/occ-platform/terraform-provider-occ/internal/occconfig"
+)
+
+// Probe is the startup model probe the revision runs (PR1, PR2).
+type Probe struct {
+	// Model is the configured primary model, never the MR4 rewrite.
+	Model        string `json:"model"`
+	OutputTokens int    `json:"output_tokens"`
+	// WallSeconds plus CPUSeconds at the workload's CPU limit (PR1).
+	WallSeconds int `json:"wall_seconds"`
+	CPUSeconds  int `json:"cpu_seconds"`
+	// Transport: "http-streaming" (embedded OpenClaw), "responses-websocket"
+	// (dedicated Codex), or "responses-https" (compatible endpoints) (PR3).
+	Transport string `json:"transport"`
+}
+
+// Budget is the probe's wall-clock budget at a CPU limit in millicores:
+// 20 s plus the time 45 CPU-seconds take at that limit (PR1).
+func (p Probe) Budget(cpuMillis int64) time.Duration {
+	wall := time.Duration(p.WallSeconds) * time.Second
+	if cpuMillis <= 0 {
+		cpuMillis = 1000
+	}
+	return wall + time.Duration(float64(p.CPUSeconds)*1000/float64(cpuMillis)*float64(time.Second))
+}
+
+// SandboxBinding is the sandbox the revision is contained in (AD3, HM5).
+type SandboxBinding struct {
+	Driver            string   `json:"driver"`
+	Facets            []string `json:"facets"`
+	RequiredProfile   string   `json:"required_profile,omitempty"`
+	CredentialGateway string   `json:"credential_gateway,omitempty"`
+}
+
+// SourceBinding is the frozen reference to the credential source (AD3,
+// AU7): identity, generation and where the value lives, never the value.
+type SourceBinding struct {
+	ID              string `json:"id"`
+	Method          string `json:"method"`
+	Generation      int64  `json:"generation"`
+	SecretName      string `json:"secret_name,omitempty"`
+	SecretKey       string `json:"secret_key,omitempty"`
+	ServiceAccount  string `json:"service_account,omitempty"`
+	SourceType      string `json:"source_type,omitempty"`
+	EnvironmentFile string `json:"environment_file,omitempty"`
+}
+
+// Revision is the immutable, admitted combination one deployment runs (AD3).
+type Revision struct {
+	Agent                   string             `json:"agent"`
+	Harness                 string             `json:"harness"`
+	HarnessVersion          string             `json:"harness_version"`
+	ExecutionMode           string             `json:"execution_mode"`
+	ComputeID               string             `json:"compute_id"`
+	ComputeKind             string             `json:"compute_kind"`
+	ConfigurationID         string             `json:"configuration_id"`
+	ConfigurationGeneration int64              `json:"configuration_generation"`
+	Source                  SourceBinding      `json:"source"`
+	Credential              CredentialDelivery `json:"credential"`
+	Sandbox                 *SandboxBinding    `json:"sandbox,omitempty"`
+	PrimaryModel            *ModelRef          `json:"primary_model,omitempty"`
+	// Fallbacks keep the configured order; admission neither executes
+	// fallback nor changes topology (MR10).
+	Fallbacks        []ModelRef `json:"fallbacks,omitempty"`
+	MaxConcurrent    int64      `json:"max_concurrent,omitempty"`
+	NodeWorkers      int64      `json:"node_workers,omitempty"`
+	LoggingOwnership string     `json:"logging_ownership"`
+	LoggingLevel     string     `json:"logging_level,omitempty"`
+	Probe            Probe      `json:"probe"`
+	// AdmittedDocument is the frozen document after the driver transform and
+	// logging stamp (AD2, AD4); model references as stored.
+	AdmittedDocument occconfig.Document `json:"admitted_document"`
+	// GatewayDocument is the private gateway configuration: the admitted
+	// document with the MR4 custom-endpoint rewrite.
+	GatewayDocument occconfig.Document `json:"gateway_document"`
+	// ComputeSettings is the Compute's rendered settings the revision was
+	// admitted against; any change to them is a new revision.
+	ComputeSettings map[string]any `json:"compute_settings"`
+
+	Warnings []Warning `json:"-"`
+}
+
+// ID is the content address of the revision: the first 16 hex digits of the
+// sha256 of its canonical JSON. Equal revisions have equal IDs, so a plan
+// that changes nothing that matters keeps the revision (no diff).
+func (r *Revision) ID() string {
+	b, err := json.Marshal(r)
+	if err != nil {
+		panic(fmt.Sprintf("admission: revision encoding failed: %v", err))
+	}
+	var generic any
+	if err := json.Unmarshal(b, &generic); err != nil {
+		panic(fmt.Sprintf("admission: revision decoding failed: %v", err))
+	}
+	sum := sha256.Sum256(occconfig.Canonical(generic))
+	return hex.EncodeToString(sum[:])[:16]
+}
+
+// Admit runs the whole admission over an Agent's four inputs and returns the
+// revision that would run, or every refusal found. The harness × mode ×
+// compute matrix (HM1) is judged first: an unsupported combination is
+// refused with INVALID_REQUEST before any other work is admitted.
+func Admit(in Input) (*Revision, Errors) {
+	doc := in.Configuration.Document
+	if doc == nil {
+		doc = occconfig.Document{}
+	}
+	mode := DefaultExecutionMode(in.Agent.ExecutionMode, "")
+
+	// Save-time rules again (the Configuration may have been saved by an
+	// older provider); their paths point into the agent's configuration.
+	if errs := withAttr(CheckDocument(doc), "configuration"); len(errs) > 0 {
+		return nil, errs
+	}
+
+	// AD2: the sandbox driver may transform the native configuration before
+	// validation and admission; the stored source is never touched.
+	admitted := occconfig.Clone(doc)
+	if d := in.Compute.SandboxDriver; d != nil && in.Compute.Kind == KindKubernetes {
+		admitted = DriverTransform(d.Name, admitted, in.Compute, in.Source)
+	}
+	// AD4/AD5: logging ownership, after the transform and before validation.
+	if ownership(in.Compute) == LoggingPlatform {
+		StampPlatformLogging(admitted, loggingLevel(in.Compute))
+	}
+	if errs := withAttr(CheckDocument(admitted), "compute"); len(errs) > 0 {
+		return nil, errs
+	}
+
+	res, errs := Resolve(admitted, in.Agent.Harness)
+	errs = withAttr(errs, "configuration")
+	if res.Harness == "" {
+		return nil, errs
+	}
+	if e := CheckHarnessMode(res.Harness, mode, in.Compute.Kind); e != nil {
+		if in.Agent.Harness == "" && e.Attribute[0] == "harness" {
+			e.Attribute = []string{"configuration"}
+		}
+		return nil, Errors{e}
+	}
+	errs = append(errs, withAttr(checkDedicated(admitted, res, mode), "configuration")...)
+	errs = append(errs, CheckSandbox(res.Harness, mode, in.Compute)...)
+
+	primaryProvider := ""
+	if res.Primary != nil {
+		primaryProvider = res.Primary.Provider
+	}
+	delivery, authErrs := CheckAuth(res.Harness, mode, primaryProvider, in.Compute, in.Source)
+	errs = append(errs, authErrs...)
+	if len(errs) > 0 {
+		return nil, errs
+	}
+
+	rev := &Revision{
+		Agent:                   in.Agent.Name,
+		Harness:                 res.Harness,
+		HarnessVersion:          HarnessVersion(res.Harness, in.Compute),
+		ExecutionMode:           mode,
+		ComputeID:               in.Compute.ID,
+		ComputeKind:             in.Compute.Kind,
+		ConfigurationID:         in.Configuration.ID,
+		ConfigurationGeneration: in.Configuration.Generation,
+		Source:                  sourceBinding(in.Source),
+		Credential:              delivery,
+		PrimaryModel:            res.Primary,
+		Fallbacks:               slices.Clone(res.Fallbacks),
+		LoggingOwnership:        ownership(in.Compute),
+		Probe:                   probeFor(res, mode, admitted),
+		ComputeSettings:         computeSettings(in.Compute),
+		Warnings:                DocumentWarnings(doc),
+	}
+	if rev.LoggingOwnership == LoggingPlatform {
+		rev.LoggingLevel = loggingLevel(in.Compute)
+	}
+	if d := in.Compute.SandboxDriver; d != nil {
+		rev.Sandbox = &SandboxBinding{Driver: d.Name, Facets: sortedFacets(d.Facets), RequiredProfile: d.RequiredProfile}
+		if g := in.Compute.CredentialGateway; g != nil {
+			rev.Sandbox.CredentialGateway = g.Name
+		}
+	}
+	if res.Harness == HarnessOpenClaw && mode == ModeDedicated {
+		rev.NodeWorkers = in.Compute.NodeWorkers
+		if rev.NodeWorkers == 0 {
+			rev.NodeWorkers = DefaultNodeWorkers
+		}
+	}
+	// HM7: the admitted maxConcurrent, frozen into the document where the
+	// CPU quota is known, so that the plan shows what will run.
+	explicit, _ := occconfig.Lookup(admitted, pathMaxConcurrent)
+	n, _ := explicit.(int64)
+	rev.MaxConcurrent = MaxConcurrent(n, in.Compute.CPUMillis)
+	if n == 0 && rev.MaxConcurrent > 0 {
+		occconfig.Set(admitted, pathMaxConcurrent, rev.MaxConcurrent)
+	}
+	rev.AdmittedDocument = admitted
+	rev.GatewayDocument = GatewayDocument(admitted)
+	return rev, nil
+}
+
+// checkDedicated applies the dedicated main-Agent rules that run only at
+// deployment: Codex's provider (MR6) and a primary model for the probe (PR2).
+func checkDedicated(doc occconfig.Document, res Resolution, mode string) Errors {
+	if mode != ModeDedicated || res.Harness != HarnessCodex {
+		return nil
+	}
+	if res.Primary == nil {
+		return Errors{invalid("PR2", nil, pathDefaultModel, "dedicated Codex must pass a native model probe before serving, so it needs a primary model; set agents.defaults.model to a codex/… model")}
+	}
+	switch res.Primary.Provider {
+	case "codex":
+		return nil
+	case "openai":
+		if CodexPluginWebsocket(doc) {
+			return nil
+		}
+		return Errors{invalid("MR6", nil, pathDefaultModel, "dedicated Codex accepts openai models only when the Codex plugin is enabled with the websocket app-server transport; set plugins.entries.codex.enabled = true and plugins.entries.codex.config.appServer.transport = \"websocket\", or use a codex/… model")}
+	default:
+		return Errors{invalid("MR6", nil, pathDefaultModel, "dedicated Codex accepts only the native codex provider (or openai with the Codex plugin's websocket transport); %s is provider %q", res.Primary, res.Primary.Provider)}
+	}
+}
+
+func probeFor(res Resolution, mode string, doc occconfig.Document) Probe {
+	p := Probe{OutputTokens: 256, WallSeconds: 20, CPUSeconds: 45, Transport: "http-streaming"}
+	if res.Primary != nil {
+		p.Model = res.Primary.String()
+	}
+	if res.Harness == HarnessCodex && mode == ModeDedicated {
+		p.Transport = "responses-websocket"
+		if CustomCodexEndpoint(doc) {
+			p.Transport = "responses-https"
+		}
+	}
+	return p
+}
+
+func sourceBinding(s CredentialSource) SourceBinding {
+	b := SourceBinding{ID: s.ID, Method: s.Method, Generation: s.Generation, ServiceAccount: s.ServiceAccount,
+		SourceType: s.SourceType, EnvironmentFile: s.EnvironmentFile, SecretName: s.SecretName}
+	if s.SecretRef != nil {
+		b.SecretName, b.SecretKey = s.SecretRef.Name, s.SecretRef.Key
+	}
+	return b
+}
+
+func ownership(c Compute) string {
+	if c.LoggingOwnership == LoggingDriver {
+		return LoggingDriver
+	}
+	return LoggingPlatform
+}
+
+func loggingLevel(c Compute) string {
+	if c.LoggingLevel == "" {
+		return "info"
+	}
+	return c.LoggingLevel
+}
+
+func sortedFacets(fs []string) []string {
+	out := slices.Clone(fs)
+	slices.Sort(out)
+	return out
+}
+
+// computeSettings is every Compute setting that shapes what runs.
+func computeSettings(c Compute) map[string]any {
+	m := map[string]any{"kind": c.Kind, "name": c.Name}
+	if c.Kind == KindSSH {
+		m["host"], m["port"], m["openclaw_path"], m["config_dir"] = c.Host, c.Port, c.OpenClawPath, c.ConfigDir
+		return m
+	}
+	m["namespace"] = c.Namespace
+	m["runtime_image"] = firstNonEmpty(c.RuntimeImage, PinnedRuntimeImage)
+	m["codex_image"] = firstNonEmpty(c.CodexImage, PinnedCodexImage)
+	m["cpu_millis"] = c.CPUMillis
+	m["memory_limit"] = c.MemoryLimit
+	m["native_worker_support"] = c.NativeWorkerSupport
+	return m
+}
+
+func firstNonEmpty(vs ...string) string {
+	for _, v := range vs {
+		if v != "" {
+			return v
+		}
+	}
+	return ""
+}
+
+// withAttr points document errors at the input attribute that carried the
+// document, keeping any attribute an error already names.
+func withAttr(errs Errors, attr string) Errors {
+	for _, e := range errs {
+		if len(e.Attribute) == 0 {
+			e.Attribute = []string{attr}
+		}
+	}
+	return errs
+}

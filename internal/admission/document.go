@@ -1,0 +1,257 @@
+package admission
+
+import (
+	"fmt"
+	"regexp"
+	"slices"
+	"strings"
+
+	"github.com/occ-platform/terraform-provider-occ/internal/occconfig"
+)
+
+// CheckDocument applies the save-time rules to a Configuration document:
+// the root keys OpenClaw accepts, the rosters OCC refuses (MR9), model
+// reference syntax (MR1, MR2), runtime policy values and explicit
+// conflicts (MR3), one primary per Agent entry (MR3), and provider
+// consistency of fallbacks, catalogs and provider model arrays (MR8).
+// Rules that need the Agent (harness resolution, dedicated main-Agent
+// rules) run at deployment in Admit.
+func CheckDocument(doc occconfig.Document) Errors {
+	var errs Errors
+	errs = append(errs, checkRootKeys(doc)...)
+	errs = append(errs, checkRosters(doc)...)
+	errs = append(errs, checkEntries(doc)...)
+	errs = append(errs, checkCustomProviders(doc)...)
+	if _, ok := occconfig.Lookup(doc, pathLegacyRuntime); ok {
+		errs = append(errs, invalid("MR3", nil, pathLegacyRuntime, "agents.defaults.agentRuntime is retired upstream and OpenClaw refuses the key; set the agent's harness, or agentRuntime.id on models.providers.<provider> or on agents.defaults.models[\"provider/model\"]"))
+	}
+
+	sel, e := readModelSelection(doc, pathDefaultModel)
+	errs = append(errs, e...)
+	errs = append(errs, checkEntriesPrimary(doc, sel.Primary)...)
+
+	// Every runtime policy value must be a supported harness (MR3), and the
+	// document's own policies for the primary must agree.
+	for _, p := range sortedKeys(occconfig.Object(doc, pathProviders)) {
+		runtimePolicy(doc, pathProviders.Key(p), "", &errs)
+	}
+	for _, cat := range catalogPaths(doc) {
+		for _, key := range sortedKeys(occconfig.Object(doc, cat)) {
+			runtimePolicy(doc, cat.Key(key), "", &errs)
+		}
+	}
+	if sel.Primary != nil {
+		var scratch Errors // value errors were reported above
+		if _, conflictErr := agreed(policiesFor(doc, *sel.Primary, "", &scratch), *sel.Primary); conflictErr != nil {
+			errs = append(errs, conflictErr)
+		}
+		errs = append(errs, checkProviderConsistency(doc, sel)...)
+	}
+	return errs
+}
+
+// DocumentWarnings lists advice for a document that does not refuse it.
+func DocumentWarnings(doc occconfig.Document) []Warning {
+	var ws []Warning
+	if _, ok := occconfig.Lookup(doc, pathRedactSensitive); ok {
+		ws = append(ws, Warning{Rule: "AD4", DocPath: pathRedactSensitive,
+			Message: "logging.redactSensitive is retired: redaction is always on. Platform-owned logging removes the key from the admitted revision; with driver-owned logging it is kept as written"})
+	}
+	return ws
+}
+
+var entryIDRe = regexp.MustCompile(`^[a-z0-9_][a-z0-9_-]{0,63}$`)
+
+// checkEntries applies the invariants OpenClaw enforces on the agents.entries
+// roster and on the rosters that name its ids (MR9): valid ids, at most one
+// default, several entries only with explicit ownership or one default, and
+// bindings/broadcast naming only known entries.
+func checkEntries(doc occconfig.Document) Errors {
+	var errs Errors
+	raw, present := occconfig.Lookup(doc, pathEntries)
+	entries, _ := raw.(map[string]any)
+	if present && !isObject(raw) {
+		return Errors{invalid("MR9", nil, pathEntries, "agents.entries must be an object keyed by agent id")}
+	}
+	if present && len(entries) == 0 {
+		errs = append(errs, invalid("MR9", nil, pathEntries, "agents.entries is empty; OpenClaw needs at least one entry (or omit agents.entries for the implicit main agent)"))
+	}
+	defaults := 0
+	for _, id := range sortedKeys(entries) {
+		if !entryIDRe.MatchString(id) {
+			errs = append(errs, invalid("MR9", nil, pathEntries.Key(id), "agent id %q is invalid; use 1 to 64 of a-z, 0-9, _ and -, starting with a letter, digit or _", id))
+		}
+		if d, _ := occconfig.Lookup(entries, occconfig.Keys(id, "default")); d == true {
+			defaults++
+		}
+	}
+	ownership, _ := occconfig.String(doc, pathAgents.Key("ownership"))
+	switch {
+	case defaults > 1:
+		errs = append(errs, invalid("MR9", nil, pathEntries, "%d entries set default = true; at most one may", defaults))
+	case len(entries) > 1 && ownership != "explicit" && defaults != 1:
+		errs = append(errs, invalid("MR9", nil, pathEntries, "several agent entries need agents.ownership = \"explicit\" or exactly one entry with default = true"))
+	}
+	known := func(id string) bool {
+		if len(entries) == 0 {
+			return id == "main"
+		}
+		_, ok := entries[id]
+		return ok
+	}
+	if arr, ok := occconfig.Lookup(doc, occconfig.Keys("bindings")); ok {
+		list, _ := arr.([]any)
+		for i, b := range list {
+			if id, ok := occconfig.String(b, occconfig.Keys("agentId")); ok && !known(id) {
+				errs = append(errs, invalid("MR9", nil, occconfig.Keys("bindings").Index(i).Key("agentId"), "binding names agent %q, which agents.entries does not define", id))
+			}
+		}
+	}
+	return errs
+}
+
+func isObject(v any) bool {
+	_, ok := v.(map[string]any)
+	return ok
+}
+
+// checkCustomProviders applies upstream's rule that a provider OpenClaw does
+// not know must declare its baseUrl and models.
+func checkCustomProviders(doc occconfig.Document) Errors {
+	var errs Errors
+	providers := occconfig.Object(doc, pathProviders)
+	for _, p := range sortedKeys(providers) {
+		if slices.Contains(BuiltinProviders, strings.ToLower(p)) {
+			continue
+		}
+		cfg, _ := providers[p].(map[string]any)
+		_, hasURL := cfg["baseUrl"]
+		_, hasModels := cfg["models"]
+		if !hasURL || !hasModels {
+			errs = append(errs, invalid("MR5", nil, pathProviders.Key(p), "provider %q is not built into OpenClaw, so it must declare baseUrl and models", p))
+		}
+	}
+	return errs
+}
+
+// checkRootKeys refuses root keys OpenClaw does not accept: the gateway
+// exits with code 78 on an unknown root key.
+func checkRootKeys(doc occconfig.Document) Errors {
+	var errs Errors
+	for _, k := range sortedKeys(doc) {
+		if !slices.Contains(RootKeys, k) {
+			errs = append(errs, invalid("MR9", nil, occconfig.Keys(k), "%q is not a root key OpenClaw accepts (the gateway would exit with code 78); accepted root keys: %s", k, strings.Join(RootKeys, ", ")))
+		}
+	}
+	return errs
+}
+
+// checkRosters refuses a non-empty agents.list and the other rosters
+// OpenClaw rejects (MR9).
+func checkRosters(doc occconfig.Document) Errors {
+	var errs Errors
+	for _, r := range RefusedRosters {
+		v, ok := occconfig.Lookup(doc, r.Path)
+		if !ok || isEmpty(v) {
+			continue
+		}
+		errs = append(errs, invalid("MR9", nil, r.Path, "%s; remove it (one OCC Agent is one OpenClaw agent)", r.Why))
+	}
+	return errs
+}
+
+func isEmpty(v any) bool {
+	switch t := v.(type) {
+	case nil:
+		return true
+	case []any:
+		return len(t) == 0
+	case map[string]any:
+		return len(t) == 0
+	}
+	return false
+}
+
+// checkProviderConsistency applies MR8's provider part: fallbacks and
+// catalog models keep the primary's provider, and a provider's models array
+// holds only the primary and fallbacks (ids full or without prefix, MR2).
+func checkProviderConsistency(doc occconfig.Document, sel modelSelection) Errors {
+	var errs Errors
+	primary := *sel.Primary
+	for i, fb := range sel.Fallbacks {
+		if fb.Provider != primary.Provider {
+			errs = append(errs, invalid("MR8", nil, sel.FallbackPaths[i], "fallback %s leaves the selected provider %s; fallbacks must keep the primary model's provider", fb, primary.Provider))
+		}
+	}
+	for _, cat := range catalogPaths(doc) {
+		for _, key := range sortedKeys(occconfig.Object(doc, cat)) {
+			ref, ok := catalogRef(doc, key, primary.Provider)
+			if !ok {
+				errs = append(errs, invalid("MR1", nil, cat.Key(key), "catalog key %q is not a model reference; write provider/model, or the id under the selected provider", key))
+				continue
+			}
+			if ref.Provider != primary.Provider {
+				errs = append(errs, invalid("MR8", nil, cat.Key(key), "catalog model %s leaves the selected provider %s; selectable catalogs must keep the primary model's provider", ref, primary.Provider))
+			}
+		}
+	}
+	allowed := map[string]bool{primary.String(): true}
+	for _, fb := range sel.Fallbacks {
+		allowed[fb.String()] = true
+	}
+	for _, p := range sortedKeys(occconfig.Object(doc, pathProviders)) {
+		arrPath := pathProviders.Key(p).Key("models")
+		raw, ok := occconfig.Lookup(doc, arrPath)
+		if !ok {
+			continue
+		}
+		arr, isArr := raw.([]any)
+		if !isArr {
+			errs = append(errs, invalid("MR8", nil, arrPath, "models must be an array of { id = \"…\" } entries"))
+			continue
+		}
+		for i, entry := range arr {
+			idPath := arrPath.Index(i).Key("id")
+			id, _ := occconfig.String(entry, occconfig.Keys("id"))
+			if id == "" {
+				errs = append(errs, invalid("MR8", nil, idPath, "each model entry needs an id (the full reference or the id after the provider)"))
+				continue
+			}
+			ref := ModelRef{Provider: p, Model: NormalizeCatalogID(p, id)}
+			if !allowed[ref.String()] {
+				errs = append(errs, invalid("MR8", nil, idPath, "%s is neither the primary model nor a fallback; a provider's models array may list only %s", ref, allowedList(primary, sel.Fallbacks)))
+			}
+		}
+	}
+	return errs
+}
+
+func allowedList(primary ModelRef, fallbacks []ModelRef) string {
+	parts := []string{primary.String()}
+	for _, f := range fallbacks {
+		parts = append(parts, f.String())
+	}
+	return fmt.Sprintf("[%s]", strings.Join(parts, ", "))
+}
+
+// checkEntriesPrimary makes every Agent entry with its own model resolve to
+// the defaults' primary (MR3: one primary model per Agent).
+func checkEntriesPrimary(doc occconfig.Document, primary *ModelRef) Errors {
+	var errs Errors
+	for _, id := range sortedKeys(occconfig.Object(doc, pathEntries)) {
+		base := pathEntries.Key(id).Key("model")
+		sel, e := readModelSelection(doc, base)
+		errs = append(errs, e...)
+		if sel.Primary == nil {
+			continue
+		}
+		if primary == nil || *sel.Primary != *primary {
+			want := "no primary model"
+			if primary != nil {
+				want = primary.String()
+			}
+			errs = append(errs, invalid("MR3", nil, sel.PrimaryPath, "agent entry %q selects %s but the agent's primary model is %s; every entry must resolve to one primary model", id, sel.Primary, want))
+		}
+	}
+	return errs
+}

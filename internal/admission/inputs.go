@@ -1,0 +1,154 @@
+package admission
+
+import "github.com/occ-platform/terraform-provider-occ/internal/occconfig"
+
+// Harness names (HM1, MR3).
+const (
+	HarnessOpenClaw = "openclaw"
+	HarnessCodex    = "codex"
+)
+
+// Execution modes (HM1, HM2).
+const (
+	ModeEmbedded  = "embedded"
+	ModeDedicated = "dedicated"
+)
+
+// Compute kinds.
+const (
+	KindKubernetes = "kubernetes"
+	KindSSH        = "ssh"
+)
+
+// Auth methods of a credential source (AU1 to AU5).
+const (
+	MethodAPIKey           = "api_key"
+	MethodCodexPAT         = "codex_pat"
+	MethodCredentialSource = "credential_source"
+	MethodRuntime          = "runtime"
+)
+
+// Credential-gateway source types (AU3).
+const (
+	SourceTypeOpenAIAPIKey = "openai_api_key"
+	SourceTypeCodexOAuth   = "codex_oauth"
+)
+
+// Logging ownership (AD4, AD5).
+const (
+	LoggingPlatform = "platform"
+	LoggingDriver   = "driver"
+)
+
+// Sandbox facets a driver may provide (ND4).
+const (
+	FacetNetworking = "networking"
+	FacetFilesystem = "filesystem"
+	FacetProcess    = "process"
+)
+
+// Known value sets, for validators and the matrix tests.
+var (
+	Harnesses      = []string{HarnessOpenClaw, HarnessCodex}
+	ExecutionModes = []string{ModeEmbedded, ModeDedicated}
+	ComputeKinds   = []string{KindKubernetes, KindSSH}
+	AuthMethods    = []string{MethodAPIKey, MethodCodexPAT, MethodCredentialSource, MethodRuntime}
+	SourceTypes    = []string{SourceTypeOpenAIAPIKey, SourceTypeCodexOAuth}
+	Facets         = []string{FacetNetworking, FacetFilesystem, FacetProcess}
+	LogLevels      = []string{"silent", "fatal", "error", "warn", "info", "debug", "trace"}
+	SandboxDrivers = []string{DriverOpenShell}
+)
+
+// DriverOpenShell is the bundled sandbox driver (OS1).
+const DriverOpenShell = "openshell"
+
+// Compute is where Agents run, as admission sees it.
+type Compute struct {
+	ID   string
+	Name string
+	Kind string
+
+	// Kubernetes.
+	Namespace           string
+	RuntimeImage        string // empty: the pinned runtime image
+	NativeWorkerSupport bool   // declared by a custom runtime image (ND6)
+	CodexImage          string // empty: the pinned Codex image
+	CPUMillis           int64  // CPU limit in millicores; 0 when not set
+	MemoryLimit         string
+	NodeWorkers         int64 // HM6; 0 means the default
+	LoggingOwnership    string
+	LoggingLevel        string
+	SandboxDriver       *SandboxDriver
+	CredentialGateway   *CredentialGateway
+
+	// SSH.
+	Host         string
+	Port         int64
+	OpenClawPath string
+	ConfigDir    string
+}
+
+// SandboxDriver is the Compute's optional sandbox driver (ND4).
+type SandboxDriver struct {
+	Name            string
+	Facets          []string
+	RequiredProfile string
+	// Unavailable is true while the driver's gateway is not ready (ND5);
+	// known only from a live read, false at plan.
+	Unavailable bool
+}
+
+// CredentialGateway is the Compute's optional credential gateway (AU3, AU4).
+type CredentialGateway struct {
+	Name string
+}
+
+// SecretRef names an existing Kubernetes Secret and key.
+type SecretRef struct {
+	Name string
+	Key  string
+}
+
+// CredentialSource is where the model credential comes from.
+type CredentialSource struct {
+	ID         string
+	Name       string
+	Method     string
+	Generation int64
+	// ComputeID is the Compute the source lives in (Secret-backed and
+	// ServiceAccount sources); empty when the source is not tied to one.
+	ComputeID       string
+	HasValue        bool // a write-only value the provider turns into a Secret
+	SecretName      string
+	SecretRef       *SecretRef
+	ServiceAccount  string
+	SourceType      string
+	EnvironmentFile string
+}
+
+// Configuration is a saved native configuration with its identity.
+type Configuration struct {
+	ID             string
+	Name           string
+	Generation     int64
+	Document       occconfig.Document
+	SecretBindings map[string]SecretRef
+}
+
+// Agent is the Agent's own settings.
+type Agent struct {
+	Name string
+	// Harness is the Agent-level runtime policy; empty when omitted (MR5).
+	Harness string
+	// ExecutionMode is the planned mode; HM2's default and keep-on-update
+	// are applied by the caller through DefaultExecutionMode.
+	ExecutionMode string
+}
+
+// Input is everything one deployment authorizes (AD1).
+type Input struct {
+	Agent         Agent
+	Configuration Configuration
+	Compute       Compute
+	Source        CredentialSource
+}

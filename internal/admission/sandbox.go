@@ -1,0 +1,118 @@
+package admission
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+)
+
+// Native worker support values reported by the installation (ND6).
+const (
+	NativeWorkersPinned   = "pinned-runtime"
+	NativeWorkersDeclared = "declared"
+)
+
+// Installation is what GET /installation reports for a Compute (ND5).
+type Installation struct {
+	// ExecutionModes lists the OpenClaw modes an Agent can deploy in.
+	ExecutionModes []string
+	// NativeWorkersSupport is "pinned-runtime", "declared", or "" when the
+	// installation omits nativeWorkers (no qualifying driver or no support).
+	NativeWorkersSupport string
+	// SandboxDriverUnavailable is true during a driver outage.
+	SandboxDriverUnavailable bool
+}
+
+// MissingFacets lists the facets a native OpenClaw harness needs that the
+// driver does not provide (ND4).
+func MissingFacets(d *SandboxDriver) []string {
+	var missing []string
+	for _, f := range Facets {
+		if d == nil || !slices.Contains(d.Facets, f) {
+			missing = append(missing, f)
+		}
+	}
+	return missing
+}
+
+// QualifyingDriver reports whether the Compute has a sandbox driver that can
+// contain dedicated native OpenClaw: the bundled OpenShell driver on
+// Kubernetes with all three facets and enforced worker placement (ND4).
+func QualifyingDriver(c Compute) bool {
+	d := c.SandboxDriver
+	return c.Kind == KindKubernetes && d != nil && d.Name == DriverOpenShell &&
+		len(MissingFacets(d)) == 0 && d.RequiredProfile != ""
+}
+
+// nativeWorkerSupport is the runtime image's own support, independent of the driver (ND6).
+func nativeWorkerSupport(c Compute) string {
+	switch {
+	case c.Kind != KindKubernetes:
+		return ""
+	case c.RuntimeImage == "" || c.RuntimeImage == PinnedRuntimeImage:
+		return NativeWorkersPinned
+	case c.NativeWorkerSupport:
+		return NativeWorkersDeclared
+	default:
+		return ""
+	}
+}
+
+// ComputeInstallation derives the installation capabilities from the
+// Compute's declared settings (ND5, ND6). A live read replaces
+// SandboxDriverUnavailable with what the driver's gateway reports.
+func ComputeInstallation(c Compute) Installation {
+	inst := Installation{ExecutionModes: []string{ModeEmbedded}}
+	if c.SandboxDriver != nil {
+		inst.SandboxDriverUnavailable = c.SandboxDriver.Unavailable
+	}
+	support := nativeWorkerSupport(c)
+	if QualifyingDriver(c) && support != "" {
+		inst.NativeWorkersSupport = support
+		inst.ExecutionModes = append(inst.ExecutionModes, ModeDedicated)
+	}
+	return inst
+}
+
+// CheckSandbox applies ND4 to ND6 to a harness, mode and Compute: dedicated
+// native OpenClaw needs native worker support in the image (INVALID_REQUEST
+// otherwise) and a qualifying driver (RESOURCE_CONFLICT naming what is
+// missing); a sandbox driver needs Kubernetes.
+func CheckSandbox(harness, mode string, c Compute) Errors {
+	var errs Errors
+	if c.SandboxDriver != nil && c.Kind != KindKubernetes {
+		errs = append(errs, conflict("ND4", []string{"compute"}, "a sandbox driver needs a Kubernetes compute; remove sandbox_driver or use a kubernetes compute"))
+	}
+	if c.SandboxDriver != nil && c.SandboxDriver.Name != DriverOpenShell {
+		errs = append(errs, invalid("OS1", []string{"compute"}, nil, "sandbox driver %q is not known; the bundled driver is %q", c.SandboxDriver.Name, DriverOpenShell))
+	}
+	if harness != HarnessOpenClaw || mode != ModeDedicated || c.Kind != KindKubernetes {
+		return errs
+	}
+	if nativeWorkerSupport(c) == "" {
+		errs = append(errs, invalid("ND6", []string{"compute"}, nil,
+			"the custom runtime image %q does not declare native worker support, so dedicated OpenClaw is not available; set kubernetes.native_worker_support = true if the image supports native workers, use the pinned runtime image, or deploy embedded", c.RuntimeImage))
+		return errs
+	}
+	if !QualifyingDriver(c) {
+		errs = append(errs, conflict("ND5", []string{"compute"}, "dedicated OpenClaw needs a qualifying sandbox driver: %s", missingDriverText(c.SandboxDriver)))
+	}
+	return errs
+}
+
+func missingDriverText(d *SandboxDriver) string {
+	if d == nil {
+		return fmt.Sprintf("the compute has none; add kubernetes.sandbox_driver = { name = %q, facets = [\"networking\", \"filesystem\", \"process\"], required_profile = \"…\" }", DriverOpenShell)
+	}
+	var missing []string
+	if d.Name != DriverOpenShell {
+		missing = append(missing, fmt.Sprintf("driver %q is not the bundled %q", d.Name, DriverOpenShell))
+	}
+	if m := MissingFacets(d); len(m) > 0 {
+		missing = append(missing, "facets "+strings.Join(m, ", ")+" are missing")
+	}
+	if d.RequiredProfile == "" {
+		missing = append(missing, "required_profile is not set (enforced worker placement, cloudWorkers.requiredProfile)")
+	}
+	return fmt.Sprintf("driver %q does not qualify: %s", d.Name, strings.Join(missing, "; "))
+}

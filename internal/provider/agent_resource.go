@@ -1,0 +1,322 @@
+package provider
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/hashicorp/terraform-plugin-framework-timeouts/resource/timeouts"
+	"github.com/hashicorp/terraform-plugin-framework-validators/stringvalidator"
+	"github.com/hashicorp/terraform-plugin-framework/path"
+	"github.com/hashicorp/terraform-plugin-framework/resource"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/planmodifier"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/stringplanmodifier"
+	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
+	"github.com/hashicorp/terraform-plugin-framework/types"
+	"github.com/hashicorp/terraform-plugin-log/tflog"
+
+	"github.com/occ-platform/terraform-provider-occ/internal/admission"
+	"github.com/occ-platform/terraform-provider-occ/internal/occconfig"
+)
+
+var (
+	_ resource.Resource               = (*agentResource)(nil)
+	_ resource.ResourceWithModifyPlan = (*agentResource)(nil)
+)
+
+// NewAgentResource is occ_agent: one deployed assistant. Plan runs the full
+// admission over its compute, configuration and credential source and shows
+// the revision that would run; apply deploys that revision.
+func NewAgentResource() resource.Resource { return &agentResource{} }
+
+type agentResource struct{}
+
+type agentModel struct {
+	ID               types.String   `tfsdk:"id"`
+	Name             types.String   `tfsdk:"name"`
+	Compute          types.Object   `tfsdk:"compute"`
+	Configuration    types.Object   `tfsdk:"configuration"`
+	Harness          types.String   `tfsdk:"harness"`
+	ExecutionMode    types.String   `tfsdk:"execution_mode"`
+	HarnessAuth      types.Object   `tfsdk:"harness_auth"`
+	Timeouts         timeouts.Value `tfsdk:"timeouts"`
+	Revision         types.Int64    `tfsdk:"revision"`
+	RevisionID       types.String   `tfsdk:"revision_id"`
+	AdmittedDocument types.String   `tfsdk:"admitted_document"`
+	GatewayDocument  types.String   `tfsdk:"gateway_document"`
+	HarnessVersion   types.String   `tfsdk:"harness_version"`
+	MaxConcurrent    types.Int64    `tfsdk:"max_concurrent"`
+	Status           types.String   `tfsdk:"status"`
+	ActivatedAt      types.String   `tfsdk:"activated_at"`
+	Endpoint         types.String   `tfsdk:"endpoint"`
+}
+
+type harnessAuthModel struct {
+	Source types.Object `tfsdk:"source"`
+}
+
+func (r *agentResource) Metadata(_ context.Context, req resource.MetadataRequest, resp *resource.MetadataResponse) {
+	resp.TypeName = req.ProviderTypeName + "_agent"
+}
+
+func (r *agentResource) Schema(ctx context.Context, _ resource.SchemaRequest, resp *resource.SchemaResponse) {
+	resp.Schema = agentSchema(ctx)
+}
+
+func agentSchema(ctx context.Context) schema.Schema {
+	computed := func(desc string) schema.StringAttribute {
+		return schema.StringAttribute{Computed: true, MarkdownDescription: desc}
+	}
+	return schema.Schema{
+		MarkdownDescription: "One deployed assistant. `terraform plan` runs the OCC admission over the Agent's compute, configuration and " +
+			"credential source (passed whole: `compute = occ_compute.prod`) and shows the exact revision that would run in " +
+			"`admitted_document`; a refused combination fails the plan with `INVALID_REQUEST` or `RESOURCE_CONFLICT` at the attribute " +
+			"that caused it. Any change to a referenced object that matters plans a new `revision`; nothing else does. Apply checks " +
+			"everything again before its first write (rule AD6).",
+		Attributes: map[string]schema.Attribute{
+			"id": schema.StringAttribute{Computed: true, MarkdownDescription: "`NAMESPACE/NAME` on Kubernetes, `HOST/NAME` on SSH."},
+			"name": schema.StringAttribute{Required: true, Validators: []validator.String{dnsLabel{}},
+				PlanModifiers:       []planmodifier.String{stringplanmodifier.RequiresReplace()},
+				MarkdownDescription: "The Agent's name, a DNS label. Changing it replaces the Agent."},
+			"compute": schema.SingleNestedAttribute{Required: true, Attributes: refAttributes(schemaObjectType(computeSchema())),
+				MarkdownDescription: "Where the Agent runs: `compute = occ_compute.<name>`."},
+			"configuration": schema.SingleNestedAttribute{Required: true, Attributes: refAttributes(schemaObjectType(configurationSchema())),
+				MarkdownDescription: "The native configuration it runs with: `configuration = occ_configuration.<name>`."},
+			"harness": schema.StringAttribute{Optional: true, Computed: true,
+				Validators: []validator.String{stringvalidator.OneOf(admission.Harnesses...)},
+				MarkdownDescription: "`openclaw` or `codex`: the Agent-level runtime policy. When omitted, it is resolved from the configuration's " +
+					"runtime policies and models (rule MR5); when set, it must not conflict with them (rule MR3)."},
+			"execution_mode": schema.StringAttribute{Optional: true, Computed: true,
+				Validators:    []validator.String{stringvalidator.OneOf(admission.ExecutionModes...)},
+				PlanModifiers: []planmodifier.String{defaultOnCreateKeepOnUpdate{apply: admission.DefaultExecutionMode}},
+				MarkdownDescription: "`embedded` (the harness built into the gateway) or `dedicated` (a separate harness beside the gateway). " +
+					"Defaults to `embedded` on create; an update that omits it keeps the previous mode (rule HM2)."},
+			"harness_auth": schema.SingleNestedAttribute{Required: true,
+				MarkdownDescription: "The sole model-auth selector: the credential source, whose `method` is the binding (rules AU1 to AU5).",
+				Attributes: map[string]schema.Attribute{
+					"source": schema.SingleNestedAttribute{Required: true,
+						Attributes:          refAttributes(schemaObjectType(credentialSourceSchema()), "value_wo"),
+						MarkdownDescription: "`source = occ_credential_source.<name>`."},
+				}},
+			"timeouts": timeouts.Attributes(ctx, timeouts.Opts{Create: true, Update: true, Delete: true}),
+			"revision": schema.Int64Attribute{Computed: true,
+				MarkdownDescription: "The revision number: 1 on create, previous + 1 for every deployment that changes what runs."},
+			"revision_id":       computed("The content address of the admitted revision: equal revisions have equal ids."),
+			"admitted_document": computed("The frozen document the revision runs, as canonical JSON: the configuration after the sandbox driver's transform (AD2), the platform logging stamp (AD4) and the admitted `maxConcurrent` (HM7)."),
+			"gateway_document":  computed("The private gateway configuration compiled from `admitted_document`: with a custom Codex endpoint, codex model references name the openai-compatible provider (MR4); otherwise identical."),
+			"harness_version":   computed("The approved harness identity and version the revision freezes, such as `openclaw@2026.9.6`."),
+			"max_concurrent": schema.Int64Attribute{Computed: true,
+				MarkdownDescription: "Concurrent top-level turns (`agents.defaults.maxConcurrent`): the configuration's value, or max(8, 4 × ceil(cpu_limit)) (rule HM7). Null on SSH, where the runtime computes it from the host."},
+			"status":       computed("The revision's status after apply: `active` once activated."),
+			"activated_at": computed("When the current revision was activated (RFC 3339)."),
+			"endpoint":     computed("Where the Agent's gateway answers."),
+		},
+	}
+}
+
+// ModifyPlan runs the full admission on known values and plans the revision.
+// Unknown inputs defer the checks to apply.
+func (r *agentResource) ModifyPlan(ctx context.Context, req resource.ModifyPlanRequest, resp *resource.ModifyPlanResponse) {
+	if req.Plan.Raw.IsNull() {
+		return
+	}
+	var plan, state, config agentModel
+	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
+	resp.Diagnostics.Append(req.Config.Get(ctx, &config)...)
+	hasState := !req.State.Raw.IsNull()
+	if hasState {
+		resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
+	}
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	in, known := agentInput(ctx, plan, config, &resp.Diagnostics)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	if !known {
+		tflog.Debug(ctx, "agent inputs not known at plan; admission deferred to apply", map[string]any{"work.operation": "plan", "work.outcome": "deferred"})
+		markRevisionUnknown(&plan, config)
+		resp.Diagnostics.Append(resp.Plan.Set(ctx, &plan)...)
+		return
+	}
+	rev, errs := admission.Admit(in)
+	if len(errs) > 0 {
+		addAdmissionErrors(&resp.Diagnostics, path.Empty(), errs)
+		return
+	}
+	addWarnings(&resp.Diagnostics, path.Root("configuration"), rev.Warnings)
+	applyRevision(&plan, rev, in.Compute)
+	if hasState && state.RevisionID.Equal(plan.RevisionID) && !state.Revision.IsNull() {
+		plan.Revision = state.Revision
+		plan.Status, plan.ActivatedAt, plan.Endpoint = state.Status, state.ActivatedAt, state.Endpoint
+	} else {
+		plan.Revision = types.Int64Value(state.Revision.ValueInt64() + 1)
+		plan.Status, plan.ActivatedAt, plan.Endpoint = types.StringUnknown(), types.StringUnknown(), types.StringUnknown()
+	}
+	tflog.Debug(ctx, "agent admitted at plan", map[string]any{"work.operation": "plan", "work.outcome": "admitted",
+		"revision": plan.Revision.ValueInt64(), "revision_id": rev.ID()})
+	resp.Diagnostics.Append(resp.Plan.Set(ctx, &plan)...)
+}
+
+// agentInput converts the planned inputs into admission's Input; known is
+// false while anything admission needs is unknown.
+func agentInput(ctx context.Context, plan, config agentModel, diags *diagnostics) (admission.Input, bool) {
+	var in admission.Input
+	if !fullyKnown(plan.Name) || !fullyKnown(plan.Compute) || !fullyKnown(plan.Configuration) || !fullyKnown(plan.HarnessAuth) ||
+		!fullyKnown(config.Harness) || !fullyKnown(plan.ExecutionMode) {
+		return in, false
+	}
+	in.Agent = admission.Agent{Name: plan.Name.ValueString(), Harness: config.Harness.ValueString(), ExecutionMode: plan.ExecutionMode.ValueString()}
+	var ok bool
+	if in.Compute, ok = computeFromObject(ctx, plan.Compute, diags); !ok {
+		return in, false
+	}
+	cfg, ok := decodeObject[configurationModel](ctx, plan.Configuration, diags)
+	if !ok {
+		return in, false
+	}
+	if in.Configuration, ok = configurationInput(ctx, cfg, diags); !ok {
+		return in, false
+	}
+	auth, ok := decodeObject[harnessAuthModel](ctx, plan.HarnessAuth, diags)
+	if !ok {
+		return in, false
+	}
+	src, ok := decodeObject[sourceRefModel](ctx, auth.Source, diags)
+	if !ok {
+		return in, false
+	}
+	in.Source = sourceInput(ctx, src, diags)
+	return in, !diags.HasError()
+}
+
+func configurationInput(ctx context.Context, m configurationModel, diags *diagnostics) (admission.Configuration, bool) {
+	src := m.CanonicalDocument.ValueString()
+	if m.CanonicalDocument.IsNull() {
+		src = m.Document.ValueString()
+	}
+	doc, err := occconfig.Parse(src)
+	if err != nil {
+		addDocumentError(diags, path.Root("configuration").AtName("document"), err)
+		return admission.Configuration{}, false
+	}
+	c := admission.Configuration{ID: m.ID.ValueString(), Name: m.Name.ValueString(), Generation: m.Generation.ValueInt64(), Document: doc}
+	if !m.SecretBindings.IsNull() {
+		var bindings map[string]secretBindingModel
+		diags.Append(m.SecretBindings.ElementsAs(ctx, &bindings, false)...)
+		c.SecretBindings = map[string]admission.SecretRef{}
+		for k, b := range bindings {
+			c.SecretBindings[k] = admission.SecretRef{Name: b.Secret.ValueString(), Key: b.Key.ValueString()}
+		}
+	}
+	return c, true
+}
+
+func sourceInput(ctx context.Context, m sourceRefModel, diags *diagnostics) admission.CredentialSource {
+	s := admission.CredentialSource{
+		ID: m.ID.ValueString(), Name: m.Name.ValueString(), Method: m.Method.ValueString(), Generation: m.Generation.ValueInt64(),
+		ComputeID: computeID(ctx, m.Compute), HasValue: !m.ValueWOVersion.IsNull(), SecretName: m.SecretName.ValueString(),
+		ServiceAccount: m.ServiceAccount.ValueString(), SourceType: m.SourceType.ValueString(), EnvironmentFile: m.EnvironmentFile.ValueString(),
+	}
+	if ref, ok := decodeObject[secretRefModel](ctx, m.SecretRef, diags); ok {
+		s.SecretRef = &admission.SecretRef{Name: ref.Name.ValueString(), Key: ref.Key.ValueString()}
+	}
+	return s
+}
+
+// applyRevision writes an admitted revision's values into the plan.
+func applyRevision(plan *agentModel, rev *admission.Revision, c admission.Compute) {
+	plan.ID = types.StringValue(agentID(c, rev.Agent))
+	plan.Harness = types.StringValue(rev.Harness)
+	plan.ExecutionMode = types.StringValue(rev.ExecutionMode)
+	plan.RevisionID = types.StringValue(rev.ID())
+	plan.AdmittedDocument = types.StringValue(string(occconfig.Canonical(rev.AdmittedDocument)))
+	plan.GatewayDocument = types.StringValue(string(occconfig.Canonical(rev.GatewayDocument)))
+	plan.HarnessVersion = types.StringValue(rev.HarnessVersion)
+	plan.MaxConcurrent = types.Int64Null()
+	if rev.MaxConcurrent > 0 {
+		plan.MaxConcurrent = types.Int64Value(rev.MaxConcurrent)
+	}
+}
+
+func agentID(c admission.Compute, name string) string {
+	if c.Kind == admission.KindSSH {
+		return fmt.Sprintf("%s/%s", c.Host, name)
+	}
+	return fmt.Sprintf("%s/%s", c.Namespace, name)
+}
+
+func markRevisionUnknown(plan *agentModel, config agentModel) {
+	plan.ID, plan.RevisionID, plan.AdmittedDocument, plan.GatewayDocument = types.StringUnknown(), types.StringUnknown(), types.StringUnknown(), types.StringUnknown()
+	plan.HarnessVersion, plan.Status, plan.ActivatedAt, plan.Endpoint = types.StringUnknown(), types.StringUnknown(), types.StringUnknown(), types.StringUnknown()
+	plan.Revision, plan.MaxConcurrent = types.Int64Unknown(), types.Int64Unknown()
+	if config.Harness.IsNull() {
+		plan.Harness = types.StringUnknown()
+	}
+}
+
+// admitForApply checks everything again before the first write (AD6).
+func admitForApply(ctx context.Context, plan agentModel, diags *diagnostics) (*admission.Revision, admission.Compute, bool) {
+	config := plan // at apply every input is known; the configured harness is the planned one
+	in, known := agentInput(ctx, plan, config, diags)
+	if diags.HasError() {
+		return nil, in.Compute, false
+	}
+	if !known {
+		diags.AddError("INVALID_REQUEST: the agent's inputs are still unknown at apply", "Terraform passed unknown values to apply; run the apply again.")
+		return nil, in.Compute, false
+	}
+	rev, errs := admission.Admit(in)
+	if len(errs) > 0 {
+		addAdmissionErrors(diags, path.Empty(), errs)
+		return nil, in.Compute, false
+	}
+	return rev, in.Compute, true
+}
+
+func (r *agentResource) Create(ctx context.Context, req resource.CreateRequest, resp *resource.CreateResponse) {
+	var plan agentModel
+	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	timeout, d := plan.Timeouts.Create(ctx, 15*time.Minute)
+	resp.Diagnostics.Append(d...)
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	rev, c, ok := admitForApply(ctx, plan, &resp.Diagnostics)
+	if !ok {
+		return
+	}
+	resp.Diagnostics.Append(deploy(ctx, rev, c, plan.Revision.ValueInt64())...)
+}
+
+func (r *agentResource) Update(ctx context.Context, req resource.UpdateRequest, resp *resource.UpdateResponse) {
+	var plan, state agentModel
+	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
+	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	timeout, d := plan.Timeouts.Update(ctx, 15*time.Minute)
+	resp.Diagnostics.Append(d...)
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	rev, c, ok := admitForApply(ctx, plan, &resp.Diagnostics)
+	if !ok {
+		return
+	}
+	if state.RevisionID.Equal(plan.RevisionID) {
+		// Nothing that runs changed (a referenced object changed in a way
+		// that does not matter): record it, deploy nothing.
+		resp.Diagnostics.Append(resp.State.Set(ctx, &plan)...)
+		return
+	}
+	resp.Diagnostics.Append(deploy(ctx, rev, c, plan.Revision.ValueInt64())...)
+}
+
+func (r *agentResource) Read(context.Context, resource.ReadRequest, *resource.ReadResponse) {}
+
+func (r *agentResource) Delete(context.Context, resource.DeleteRequest, *resource.DeleteResponse) {}

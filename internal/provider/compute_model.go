@@ -1,0 +1,161 @@
+package provider
+
+import (
+	"context"
+
+	"github.com/hashicorp/terraform-plugin-framework/attr"
+	"github.com/hashicorp/terraform-plugin-framework/diag"
+	"github.com/hashicorp/terraform-plugin-framework/types"
+	"github.com/hashicorp/terraform-plugin-framework/types/basetypes"
+
+	"github.com/occ-platform/terraform-provider-occ/internal/admission"
+)
+
+// computeModel is occ_compute's state, and the shape occ_agent,
+// occ_credential_source and data.occ_installation take it in.
+type computeModel struct {
+	ID           types.String `tfsdk:"id"`
+	Name         types.String `tfsdk:"name"`
+	Kind         types.String `tfsdk:"kind"`
+	Kubernetes   types.Object `tfsdk:"kubernetes"`
+	SSH          types.Object `tfsdk:"ssh"`
+	Installation types.Object `tfsdk:"installation"`
+}
+
+type kubernetesModel struct {
+	Namespace           types.String `tfsdk:"namespace"`
+	RuntimeImage        types.String `tfsdk:"runtime_image"`
+	NativeWorkerSupport types.Bool   `tfsdk:"native_worker_support"`
+	CodexImage          types.String `tfsdk:"codex_image"`
+	CPULimit            types.String `tfsdk:"cpu_limit"`
+	MemoryLimit         types.String `tfsdk:"memory_limit"`
+	NodeWorkers         types.Int64  `tfsdk:"node_workers"`
+	Logging             types.Object `tfsdk:"logging"`
+	SandboxDriver       types.Object `tfsdk:"sandbox_driver"`
+	CredentialGateway   types.Object `tfsdk:"credential_gateway"`
+}
+
+type loggingModel struct {
+	Ownership types.String `tfsdk:"ownership"`
+	Level     types.String `tfsdk:"level"`
+}
+
+type sandboxDriverModel struct {
+	Name            types.String `tfsdk:"name"`
+	Facets          types.Set    `tfsdk:"facets"`
+	RequiredProfile types.String `tfsdk:"required_profile"`
+}
+
+type credentialGatewayModel struct {
+	Name types.String `tfsdk:"name"`
+}
+
+type sshModel struct {
+	Host                  types.String `tfsdk:"host"`
+	Port                  types.Int64  `tfsdk:"port"`
+	HostKey               types.String `tfsdk:"host_key"`
+	InsecureIgnoreHostKey types.Bool   `tfsdk:"insecure_ignore_host_key"`
+	User                  types.String `tfsdk:"user"`
+	OpenClawPath          types.String `tfsdk:"openclaw_path"`
+	ConfigDir             types.String `tfsdk:"config_dir"`
+}
+
+var objectAsOptions = basetypes.ObjectAsOptions{}
+
+// decodeObject decodes a known, non-null object into T; ok is false for a
+// null or unknown object.
+func decodeObject[T any](ctx context.Context, o types.Object, diags *diag.Diagnostics) (T, bool) {
+	var out T
+	if o.IsNull() || o.IsUnknown() {
+		return out, false
+	}
+	d := o.As(ctx, &out, objectAsOptions)
+	diags.Append(d...)
+	return out, !d.HasError()
+}
+
+// fullyKnown reports whether a value and everything inside it is known.
+func fullyKnown(v attr.Value) bool {
+	if v == nil {
+		return true
+	}
+	if v.IsUnknown() {
+		return false
+	}
+	if v.IsNull() {
+		return true
+	}
+	tv, err := v.ToTerraformValue(context.Background())
+	if err != nil {
+		return false
+	}
+	return tv.IsFullyKnown()
+}
+
+// computeFromObject converts a compute object (occ_compute's state shape)
+// into admission's Compute; known is false when anything admission needs
+// is still unknown.
+func computeFromObject(ctx context.Context, o types.Object, diags *diag.Diagnostics) (admission.Compute, bool) {
+	m, ok := decodeObject[computeModel](ctx, o, diags)
+	if !ok {
+		return admission.Compute{}, false
+	}
+	return computeFromModel(ctx, m, diags)
+}
+
+func computeFromModel(ctx context.Context, m computeModel, diags *diag.Diagnostics) (admission.Compute, bool) {
+	if !fullyKnown(m.Name) || !fullyKnown(m.Kubernetes) || !fullyKnown(m.SSH) {
+		return admission.Compute{}, false
+	}
+	c := admission.Compute{ID: m.Name.ValueString(), Name: m.Name.ValueString()}
+	if !m.ID.IsNull() && !m.ID.IsUnknown() {
+		c.ID = m.ID.ValueString()
+	}
+	if k, ok := decodeObject[kubernetesModel](ctx, m.Kubernetes, diags); ok {
+		c.Kind = admission.KindKubernetes
+		c.Namespace = k.Namespace.ValueString()
+		c.RuntimeImage = k.RuntimeImage.ValueString()
+		c.NativeWorkerSupport = k.NativeWorkerSupport.ValueBool()
+		c.CodexImage = k.CodexImage.ValueString()
+		c.CPUMillis = cpuMillis(k.CPULimit.ValueString())
+		c.MemoryLimit = k.MemoryLimit.ValueString()
+		c.NodeWorkers = k.NodeWorkers.ValueInt64()
+		c.LoggingOwnership, c.LoggingLevel = admission.LoggingPlatform, "info"
+		if l, ok := decodeObject[loggingModel](ctx, k.Logging, diags); ok {
+			c.LoggingOwnership = l.Ownership.ValueString()
+			if !l.Level.IsNull() {
+				c.LoggingLevel = l.Level.ValueString()
+			}
+		}
+		if d, ok := decodeObject[sandboxDriverModel](ctx, k.SandboxDriver, diags); ok {
+			sd := &admission.SandboxDriver{Name: d.Name.ValueString(), RequiredProfile: d.RequiredProfile.ValueString()}
+			diags.Append(d.Facets.ElementsAs(ctx, &sd.Facets, false)...)
+			c.SandboxDriver = sd
+		}
+		if g, ok := decodeObject[credentialGatewayModel](ctx, k.CredentialGateway, diags); ok {
+			c.CredentialGateway = &admission.CredentialGateway{Name: g.Name.ValueString()}
+		}
+	}
+	if s, ok := decodeObject[sshModel](ctx, m.SSH, diags); ok {
+		c.Kind = admission.KindSSH
+		c.Host, c.Port = s.Host.ValueString(), s.Port.ValueInt64()
+		c.OpenClawPath, c.ConfigDir = s.OpenClawPath.ValueString(), s.ConfigDir.ValueString()
+	}
+	return c, c.Kind != ""
+}
+
+func installationObject(inst admission.Installation, diags *diag.Diagnostics) types.Object {
+	modes, d := types.ListValueFrom(context.Background(), types.StringType, inst.ExecutionModes)
+	diags.Append(d...)
+	support := types.StringNull()
+	if inst.NativeWorkersSupport != "" {
+		support = types.StringValue(inst.NativeWorkersSupport)
+	}
+	obj, d := types.ObjectValue(installationAttrTypes, map[string]attr.Value{
+		"execution_modes":            modes,
+		"native_workers_support":     support,
+		"sandbox_driver_unavailable": types.BoolValue(inst.SandboxDriverUnavailable),
+	})
+	diags.Append(d...)
+	return obj
+}

@@ -1,0 +1,259 @@
+package provider
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/hashicorp/terraform-plugin-framework-validators/int64validator"
+	"github.com/hashicorp/terraform-plugin-framework-validators/resourcevalidator"
+	"github.com/hashicorp/terraform-plugin-framework-validators/setvalidator"
+	"github.com/hashicorp/terraform-plugin-framework-validators/stringvalidator"
+	"github.com/hashicorp/terraform-plugin-framework/attr"
+	"github.com/hashicorp/terraform-plugin-framework/path"
+	"github.com/hashicorp/terraform-plugin-framework/resource"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/booldefault"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/int64default"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/objectdefault"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/planmodifier"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/stringdefault"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/stringplanmodifier"
+	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
+	"github.com/hashicorp/terraform-plugin-framework/types"
+
+	"github.com/occ-platform/terraform-provider-occ/internal/admission"
+)
+
+var (
+	_ resource.Resource                     = (*computeResource)(nil)
+	_ resource.ResourceWithConfigValidators = (*computeResource)(nil)
+	_ resource.ResourceWithValidateConfig   = (*computeResource)(nil)
+	_ resource.ResourceWithModifyPlan       = (*computeResource)(nil)
+	_ resource.ResourceWithImportState      = (*computeResource)(nil)
+)
+
+// NewComputeResource is the occ_compute resource: where Agents run, a
+// Kubernetes namespace or an SSH host. It is a logical object: its identity
+// and settings live in state, and occ_agent takes it by value.
+func NewComputeResource() resource.Resource { return &computeResource{} }
+
+type computeResource struct{}
+
+func (r *computeResource) Metadata(_ context.Context, req resource.MetadataRequest, resp *resource.MetadataResponse) {
+	resp.TypeName = req.ProviderTypeName + "_compute"
+}
+
+func (r *computeResource) Schema(_ context.Context, _ resource.SchemaRequest, resp *resource.SchemaResponse) {
+	resp.Schema = computeSchema()
+}
+
+func computeSchema() schema.Schema {
+	return schema.Schema{
+		MarkdownDescription: "Where Agents run: a Kubernetes tenant namespace or an SSH host under systemd. Exactly one of `kubernetes` or " +
+			"`ssh`. The compute is a logical object: planning it never contacts the cluster or the host, and `installation` is derived from " +
+			"the declared settings. Pass it whole to `occ_agent` (`compute = occ_compute.prod`); any change to it plans a new revision of " +
+			"every Agent on it.",
+		Attributes: map[string]schema.Attribute{
+			"id": schema.StringAttribute{Computed: true, MarkdownDescription: "The compute's identity (its name).",
+				PlanModifiers: []planmodifier.String{stringplanmodifier.UseStateForUnknown()}},
+			"name": schema.StringAttribute{Required: true, Validators: []validator.String{dnsLabel{}},
+				PlanModifiers:       []planmodifier.String{stringplanmodifier.RequiresReplace()},
+				MarkdownDescription: "The compute's name, a DNS label. Changing it replaces the compute."},
+			"kind": schema.StringAttribute{Computed: true, MarkdownDescription: "`kubernetes` or `ssh`, from the block that is set. A compute cannot change kind in place."},
+			"kubernetes": schema.SingleNestedAttribute{
+				Optional:            true,
+				MarkdownDescription: "A Kubernetes tenant namespace.",
+				Attributes: map[string]schema.Attribute{
+					"namespace": schema.StringAttribute{Required: true, Validators: []validator.String{dnsLabel{}},
+						MarkdownDescription: "The tenant namespace the Agents run in; created when missing."},
+					"runtime_image": schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString(admission.PinnedRuntimeImage),
+						Validators:          []validator.String{stringvalidator.LengthAtLeast(1)},
+						MarkdownDescription: fmt.Sprintf("The OpenClaw runtime image. Default: the pinned runtime image `%s` (OpenClaw %s), which supports native workers.", admission.PinnedRuntimeImage, admission.PinnedOpenClawVersion)},
+					"native_worker_support": schema.BoolAttribute{Optional: true, Computed: true, Default: booldefault.StaticBool(false),
+						MarkdownDescription: "Declares that a custom `runtime_image` supports native workers (`runtime.nativeWorkerSupport`). Only for a custom image; without it, dedicated OpenClaw is refused with INVALID_REQUEST (rule ND6)."},
+					"codex_image": schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString(admission.PinnedCodexImage),
+						Validators:          []validator.String{stringvalidator.LengthAtLeast(1)},
+						MarkdownDescription: fmt.Sprintf("The Codex app-server image for dedicated Codex. Default: `%s`.", admission.PinnedCodexImage)},
+					"cpu_limit": schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString("2"),
+						Validators:          []validator.String{quantity{what: "CPU"}},
+						MarkdownDescription: "CPU limit of each runtime container. It sets the startup probe's budget (20 s plus 45 CPU-seconds at this limit, rule PR1) and the default `maxConcurrent` (max(8, 4 × ceil(cpu)), rule HM7). Default `2`."},
+					"memory_limit": schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString("4Gi"),
+						Validators:          []validator.String{quantity{what: "memory"}},
+						MarkdownDescription: "Memory limit of each runtime container. Default `4Gi`."},
+					"node_workers": schema.Int64Attribute{Optional: true, Computed: true, Default: int64default.StaticInt64(admission.DefaultNodeWorkers),
+						Validators:          []validator.Int64{int64validator.Between(1, 256)},
+						MarkdownDescription: "Session-owned workers a native OpenClaw node host admits; further sessions are refused while all are taken (rule HM6). Default 8."},
+					"logging": schema.SingleNestedAttribute{
+						Optional: true, Computed: true,
+						Default: objectdefault.StaticValue(types.ObjectValueMust(loggingAttrTypes, map[string]attr.Value{
+							"ownership": types.StringValue(admission.LoggingPlatform), "level": types.StringValue("info")})),
+						MarkdownDescription: "Who owns runtime logging. `platform` (default): admission stamps `logging.level`, a matching `consoleLevel`, JSON console style and disabled native OTLP log export (rule AD4). `driver`: a trusted compute driver owns logging and the document's logging is kept as written (rule AD5).",
+						Attributes: map[string]schema.Attribute{
+							"ownership": schema.StringAttribute{Required: true, Validators: []validator.String{stringvalidator.OneOf(admission.LoggingPlatform, admission.LoggingDriver)},
+								MarkdownDescription: "`platform` or `driver`."},
+							"level": schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString("info"),
+								Validators:          []validator.String{stringvalidator.OneOf(admission.LogLevels...)},
+								MarkdownDescription: "The admitted log level with platform ownership: one of silent, fatal, error, warn, info, debug, trace."},
+						},
+					},
+					"sandbox_driver": schema.SingleNestedAttribute{
+						Optional:            true,
+						MarkdownDescription: "The sandbox driver that contains dedicated harnesses (rules ND4, OS1). Dedicated native OpenClaw needs the `openshell` driver with all three facets and a `required_profile`.",
+						Attributes: map[string]schema.Attribute{
+							"name": schema.StringAttribute{Required: true, Validators: []validator.String{stringvalidator.OneOf(admission.SandboxDrivers...)},
+								MarkdownDescription: "The driver: `openshell` (bundled)."},
+							"facets": schema.SetAttribute{Optional: true, ElementType: types.StringType,
+								Validators:          []validator.Set{setvalidator.ValueStringsAre(stringvalidator.OneOf(admission.Facets...))},
+								MarkdownDescription: "The facets the driver provides: `networking`, `filesystem`, `process`."},
+							"required_profile": schema.StringAttribute{Optional: true, Validators: []validator.String{stringvalidator.LengthAtLeast(1)},
+								MarkdownDescription: "Enforced worker placement (`cloudWorkers.requiredProfile`)."},
+						},
+					},
+					"credential_gateway": schema.SingleNestedAttribute{
+						Optional:            true,
+						MarkdownDescription: "The Credential Gateway that supplies model keys through the sandbox egress proxy (rule AU3). While it is selected, Secret-backed and account auth methods are refused (rule AU4).",
+						Attributes: map[string]schema.Attribute{
+							"name": schema.StringAttribute{Required: true, Validators: []validator.String{stringvalidator.LengthAtLeast(1)},
+								MarkdownDescription: "The gateway's name."},
+						},
+					},
+				},
+			},
+			"ssh": schema.SingleNestedAttribute{
+				Optional:            true,
+				MarkdownDescription: "An SSH host with systemd. It runs embedded OpenClaw only, with auth method `runtime` (rules SS1, AU5).",
+				Attributes: map[string]schema.Attribute{
+					"host": schema.StringAttribute{Required: true, Validators: []validator.String{stringvalidator.LengthAtLeast(1)},
+						MarkdownDescription: "Host name or address."},
+					"port": schema.Int64Attribute{Optional: true, Computed: true, Default: int64default.StaticInt64(22),
+						Validators: []validator.Int64{int64validator.Between(1, 65535)}, MarkdownDescription: "SSH port. Default 22."},
+					"host_key": schema.StringAttribute{Optional: true, Validators: []validator.String{authorizedKey{}},
+						MarkdownDescription: "The host's public key (`ssh-ed25519 AAAA…`); always verified. Required unless `insecure_ignore_host_key = true`."},
+					"insecure_ignore_host_key": schema.BoolAttribute{Optional: true, Computed: true, Default: booldefault.StaticBool(false),
+						MarkdownDescription: "Skip host key verification. Off by default; the provider warns when it is on."},
+					"user": schema.StringAttribute{Optional: true, Validators: []validator.String{stringvalidator.LengthAtLeast(1)},
+						MarkdownDescription: "Login user; default: the provider's `ssh.user`."},
+					"openclaw_path": schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString("/usr/bin/openclaw"),
+						Validators: []validator.String{absolutePath{}}, MarkdownDescription: "The `openclaw` binary on the host. Default `/usr/bin/openclaw`."},
+					"config_dir": schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString("/etc/openclaw"),
+						Validators: []validator.String{absolutePath{}}, MarkdownDescription: "Where revision configurations are written. Default `/etc/openclaw`."},
+				},
+			},
+			"installation": schema.SingleNestedAttribute{
+				Computed:            true,
+				MarkdownDescription: "The capabilities an Agent can use on this compute (rule ND5), derived from the declared settings at plan.",
+				Attributes: map[string]schema.Attribute{
+					"execution_modes": schema.ListAttribute{Computed: true, ElementType: types.StringType,
+						MarkdownDescription: "The OpenClaw execution modes an Agent can deploy in."},
+					"native_workers_support": schema.StringAttribute{Computed: true,
+						MarkdownDescription: "`pinned-runtime`, `declared` (custom image), or null when native workers are not available."},
+					"sandbox_driver_unavailable": schema.BoolAttribute{Computed: true,
+						MarkdownDescription: "True during a sandbox driver outage."},
+				},
+			},
+		},
+	}
+}
+
+var loggingAttrTypes = map[string]attr.Type{"ownership": types.StringType, "level": types.StringType}
+
+var installationAttrTypes = map[string]attr.Type{
+	"execution_modes":            types.ListType{ElemType: types.StringType},
+	"native_workers_support":     types.StringType,
+	"sandbox_driver_unavailable": types.BoolType,
+}
+
+func (r *computeResource) ConfigValidators(context.Context) []resource.ConfigValidator {
+	return []resource.ConfigValidator{
+		resourcevalidator.ExactlyOneOf(path.MatchRoot("kubernetes"), path.MatchRoot("ssh")),
+	}
+}
+
+// ValidateConfig holds the static checks that span attributes.
+func (r *computeResource) ValidateConfig(ctx context.Context, req resource.ValidateConfigRequest, resp *resource.ValidateConfigResponse) {
+	var m computeModel
+	resp.Diagnostics.Append(req.Config.Get(ctx, &m)...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	if k, ok := decodeObject[kubernetesModel](ctx, m.Kubernetes, &resp.Diagnostics); ok {
+		at := path.Root("kubernetes")
+		if k.NativeWorkerSupport.ValueBool() && !k.RuntimeImage.IsUnknown() && (k.RuntimeImage.IsNull() || k.RuntimeImage.ValueString() == admission.PinnedRuntimeImage) {
+			resp.Diagnostics.AddAttributeError(at.AtName("native_worker_support"), "INVALID_REQUEST: native_worker_support is only for a custom runtime_image",
+				"The pinned runtime image already supports native workers (rule ND6). Remove native_worker_support, or set runtime_image to your custom image.")
+		}
+	}
+	if s, ok := decodeObject[sshModel](ctx, m.SSH, &resp.Diagnostics); ok {
+		at := path.Root("ssh")
+		ignore := s.InsecureIgnoreHostKey.ValueBool()
+		if s.HostKey.IsNull() && !ignore && !s.InsecureIgnoreHostKey.IsUnknown() {
+			resp.Diagnostics.AddAttributeError(at.AtName("host_key"), "INVALID_REQUEST: the SSH host key is missing",
+				"The provider always verifies the host's key. Set ssh.host_key to the host's public key (for example the output of `cat /etc/ssh/ssh_host_ed25519_key.pub` on the host), or, only for a throwaway test host, set insecure_ignore_host_key = true.")
+		}
+		if ignore {
+			resp.Diagnostics.AddAttributeWarning(at.AtName("insecure_ignore_host_key"), "SSH host key verification is off",
+				"insecure_ignore_host_key = true accepts any host key, so a machine in the middle can read the revision and the journal. Set host_key instead.")
+		}
+	}
+}
+
+// ModifyPlan fills the computed identity, kind and installation from the
+// planned settings, so that agents see them at plan.
+func (r *computeResource) ModifyPlan(ctx context.Context, req resource.ModifyPlanRequest, resp *resource.ModifyPlanResponse) {
+	if req.Plan.Raw.IsNull() {
+		return
+	}
+	var plan computeModel
+	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	if !plan.Name.IsUnknown() {
+		plan.ID = plan.Name
+	}
+	switch {
+	case !plan.Kubernetes.IsNull() && !plan.Kubernetes.IsUnknown():
+		plan.Kind = types.StringValue(admission.KindKubernetes)
+	case !plan.SSH.IsNull() && !plan.SSH.IsUnknown():
+		plan.Kind = types.StringValue(admission.KindSSH)
+	default:
+		plan.Kind = types.StringUnknown()
+	}
+	if !req.State.Raw.IsNull() {
+		var state computeModel
+		resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
+		if !plan.Kind.IsUnknown() && !state.Kind.IsNull() && !state.Kind.Equal(plan.Kind) {
+			resp.RequiresReplace = append(resp.RequiresReplace, path.Root("kind"))
+		}
+	}
+	plan.Installation = types.ObjectUnknown(installationAttrTypes)
+	if c, known := computeFromModel(ctx, plan, &resp.Diagnostics); known {
+		plan.Installation = installationObject(admission.ComputeInstallation(c), &resp.Diagnostics)
+	}
+	resp.Diagnostics.Append(resp.Plan.Set(ctx, &plan)...)
+}
+
+func (r *computeResource) Create(ctx context.Context, req resource.CreateRequest, resp *resource.CreateResponse) {
+	var plan computeModel
+	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
+	resp.Diagnostics.Append(resp.State.Set(ctx, &plan)...)
+}
+
+func (r *computeResource) Read(context.Context, resource.ReadRequest, *resource.ReadResponse) {
+	// Logical object: state is the source of truth until the live reads of
+	// the Kubernetes and SSH executors land.
+}
+
+func (r *computeResource) Update(ctx context.Context, req resource.UpdateRequest, resp *resource.UpdateResponse) {
+	var plan computeModel
+	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
+	resp.Diagnostics.Append(resp.State.Set(ctx, &plan)...)
+}
+
+func (r *computeResource) Delete(context.Context, resource.DeleteRequest, *resource.DeleteResponse) {}
+
+// ImportState adopts a compute by name; the next plan fills its settings
+// from configuration as an in-place update that writes nothing remote.
+func (r *computeResource) ImportState(ctx context.Context, req resource.ImportStateRequest, resp *resource.ImportStateResponse) {
+	importLogicalByName(ctx, req, resp, false)
+}

@@ -1,0 +1,277 @@
+package provider
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/hashicorp/terraform-plugin-framework-validators/int64validator"
+	"github.com/hashicorp/terraform-plugin-framework-validators/stringvalidator"
+	"github.com/hashicorp/terraform-plugin-framework/diag"
+	"github.com/hashicorp/terraform-plugin-framework/path"
+	"github.com/hashicorp/terraform-plugin-framework/resource"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/int64planmodifier"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/planmodifier"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/stringplanmodifier"
+	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
+	"github.com/hashicorp/terraform-plugin-framework/types"
+
+	"github.com/occ-platform/terraform-provider-occ/internal/admission"
+)
+
+var (
+	_ resource.Resource                   = (*credentialSourceResource)(nil)
+	_ resource.ResourceWithValidateConfig = (*credentialSourceResource)(nil)
+	_ resource.ResourceWithModifyPlan     = (*credentialSourceResource)(nil)
+	_ resource.ResourceWithImportState    = (*credentialSourceResource)(nil)
+)
+
+// NewCredentialSourceResource is occ_credential_source: where an Agent's
+// model credential comes from. Its method is the Agent's auth binding.
+func NewCredentialSourceResource() resource.Resource { return &credentialSourceResource{} }
+
+type credentialSourceResource struct{}
+
+// sourceRefModel is everything of a credential source but its write-only
+// value: the shape occ_agent takes it in.
+type sourceRefModel struct {
+	ID              types.String `tfsdk:"id"`
+	Name            types.String `tfsdk:"name"`
+	Compute         types.Object `tfsdk:"compute"`
+	Method          types.String `tfsdk:"method"`
+	ValueWOVersion  types.Int64  `tfsdk:"value_wo_version"`
+	SecretRef       types.Object `tfsdk:"secret_ref"`
+	ServiceAccount  types.String `tfsdk:"service_account"`
+	SourceType      types.String `tfsdk:"source_type"`
+	EnvironmentFile types.String `tfsdk:"environment_file"`
+	Generation      types.Int64  `tfsdk:"generation"`
+	SecretName      types.String `tfsdk:"secret_name"`
+}
+
+type credentialSourceModel struct {
+	sourceRefModel
+	ValueWO types.String `tfsdk:"value_wo"`
+}
+
+type secretRefModel struct {
+	Name types.String `tfsdk:"name"`
+	Key  types.String `tfsdk:"key"`
+}
+
+func (r *credentialSourceResource) Metadata(_ context.Context, req resource.MetadataRequest, resp *resource.MetadataResponse) {
+	resp.TypeName = req.ProviderTypeName + "_credential_source"
+}
+
+func (r *credentialSourceResource) Schema(_ context.Context, _ resource.SchemaRequest, resp *resource.SchemaResponse) {
+	resp.Schema = credentialSourceSchema()
+}
+
+func credentialSourceSchema() schema.Schema {
+	return schema.Schema{
+		MarkdownDescription: "Where an Agent's model credential comes from. The `method` is the Agent's auth binding (rules AU1 to AU5): " +
+			"`api_key` and `codex_pat` from a Kubernetes Secret (`value_wo` or `secret_ref`; `codex_pat` may also use a managed " +
+			"`service_account`), `credential_source` from the Credential Gateway (`source_type`), and `runtime` from an operator's " +
+			"credentials file on an SSH host (`environment_file`). The value never reaches state, plan output, logs or diagnostics.",
+		Attributes: map[string]schema.Attribute{
+			"id": schema.StringAttribute{Computed: true, MarkdownDescription: "The source's identity (its name).",
+				PlanModifiers: []planmodifier.String{stringplanmodifier.UseStateForUnknown()}},
+			"name": schema.StringAttribute{Required: true, Validators: []validator.String{dnsLabel{}},
+				PlanModifiers:       []planmodifier.String{stringplanmodifier.RequiresReplace()},
+				MarkdownDescription: "The source's name, a DNS label. Changing it replaces the source."},
+			"compute": schema.SingleNestedAttribute{Optional: true, Attributes: refAttributes(schemaObjectType(computeSchema())),
+				MarkdownDescription: "The compute the source lives in (`compute = occ_compute.prod`): required for Secret-backed and " +
+					"ServiceAccount sources, whose Secret lives in its namespace. An Agent can only use a source of its own compute (rule AD1)."},
+			"method": schema.StringAttribute{Required: true, Validators: []validator.String{stringvalidator.OneOf(admission.AuthMethods...)},
+				MarkdownDescription: "`api_key`, `codex_pat`, `credential_source` or `runtime`."},
+			"value_wo": schema.StringAttribute{Optional: true, Sensitive: true, WriteOnly: true,
+				MarkdownDescription: "The key or token, write-only: it reaches only the Kubernetes Secret the provider writes, never state or plan. " +
+					"Needs Terraform or OpenTofu >= 1.11. Bump `value_wo_version` to rotate."},
+			"value_wo_version": schema.Int64Attribute{Optional: true, Validators: []validator.Int64{int64validator.AtLeast(1)},
+				MarkdownDescription: "The version of `value_wo`; bump it to rotate the value (a new Secret that running revisions do not see until redeployed)."},
+			"secret_ref": schema.SingleNestedAttribute{Optional: true,
+				MarkdownDescription: "An existing Secret in the compute's namespace.",
+				Attributes: map[string]schema.Attribute{
+					"name": schema.StringAttribute{Required: true, Validators: []validator.String{dnsLabel{}}, MarkdownDescription: "The Secret's name."},
+					"key":  schema.StringAttribute{Required: true, Validators: []validator.String{stringvalidator.LengthAtLeast(1)}, MarkdownDescription: "The key inside it."},
+				}},
+			"service_account": schema.StringAttribute{Optional: true, Validators: []validator.String{dnsLabel{}},
+				MarkdownDescription: "`codex_pat` only: a managed ServiceAccount whose token authenticates Codex (rule AU2)."},
+			"source_type": schema.StringAttribute{Optional: true, Validators: []validator.String{stringvalidator.OneOf(admission.SourceTypes...)},
+				MarkdownDescription: "`credential_source` only: `openai_api_key`, or `codex_oauth` (experimental, dedicated Codex only) (rule AU3)."},
+			"environment_file": schema.StringAttribute{Optional: true, Validators: []validator.String{absolutePath{}},
+				MarkdownDescription: "`runtime` only: the operator's credentials file on the SSH host that systemd loads (`EnvironmentFile=`). The provider never reads or writes it (rule AU5)."},
+			"generation": schema.Int64Attribute{Computed: true,
+				PlanModifiers:       []planmodifier.Int64{int64planmodifier.UseStateForUnknown()},
+				MarkdownDescription: "Starts at 1 and grows when the method, the value version or the reference changes."},
+			"secret_name": schema.StringAttribute{Computed: true,
+				PlanModifiers:       []planmodifier.String{stringplanmodifier.UseStateForUnknown()},
+				MarkdownDescription: "The Secret the value lives in: the provider's (one per `value_wo_version`) or `secret_ref.name`."},
+		},
+	}
+}
+
+// sourceShape says which attributes each method takes (static, ValidateConfig).
+var sourceShape = map[string]struct{ allowed, oneOf []string }{
+	admission.MethodAPIKey:           {allowed: []string{"value_wo", "value_wo_version", "secret_ref"}, oneOf: []string{"value_wo", "secret_ref"}},
+	admission.MethodCodexPAT:         {allowed: []string{"value_wo", "value_wo_version", "secret_ref", "service_account"}, oneOf: []string{"value_wo", "secret_ref", "service_account"}},
+	admission.MethodCredentialSource: {allowed: []string{"source_type"}, oneOf: []string{"source_type"}},
+	admission.MethodRuntime:          {allowed: []string{"environment_file"}, oneOf: []string{"environment_file"}},
+}
+
+func (r *credentialSourceResource) ValidateConfig(ctx context.Context, req resource.ValidateConfigRequest, resp *resource.ValidateConfigResponse) {
+	var m credentialSourceModel
+	resp.Diagnostics.Append(req.Config.Get(ctx, &m)...)
+	if resp.Diagnostics.HasError() || m.Method.IsUnknown() || m.Method.IsNull() {
+		return
+	}
+	method := m.Method.ValueString()
+	shape, ok := sourceShape[method]
+	if !ok {
+		return // the OneOf validator reports it
+	}
+	set := map[string]bool{
+		"value_wo": !m.ValueWO.IsNull(), "value_wo_version": !m.ValueWOVersion.IsNull(), "secret_ref": !m.SecretRef.IsNull(),
+		"service_account": !m.ServiceAccount.IsNull(), "source_type": !m.SourceType.IsNull(), "environment_file": !m.EnvironmentFile.IsNull(),
+	}
+	allowed := map[string]bool{}
+	for _, a := range shape.allowed {
+		allowed[a] = true
+	}
+	for _, a := range []string{"value_wo", "value_wo_version", "secret_ref", "service_account", "source_type", "environment_file"} {
+		if set[a] && !allowed[a] {
+			resp.Diagnostics.AddAttributeError(path.Root(a), fmt.Sprintf("INVALID_REQUEST: %s does not apply to method %q", a, method),
+				fmt.Sprintf("Method %q takes %s. Remove %s, or choose the method it belongs to.", method, orList(shape.oneOf), a))
+		}
+	}
+	count := 0
+	for _, a := range shape.oneOf {
+		if set[a] {
+			count++
+		}
+	}
+	if count != 1 {
+		resp.Diagnostics.AddAttributeError(path.Root("method"), fmt.Sprintf("INVALID_REQUEST: method %q needs exactly one of %s", method, orList(shape.oneOf)),
+			fmt.Sprintf("Set exactly one of %s for a %s source.", orList(shape.oneOf), method))
+	}
+	if set["value_wo"] != set["value_wo_version"] && allowed["value_wo"] {
+		resp.Diagnostics.AddAttributeError(path.Root("value_wo_version"), "INVALID_REQUEST: value_wo and value_wo_version go together",
+			"value_wo is write-only, so Terraform cannot see when it changes: set value_wo_version = 1 with it, and bump the version to rotate.")
+	}
+	needsCompute := method == admission.MethodAPIKey || method == admission.MethodCodexPAT
+	if needsCompute && m.Compute.IsNull() {
+		resp.Diagnostics.AddAttributeError(path.Root("compute"), fmt.Sprintf("INVALID_REQUEST: a %s source needs its compute", method),
+			"The Secret or ServiceAccount lives in a Kubernetes compute's namespace: set compute = occ_compute.<name>.")
+	}
+}
+
+func orList(as []string) string {
+	if len(as) == 1 {
+		return as[0]
+	}
+	out := ""
+	for i, a := range as {
+		switch {
+		case i == 0:
+			out = a
+		case i == len(as)-1:
+			out += " or " + a
+		default:
+			out += ", " + a
+		}
+	}
+	return out
+}
+
+// ModifyPlan computes identity, generation and secret name at plan, and
+// checks that the compute can hold the source.
+func (r *credentialSourceResource) ModifyPlan(ctx context.Context, req resource.ModifyPlanRequest, resp *resource.ModifyPlanResponse) {
+	if req.Plan.Raw.IsNull() {
+		return
+	}
+	var plan, state credentialSourceModel
+	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
+	hasState := !req.State.Raw.IsNull()
+	if hasState {
+		resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
+	}
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	if !plan.Name.IsUnknown() {
+		plan.ID = plan.Name
+	}
+	method := plan.Method.ValueString()
+	if c, known := computeFromObject(ctx, plan.Compute, &resp.Diagnostics); known {
+		switch {
+		case c.Kind == admission.KindSSH && method != admission.MethodRuntime:
+			resp.Diagnostics.AddAttributeError(path.Root("compute"), "RESOURCE_CONFLICT: an SSH compute holds only runtime credentials",
+				fmt.Sprintf("Compute %q is an SSH host, where systemd loads the operator's credentials file; method %q needs a Kubernetes compute (rule AU5).", c.Name, method))
+		case c.Kind == admission.KindKubernetes && method == admission.MethodRuntime:
+			resp.Diagnostics.AddAttributeError(path.Root("compute"), "RESOURCE_CONFLICT: Kubernetes rejects the runtime method",
+				fmt.Sprintf("Compute %q is Kubernetes; method \"runtime\" exists only on SSH computes (rule AU5). Use api_key, codex_pat or credential_source.", c.Name))
+		}
+	}
+	known := fullyKnown(plan.Name) && fullyKnown(plan.Method) && fullyKnown(plan.ValueWOVersion) && fullyKnown(plan.SecretRef) &&
+		fullyKnown(plan.ServiceAccount) && fullyKnown(plan.SourceType) && fullyKnown(plan.EnvironmentFile) &&
+		(plan.Compute.IsNull() || (!plan.Compute.IsUnknown() && fullyKnown(plan.Compute.Attributes()["id"])))
+	switch {
+	case !known:
+		plan.Generation, plan.SecretName = types.Int64Unknown(), types.StringUnknown()
+	default:
+		changed := !state.Method.Equal(plan.Method) || !state.ValueWOVersion.Equal(plan.ValueWOVersion) || !state.SecretRef.Equal(plan.SecretRef) ||
+			!state.ServiceAccount.Equal(plan.ServiceAccount) || !state.SourceType.Equal(plan.SourceType) ||
+			!state.EnvironmentFile.Equal(plan.EnvironmentFile) || computeID(ctx, state.Compute) != computeID(ctx, plan.Compute)
+		plan.Generation = nextGeneration(hasState, state.Generation, state.Method.IsNull(), changed)
+		plan.SecretName = secretName(ctx, plan.sourceRefModel)
+	}
+	resp.Diagnostics.Append(resp.Plan.Set(ctx, &plan)...)
+}
+
+// secretName is where the value lives: one provider Secret per value
+// version, so that running revisions keep their frozen source (AU7).
+func secretName(ctx context.Context, m sourceRefModel) types.String {
+	var diags diag.Diagnostics
+	if ref, ok := decodeObject[secretRefModel](ctx, m.SecretRef, &diags); ok {
+		return ref.Name
+	}
+	if !m.ValueWOVersion.IsNull() {
+		return types.StringValue(fmt.Sprintf("occ-cred-%s-v%d", m.Name.ValueString(), m.ValueWOVersion.ValueInt64()))
+	}
+	return types.StringNull()
+}
+
+func computeID(ctx context.Context, o types.Object) string {
+	if o.IsNull() || o.IsUnknown() {
+		return ""
+	}
+	if v, ok := o.Attributes()["id"].(types.String); ok {
+		return v.ValueString()
+	}
+	return ""
+}
+
+func (r *credentialSourceResource) Create(ctx context.Context, req resource.CreateRequest, resp *resource.CreateResponse) {
+	var plan credentialSourceModel
+	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
+	plan.ValueWO = types.StringNull() // write-only: never stored
+	resp.Diagnostics.Append(resp.State.Set(ctx, &plan)...)
+}
+
+func (r *credentialSourceResource) Read(context.Context, resource.ReadRequest, *resource.ReadResponse) {
+	// Logical object until the Kubernetes executor writes and reads its Secret.
+}
+
+func (r *credentialSourceResource) Update(ctx context.Context, req resource.UpdateRequest, resp *resource.UpdateResponse) {
+	var plan credentialSourceModel
+	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
+	plan.ValueWO = types.StringNull()
+	resp.Diagnostics.Append(resp.State.Set(ctx, &plan)...)
+}
+
+func (r *credentialSourceResource) Delete(context.Context, resource.DeleteRequest, *resource.DeleteResponse) {
+}
+
+// ImportState adopts a source by "NAME" or "NAME@GENERATION".
+func (r *credentialSourceResource) ImportState(ctx context.Context, req resource.ImportStateRequest, resp *resource.ImportStateResponse) {
+	importLogicalByName(ctx, req, resp, true)
+}

@@ -1,0 +1,87 @@
+package provider
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/hashicorp/terraform-plugin-framework/diag"
+	"github.com/hashicorp/terraform-plugin-framework/path"
+
+	"github.com/occ-platform/terraform-provider-occ/internal/admission"
+	"github.com/occ-platform/terraform-provider-occ/internal/occconfig"
+)
+
+// addAdmissionErrors turns admission refusals into diagnostics, in one
+// place: the summary starts with the class, the detail says what to change
+// and cites the rule, and the diagnostic points at the attribute (under
+// base) that caused it.
+func addAdmissionErrors(diags *diag.Diagnostics, base path.Path, err error) {
+	var es admission.Errors
+	var one *admission.Error
+	switch {
+	case errors.As(err, &es):
+	case errors.As(err, &one):
+		es = admission.Errors{one}
+	default:
+		diags.AddAttributeError(base, "INVALID_REQUEST: admission failed", err.Error())
+		return
+	}
+	for _, e := range es {
+		diags.AddAttributeError(attributePath(base, e.Attribute), summary(e), detail(e))
+	}
+}
+
+func summary(e *admission.Error) string {
+	msg := e.Message
+	if i := strings.IndexAny(msg, ";."); i > 0 && i < 100 {
+		msg = msg[:i]
+	} else if len(msg) > 100 {
+		msg = msg[:100] + "…"
+	}
+	return fmt.Sprintf("%s: %s", e.Class, msg)
+}
+
+func detail(e *admission.Error) string {
+	var b strings.Builder
+	if len(e.DocPath) > 0 {
+		fmt.Fprintf(&b, "In the configuration document at %s: ", e.DocPath.String())
+	}
+	b.WriteString(e.Message)
+	fmt.Fprintf(&b, "\n\nRule %s, answered as %s (%d).", e.Rule, e.Class, e.Class.HTTPStatus())
+	return b.String()
+}
+
+func attributePath(base path.Path, attr []string) path.Path {
+	p := base
+	for i, a := range attr {
+		if i == 0 && base.Equal(path.Empty()) {
+			p = path.Root(a)
+			continue
+		}
+		p = p.AtName(a)
+	}
+	return p
+}
+
+// addDocumentError reports a document that does not parse.
+func addDocumentError(diags *diag.Diagnostics, at path.Path, err error) {
+	var se *occconfig.SyntaxError
+	if errors.As(err, &se) {
+		diags.AddAttributeError(at, "INVALID_REQUEST: the configuration document is not valid JSON or JSON5",
+			fmt.Sprintf("At line %d, column %d: %s. Fix the document; JSON and JSON5 (comments, trailing commas, unquoted keys) are accepted.", se.Line, se.Column, se.Msg))
+		return
+	}
+	diags.AddAttributeError(at, "INVALID_REQUEST: the configuration document cannot be used", err.Error())
+}
+
+// addWarnings reports admission advice.
+func addWarnings(diags *diag.Diagnostics, at path.Path, ws []admission.Warning) {
+	for _, w := range ws {
+		msg := w.Message
+		if len(w.DocPath) > 0 {
+			msg = fmt.Sprintf("In the configuration document at %s: %s", w.DocPath.String(), msg)
+		}
+		diags.AddAttributeWarning(at, fmt.Sprintf("Advice (rule %s)", w.Rule), msg)
+	}
+}

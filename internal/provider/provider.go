@@ -1,0 +1,173 @@
+// Package provider is the Terraform glue of the OCC provider: schemas, plan
+// modifiers, validators and CRUD that call the pure admission core.
+package provider
+
+import (
+	"context"
+
+	"github.com/hashicorp/terraform-plugin-framework/datasource"
+	"github.com/hashicorp/terraform-plugin-framework/function"
+	"github.com/hashicorp/terraform-plugin-framework/path"
+	"github.com/hashicorp/terraform-plugin-framework/provider"
+	"github.com/hashicorp/terraform-plugin-framework/provider/schema"
+	"github.com/hashicorp/terraform-plugin-framework/resource"
+	"github.com/hashicorp/terraform-plugin-framework/types"
+	"github.com/hashicorp/terraform-plugin-log/tflog"
+)
+
+// Address is the provider's registry address.
+const Address = "registry.terraform.io/occ-platform/occ"
+
+var (
+	_ provider.Provider                   = (*occProvider)(nil)
+	_ provider.ProviderWithFunctions      = (*occProvider)(nil)
+	_ provider.ProviderWithValidateConfig = (*occProvider)(nil)
+)
+
+type occProvider struct {
+	version string
+	commit  string
+}
+
+// New returns the provider factory for providerserver.Serve and tests.
+func New(version, commit string) func() provider.Provider {
+	return func() provider.Provider {
+		return &occProvider{version: version, commit: commit}
+	}
+}
+
+// providerModel holds connection settings only; no resource state holds a
+// connection secret.
+type providerModel struct {
+	Kubernetes types.Object `tfsdk:"kubernetes"`
+	SSH        types.Object `tfsdk:"ssh"`
+}
+
+type providerKubernetesModel struct {
+	ConfigPath           types.String `tfsdk:"config_path"`
+	ConfigPaths          types.List   `tfsdk:"config_paths"`
+	ConfigContext        types.String `tfsdk:"config_context"`
+	Host                 types.String `tfsdk:"host"`
+	Token                types.String `tfsdk:"token"`
+	ClusterCACertificate types.String `tfsdk:"cluster_ca_certificate"`
+	ClientCertificate    types.String `tfsdk:"client_certificate"`
+	ClientKey            types.String `tfsdk:"client_key"`
+	Insecure             types.Bool   `tfsdk:"insecure"`
+	Exec                 types.Object `tfsdk:"exec"`
+}
+
+type providerSSHModel struct {
+	User       types.String `tfsdk:"user"`
+	PrivateKey types.String `tfsdk:"private_key"`
+	Agent      types.Bool   `tfsdk:"agent"`
+}
+
+// Data is what Configure hands to resources and data sources.
+type Data struct {
+	Version    string
+	Kubernetes *providerKubernetesModel
+	SSH        *providerSSHModel
+}
+
+func (p *occProvider) Metadata(_ context.Context, _ provider.MetadataRequest, resp *provider.MetadataResponse) {
+	resp.TypeName = "occ"
+	resp.Version = p.version
+}
+
+func (p *occProvider) Schema(_ context.Context, _ provider.SchemaRequest, resp *provider.SchemaResponse) {
+	resp.Schema = schema.Schema{
+		MarkdownDescription: "The OCC provider runs AI agents on Kubernetes and SSH hosts as code. `terraform plan` admits or refuses " +
+			"each Agent's combination of harness, execution mode, model providers, auth binding, sandbox driver and credential gateway, " +
+			"and shows the exact revision that would run. The provider block holds connection settings only; a plan never needs them.",
+		Attributes: map[string]schema.Attribute{
+			"kubernetes": schema.SingleNestedAttribute{
+				Optional: true,
+				MarkdownDescription: "How to reach Kubernetes computes. Without it the provider reads `KUBE_CONFIG_PATH`, `KUBECONFIG`, " +
+					"then `~/.kube/config`, as the hashicorp/kubernetes provider does.",
+				Attributes: map[string]schema.Attribute{
+					"config_path":    schema.StringAttribute{Optional: true, MarkdownDescription: "Path to a kubeconfig file."},
+					"config_paths":   schema.ListAttribute{Optional: true, ElementType: types.StringType, MarkdownDescription: "Kubeconfig files merged in order."},
+					"config_context": schema.StringAttribute{Optional: true, MarkdownDescription: "The kubeconfig context to use."},
+					"host":           schema.StringAttribute{Optional: true, MarkdownDescription: "The API server URL, instead of a kubeconfig."},
+					"token":          schema.StringAttribute{Optional: true, Sensitive: true, MarkdownDescription: "A bearer token for `host`."},
+					"cluster_ca_certificate": schema.StringAttribute{Optional: true,
+						MarkdownDescription: "PEM CA bundle that signs the API server's certificate."},
+					"client_certificate": schema.StringAttribute{Optional: true, MarkdownDescription: "PEM client certificate for `host`."},
+					"client_key":         schema.StringAttribute{Optional: true, Sensitive: true, MarkdownDescription: "PEM client key for `host`."},
+					"insecure": schema.BoolAttribute{Optional: true,
+						MarkdownDescription: "Skip TLS verification of the API server. Off by default; the provider warns when it is on."},
+					"exec": schema.SingleNestedAttribute{
+						Optional:            true,
+						MarkdownDescription: "A client-go exec credential plugin.",
+						Attributes: map[string]schema.Attribute{
+							"api_version": schema.StringAttribute{Required: true, MarkdownDescription: "The plugin's `client.authentication.k8s.io` API version."},
+							"command":     schema.StringAttribute{Required: true, MarkdownDescription: "The plugin command."},
+							"args":        schema.ListAttribute{Optional: true, ElementType: types.StringType, MarkdownDescription: "Its arguments."},
+							"env":         schema.MapAttribute{Optional: true, ElementType: types.StringType, MarkdownDescription: "Extra environment variables."},
+						},
+					},
+				},
+			},
+			"ssh": schema.SingleNestedAttribute{
+				Optional:            true,
+				MarkdownDescription: "Defaults for every SSH compute.",
+				Attributes: map[string]schema.Attribute{
+					"user":        schema.StringAttribute{Optional: true, MarkdownDescription: "The login user; a compute's own `ssh.user` wins."},
+					"private_key": schema.StringAttribute{Optional: true, Sensitive: true, MarkdownDescription: "A PEM or OpenSSH private key."},
+					"agent":       schema.BoolAttribute{Optional: true, MarkdownDescription: "Authenticate with the agent at `SSH_AUTH_SOCK`."},
+				},
+			},
+		},
+	}
+}
+
+func (p *occProvider) ValidateConfig(ctx context.Context, req provider.ValidateConfigRequest, resp *provider.ValidateConfigResponse) {
+	var m providerModel
+	resp.Diagnostics.Append(req.Config.Get(ctx, &m)...)
+	if resp.Diagnostics.HasError() || m.Kubernetes.IsNull() || m.Kubernetes.IsUnknown() {
+		return
+	}
+	var k providerKubernetesModel
+	resp.Diagnostics.Append(m.Kubernetes.As(ctx, &k, objectAsOptions)...)
+	if k.Insecure.ValueBool() {
+		resp.Diagnostics.AddAttributeWarning(path.Root("kubernetes").AtName("insecure"), "TLS verification of the API server is off",
+			"kubernetes.insecure = true accepts any server certificate. Use it only against a local test cluster; set cluster_ca_certificate instead.")
+	}
+}
+
+func (p *occProvider) Configure(ctx context.Context, req provider.ConfigureRequest, resp *provider.ConfigureResponse) {
+	var m providerModel
+	resp.Diagnostics.Append(req.Config.Get(ctx, &m)...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	data := &Data{Version: p.version}
+	if !m.Kubernetes.IsNull() && !m.Kubernetes.IsUnknown() {
+		data.Kubernetes = &providerKubernetesModel{}
+		resp.Diagnostics.Append(m.Kubernetes.As(ctx, data.Kubernetes, objectAsOptions)...)
+	}
+	if !m.SSH.IsNull() && !m.SSH.IsUnknown() {
+		data.SSH = &providerSSHModel{}
+		resp.Diagnostics.Append(m.SSH.As(ctx, data.SSH, objectAsOptions)...)
+	}
+	tflog.Debug(ctx, "provider configured", map[string]any{"work.operation": "configure", "kubernetes_settings": data.Kubernetes != nil, "ssh_settings": data.SSH != nil})
+	resp.ResourceData = data
+	resp.DataSourceData = data
+}
+
+func (p *occProvider) Resources(context.Context) []func() resource.Resource {
+	return []func() resource.Resource{
+		NewComputeResource,
+		NewConfigurationResource,
+		NewCredentialSourceResource,
+		NewAgentResource,
+	}
+}
+
+func (p *occProvider) DataSources(context.Context) []func() datasource.DataSource {
+	return []func() datasource.DataSource{NewInstallationDataSource}
+}
+
+func (p *occProvider) Functions(context.Context) []func() function.Function {
+	return []func() function.Function{NewParseModelRefFunction}
+}

@@ -1,0 +1,132 @@
+package provider
+
+import (
+	"context"
+	"fmt"
+	"regexp"
+
+	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
+	"golang.org/x/crypto/ssh"
+	"k8s.io/apimachinery/pkg/api/resource"
+
+	"github.com/occ-platform/terraform-provider-occ/internal/admission"
+)
+
+// Named, reusable validators for the provider's attributes.
+
+var dnsLabelRe = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
+
+// dnsLabel accepts an RFC 1123 label: what Kubernetes names namespaces,
+// Secrets and labels with.
+type dnsLabel struct{}
+
+func (dnsLabel) Description(context.Context) string {
+	return "must be a DNS label: at most 63 lowercase letters, digits and '-', starting and ending with a letter or digit"
+}
+func (v dnsLabel) MarkdownDescription(ctx context.Context) string { return v.Description(ctx) }
+func (v dnsLabel) ValidateString(ctx context.Context, req validator.StringRequest, resp *validator.StringResponse) {
+	if req.ConfigValue.IsNull() || req.ConfigValue.IsUnknown() {
+		return
+	}
+	s := req.ConfigValue.ValueString()
+	if len(s) > 63 || !dnsLabelRe.MatchString(s) {
+		resp.Diagnostics.AddAttributeError(req.Path, "INVALID_REQUEST: not a DNS label",
+			fmt.Sprintf("%q %s, such as %q.", s, v.Description(ctx), "support-bot"))
+	}
+}
+
+// quantity accepts a Kubernetes resource quantity ("2", "500m", "4Gi")
+// greater than zero.
+type quantity struct{ what string }
+
+func (v quantity) Description(context.Context) string {
+	return fmt.Sprintf("must be a Kubernetes %s quantity greater than zero", v.what)
+}
+func (v quantity) MarkdownDescription(ctx context.Context) string { return v.Description(ctx) }
+func (v quantity) ValidateString(ctx context.Context, req validator.StringRequest, resp *validator.StringResponse) {
+	if req.ConfigValue.IsNull() || req.ConfigValue.IsUnknown() {
+		return
+	}
+	q, err := resource.ParseQuantity(req.ConfigValue.ValueString())
+	if err != nil || q.Sign() <= 0 {
+		example := "\"2\" or \"500m\""
+		if v.what == "memory" {
+			example = "\"4Gi\" or \"512Mi\""
+		}
+		resp.Diagnostics.AddAttributeError(req.Path, "INVALID_REQUEST: not a valid quantity",
+			fmt.Sprintf("%q %s, such as %s.", req.ConfigValue.ValueString(), v.Description(ctx), example))
+	}
+}
+
+// cpuMillis parses a validated CPU quantity into millicores.
+func cpuMillis(s string) int64 {
+	q, err := resource.ParseQuantity(s)
+	if err != nil {
+		return 0
+	}
+	return q.MilliValue()
+}
+
+// authorizedKey accepts one public host key in authorized_keys/known_hosts form.
+type authorizedKey struct{}
+
+func (authorizedKey) Description(context.Context) string {
+	return "must be one public key in authorized_keys form, such as the content of /etc/ssh/ssh_host_ed25519_key.pub"
+}
+func (v authorizedKey) MarkdownDescription(ctx context.Context) string { return v.Description(ctx) }
+func (v authorizedKey) ValidateString(ctx context.Context, req validator.StringRequest, resp *validator.StringResponse) {
+	if req.ConfigValue.IsNull() || req.ConfigValue.IsUnknown() {
+		return
+	}
+	if _, err := parseHostKey(req.ConfigValue.ValueString()); err != nil {
+		resp.Diagnostics.AddAttributeError(req.Path, "INVALID_REQUEST: not a host key",
+			fmt.Sprintf("The host key %s (%v). Read it on the host with `cat /etc/ssh/ssh_host_ed25519_key.pub`, or from `ssh-keyscan -t ed25519 HOST`.", v.Description(ctx), err))
+	}
+}
+
+// parseHostKey accepts "ssh-ed25519 AAAA… comment" and, for keyscan output,
+// a leading host field.
+func parseHostKey(s string) (ssh.PublicKey, error) {
+	key, _, _, _, err := ssh.ParseAuthorizedKey([]byte(s))
+	if err == nil {
+		return key, nil
+	}
+	_, _, key, _, _, kerr := ssh.ParseKnownHosts([]byte(s))
+	if kerr == nil {
+		return key, nil
+	}
+	return nil, err
+}
+
+// modelRef accepts a model reference provider/model (MR1).
+type modelRef struct{}
+
+func (modelRef) Description(context.Context) string {
+	return "must be a model reference provider/model"
+}
+func (v modelRef) MarkdownDescription(ctx context.Context) string { return v.Description(ctx) }
+func (v modelRef) ValidateString(_ context.Context, req validator.StringRequest, resp *validator.StringResponse) {
+	if req.ConfigValue.IsNull() || req.ConfigValue.IsUnknown() {
+		return
+	}
+	if _, err := admission.ParseModelRef(req.ConfigValue.ValueString()); err != nil {
+		resp.Diagnostics.AddAttributeError(req.Path, "INVALID_REQUEST: not a model reference", err.Error()+" (rule MR1)")
+	}
+}
+
+// absolutePath accepts an absolute POSIX path.
+type absolutePath struct{}
+
+func (absolutePath) Description(context.Context) string { return "must be an absolute path" }
+func (v absolutePath) MarkdownDescription(ctx context.Context) string {
+	return v.Description(ctx)
+}
+func (v absolutePath) ValidateString(_ context.Context, req validator.StringRequest, resp *validator.StringResponse) {
+	if req.ConfigValue.IsNull() || req.ConfigValue.IsUnknown() {
+		return
+	}
+	if s := req.ConfigValue.ValueString(); len(s) == 0 || s[0] != '/' {
+		resp.Diagnostics.AddAttributeError(req.Path, "INVALID_REQUEST: not an absolute path",
+			fmt.Sprintf("%q must be an absolute path on the host, such as /etc/occ/openclaw.env.", s))
+	}
+}
