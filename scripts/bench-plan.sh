@@ -1,0 +1,202 @@
+#!/usr/bin/env bash
+# Usage: scripts/bench-plan.sh [N]      (N defaults to 200; BENCH_REPS to 3)
+#
+# How much does the occ provider add to `terraform plan`? Two throwaway
+# configurations are planned with the local Terraform CLI:
+#   baseline  N terraform_data resources (built in: no provider at all)
+#   occ       one occ_compute, occ_configuration and occ_credential_source,
+#             and N occ_agent resources referencing them, planned against
+#             bin/terraform-provider-occ through dev_overrides
+# Each is planned BENCH_REPS times after one unmeasured warm-up run
+# (`plan -refresh=false -lock=false -input=false`, empty state, so everything
+# is a create); the median wall time of each and their ratio are printed.
+#
+# Provider memory: one extra, unmeasured plan of the occ configuration runs
+# the provider through GNU time (`%M`, the peak resident set size of the
+# provider process, from the kernel's rusage), once per provider process
+# Terraform starts. Without GNU time, /proc/PID/status VmHWM of the provider
+# processes is sampled every 50 ms instead, which is a lower bound
+# (BENCH_RSS_METHOD=sample forces that).
+#
+# It prints figures only; it asserts nothing. Run it through `make bench`,
+# which builds the provider first.
+set -euo pipefail
+
+root="$(cd "$(dirname "$0")/.." && pwd)"
+n="${1:-200}"
+reps="${BENCH_REPS:-3}"
+terraform="${TERRAFORM:-terraform}"
+bin="${root}/bin/terraform-provider-occ"
+
+case "$n" in '' | *[!0-9]* | 0) echo "error: N must be a positive integer (got '${n}')" >&2; exit 2 ;; esac
+case "$reps" in '' | *[!0-9]* | 0) echo "error: BENCH_REPS must be a positive integer (got '${reps}')" >&2; exit 2 ;; esac
+if [ ! -x "$bin" ]; then
+	echo "error: ${bin} is missing: build the provider first ('make build', or run 'make bench')." >&2
+	exit 1
+fi
+"${root}/scripts/check-terraform.sh" "$terraform" >/dev/null
+
+work="$(mktemp -d "${TMPDIR:-/tmp}/occ-bench-plan.XXXXXX")"
+sampler_pid=""
+cleanup() {
+	if [ -n "$sampler_pid" ]; then kill "$sampler_pid" 2>/dev/null || true; fi
+	rm -rf "$work"
+}
+trap cleanup EXIT
+
+export CHECKPOINT_DISABLE=1 TF_IN_AUTOMATION=1 LC_ALL=C
+unset TF_LOG TF_LOG_PROVIDER TF_LOG_PATH
+
+write_cli_config() { # FILE PLUGIN_DIR
+	cat >"$1" <<EOF
+provider_installation {
+  dev_overrides {
+    "occ-platform/occ" = "$2"
+  }
+  direct {}
+}
+EOF
+}
+write_cli_config "${work}/terraformrc" "${root}/bin"
+export TF_CLI_CONFIG_FILE="${work}/terraformrc"
+
+mkdir -p "${work}/baseline" "${work}/occ"
+cat >"${work}/baseline/main.tf" <<EOF
+resource "terraform_data" "r" {
+  count = ${n}
+  input = "agent-\${count.index}"
+}
+EOF
+cat >"${work}/occ/main.tf" <<EOF
+terraform {
+  required_providers {
+    occ = {
+      source = "occ-platform/occ"
+    }
+  }
+}
+
+resource "occ_compute" "k" {
+  name = "bench"
+  kubernetes = {
+    namespace = "bench"
+    cpu_limit = "2"
+  }
+}
+
+resource "occ_configuration" "c" {
+  name = "bench"
+  document = jsonencode({
+    agents = { defaults = { model = "anthropic/claude-sonnet-4-5" } }
+  })
+}
+
+resource "occ_credential_source" "s" {
+  name       = "anthropic"
+  compute    = occ_compute.k
+  method     = "api_key"
+  secret_ref = { name = "anthropic", key = "api-key" }
+}
+
+resource "occ_agent" "a" {
+  count         = ${n}
+  name          = "agent-\${count.index}"
+  compute       = occ_compute.k
+  configuration = occ_configuration.c
+  harness_auth  = { source = occ_credential_source.s }
+}
+EOF
+
+# plan DIR: runs one plan, prints its wall time in seconds. On failure, shows
+# Terraform's output and stops the script.
+plan() {
+	local dir="$1" start end log="${work}/plan.log"
+	start="$EPOCHREALTIME"
+	if ! "$terraform" -chdir="$dir" plan -refresh=false -lock=false -input=false -no-color >"$log" 2>&1; then
+		echo "error: terraform plan failed in ${dir##*/}:" >&2
+		sed 's/^/    /' "$log" >&2
+		exit 1
+	fi
+	end="$EPOCHREALTIME"
+	awk -v s="$start" -v e="$end" 'BEGIN { printf "%.3f\n", e - s }'
+}
+
+plan_summary() { grep -m 1 '^Plan:' "${work}/plan.log" || echo "(no Plan: line)"; }
+
+median() { printf '%s\n' "$@" | sort -g | awk '{ v[NR] = $1 } END { if (NR % 2) print v[(NR + 1) / 2]; else printf "%.3f\n", (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+
+# measure NAME DIR: warm-up, then BENCH_REPS timed plans; sets MEDIAN.
+measure() {
+	local name="$1" dir="$2" times=() t i
+	plan "$dir" >/dev/null
+	for ((i = 1; i <= reps; i++)); do
+		t="$(plan "$dir")"
+		times+=("$t")
+	done
+	MEDIAN="$(median "${times[@]}")"
+	printf '%-9s median %7.3f s   runs: %s   %s\n' "$name" "$MEDIAN" "${times[*]}" "$(plan_summary)"
+}
+
+# Provider peak RSS, in KiB, printed as "KIB PROCESSES METHOD"; "" if unknown.
+provider_peak_rss() {
+	local out="${work}/rss.txt"
+	: >"$out"
+	if [ "${BENCH_RSS_METHOD:-time}" = time ] && /usr/bin/time -f '%M' -o /dev/null true 2>/dev/null; then
+		# A stand-in plugin directory whose terraform-provider-occ runs the
+		# real binary under GNU time; -a appends one line per process.
+		mkdir -p "${work}/rss-bin"
+		cat >"${work}/rss-bin/terraform-provider-occ" <<EOF
+#!/bin/sh
+exec /usr/bin/time -a -o '${out}' -f '%M' '${bin}' "\$@"
+EOF
+		chmod +x "${work}/rss-bin/terraform-provider-occ"
+		write_cli_config "${work}/terraformrc-rss" "${work}/rss-bin"
+		TF_CLI_CONFIG_FILE="${work}/terraformrc-rss" plan "${work}/occ" >/dev/null
+		awk '/^[0-9]+$/ { if ($1 > m) m = $1; c++ } END { if (c) print m, c, "GNU time %M (exact peak per process)" }' "$out"
+	else
+		(
+			# Shell builtins only (no fork per process), so a scan is quick.
+			# Terraform starts the plugin with its path as argv[0].
+			while :; do
+				for d in /proc/[0-9]*; do
+					arg0=""
+					{ IFS= read -r -d '' arg0 <"${d}/cmdline"; } 2>/dev/null || true
+					[ "$arg0" = "$bin" ] || continue
+					{ while read -r key val _; do
+						if [ "$key" = "VmHWM:" ]; then
+							echo "${d#/proc/} ${val}"
+							break
+						fi
+					done <"${d}/status"; } 2>/dev/null || true
+				done
+				sleep 0.05
+			done
+		) >"$out" &
+		sampler_pid=$!
+		plan "${work}/occ" >/dev/null
+		kill "$sampler_pid" 2>/dev/null || true
+		wait "$sampler_pid" 2>/dev/null || true
+		sampler_pid=""
+		awk '{ if ($2 > m) m = $2; seen[$1] = 1 } END { for (p in seen) c++; if (c) print m, c, "/proc VmHWM sampled every 50 ms (lower bound)" }' "$out"
+	fi
+}
+
+echo "bench-plan: N=${n}, ${reps} timed runs each after one warm-up; $("${root}/scripts/check-terraform.sh" "$terraform")"
+echo "            provider: ${bin}"
+measure baseline "${work}/baseline"
+base="$MEDIAN"
+measure occ "${work}/occ"
+occ="$MEDIAN"
+awk -v b="$base" -v o="$occ" -v n="$n" 'BEGIN {
+	if (b > 0) printf "ratio     occ / baseline = %.2fx   (occ plans %d resources, baseline %d)\n", o / b, n + 3, n
+}'
+
+rss="$(provider_peak_rss)"
+if [ -n "$rss" ]; then
+	read -r kib procs method <<<"$rss"
+	awk -v k="$kib" -v p="$procs" -v m="$method" 'BEGIN {
+		printf "provider  peak RSS %.1f MiB (largest of %d provider process(es) in one plan; %s)\n", k / 1024, p, m
+	}'
+else
+	echo "provider  peak RSS: not measured (no GNU time, and no provider process was seen)"
+fi
