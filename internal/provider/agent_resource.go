@@ -81,7 +81,7 @@ func agentSchema(ctx context.Context) schema.Schema {
 				MarkdownDescription: "The Agent's name, a DNS label. Changing it replaces the Agent."},
 			"compute": schema.SingleNestedAttribute{Required: true, Attributes: refAttributes(schemaObjectType(computeSchema())),
 				MarkdownDescription: "Where the Agent runs: `compute = occ_compute.<name>`."},
-			"configuration": schema.SingleNestedAttribute{Required: true, Attributes: refAttributes(schemaObjectType(configurationSchema())),
+			"configuration": schema.SingleNestedAttribute{Required: true, Attributes: refAttributes(schemaObjectType(configurationSchema()), "document"),
 				MarkdownDescription: "The native configuration it runs with: `configuration = occ_configuration.<name>`."},
 			"harness": schema.StringAttribute{Optional: true, Computed: true,
 				Validators: []validator.String{stringvalidator.OneOf(admission.Harnesses...)},
@@ -173,7 +173,7 @@ func agentInput(ctx context.Context, plan, config agentModel, diags *diagnostics
 	if in.Compute, ok = computeFromObject(ctx, plan.Compute, diags); !ok {
 		return in, false
 	}
-	cfg, ok := decodeObject[configurationModel](ctx, plan.Configuration, diags)
+	cfg, ok := decodeObject[configurationRefModel](ctx, plan.Configuration, diags)
 	if !ok {
 		return in, false
 	}
@@ -192,14 +192,10 @@ func agentInput(ctx context.Context, plan, config agentModel, diags *diagnostics
 	return in, !diags.HasError()
 }
 
-func configurationInput(ctx context.Context, m configurationModel, diags *diagnostics) (admission.Configuration, bool) {
-	src := m.CanonicalDocument.ValueString()
-	if m.CanonicalDocument.IsNull() {
-		src = m.Document.ValueString()
-	}
-	doc, err := occconfig.Parse(src)
+func configurationInput(ctx context.Context, m configurationRefModel, diags *diagnostics) (admission.Configuration, bool) {
+	doc, err := occconfig.Parse(m.CanonicalDocument.ValueString())
 	if err != nil {
-		addDocumentError(diags, path.Root("configuration").AtName("document"), err)
+		addDocumentError(diags, path.Root("configuration").AtName("canonical_document"), err)
 		return admission.Configuration{}, false
 	}
 	c := admission.Configuration{ID: m.ID.ValueString(), Name: m.Name.ValueString(), Generation: m.Generation.ValueInt64(), Document: doc}

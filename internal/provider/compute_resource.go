@@ -179,7 +179,7 @@ func (r *computeResource) ValidateConfig(ctx context.Context, req resource.Valid
 	if k, ok := decodeObject[kubernetesModel](ctx, m.Kubernetes, &resp.Diagnostics); ok {
 		at := path.Root("kubernetes")
 		if k.NativeWorkerSupport.ValueBool() && !k.RuntimeImage.IsUnknown() && (k.RuntimeImage.IsNull() || k.RuntimeImage.ValueString() == admission.PinnedRuntimeImage) {
-			resp.Diagnostics.AddAttributeError(at.AtName("native_worker_support"), "INVALID_REQUEST: native_worker_support is only for a custom runtime_image",
+			addAttrError(&resp.Diagnostics, at.AtName("native_worker_support"), "INVALID_REQUEST: native_worker_support is only for a custom runtime_image",
 				"The pinned runtime image already supports native workers (rule ND6). Remove native_worker_support, or set runtime_image to your custom image.")
 		}
 	}
@@ -187,7 +187,7 @@ func (r *computeResource) ValidateConfig(ctx context.Context, req resource.Valid
 		at := path.Root("ssh")
 		ignore := s.InsecureIgnoreHostKey.ValueBool()
 		if s.HostKey.IsNull() && !ignore && !s.InsecureIgnoreHostKey.IsUnknown() {
-			resp.Diagnostics.AddAttributeError(at.AtName("host_key"), "INVALID_REQUEST: the SSH host key is missing",
+			addAttrError(&resp.Diagnostics, at.AtName("host_key"), "INVALID_REQUEST: the SSH host key is missing",
 				"The provider always verifies the host's key. Set ssh.host_key to the host's public key (for example the output of `cat /etc/ssh/ssh_host_ed25519_key.pub` on the host), or, only for a throwaway test host, set insecure_ignore_host_key = true.")
 		}
 		if ignore {

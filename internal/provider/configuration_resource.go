@@ -31,14 +31,21 @@ func NewConfigurationResource() resource.Resource { return &configurationResourc
 
 type configurationResource struct{}
 
+// configurationRefModel is a configuration as occ_agent takes it: without
+// the document text, so that reformatting the document (same canonical
+// form) changes nothing for the agents that use it.
+type configurationRefModel struct {
+	ID                types.String `tfsdk:"id"`
+	Name              types.String `tfsdk:"name"`
+	SecretBindings    types.Map    `tfsdk:"secret_bindings"`
+	Generation        types.Int64  `tfsdk:"generation"`
+	Digest            types.String `tfsdk:"digest"`
+	CanonicalDocument types.String `tfsdk:"canonical_document"`
+}
+
 type configurationModel struct {
-	ID                types.String  `tfsdk:"id"`
-	Name              types.String  `tfsdk:"name"`
-	Document          DocumentValue `tfsdk:"document"`
-	SecretBindings    types.Map     `tfsdk:"secret_bindings"`
-	Generation        types.Int64   `tfsdk:"generation"`
-	Digest            types.String  `tfsdk:"digest"`
-	CanonicalDocument types.String  `tfsdk:"canonical_document"`
+	configurationRefModel
+	Document types.String `tfsdk:"document"`
 }
 
 type secretBindingModel struct {
@@ -66,7 +73,7 @@ func configurationSchema() schema.Schema {
 			"name": schema.StringAttribute{Required: true, Validators: []validator.String{dnsLabel{}},
 				PlanModifiers:       []planmodifier.String{stringplanmodifier.RequiresReplace()},
 				MarkdownDescription: "The configuration's name, a DNS label. Changing it replaces the configuration (a new identity)."},
-			"document": schema.StringAttribute{Required: true, CustomType: DocumentType{},
+			"document": schema.StringAttribute{Required: true,
 				MarkdownDescription: "The native configuration document, JSON or JSON5, such as `file(\"openclaw.json5\")` or `jsonencode({...})`."},
 			"secret_bindings": schema.MapNestedAttribute{
 				Optional: true,
@@ -92,7 +99,7 @@ func configurationSchema() schema.Schema {
 
 // ValidateConfig parses the document and applies the save-time rules.
 func (r *configurationResource) ValidateConfig(ctx context.Context, req resource.ValidateConfigRequest, resp *resource.ValidateConfigResponse) {
-	var doc DocumentValue
+	var doc types.String
 	resp.Diagnostics.Append(req.Config.GetAttribute(ctx, path.Root("document"), &doc)...)
 	if resp.Diagnostics.HasError() || doc.IsNull() || doc.IsUnknown() {
 		return

@@ -139,7 +139,7 @@ func (r *credentialSourceResource) ValidateConfig(ctx context.Context, req resou
 	}
 	for _, a := range []string{"value_wo", "value_wo_version", "secret_ref", "service_account", "source_type", "environment_file"} {
 		if set[a] && !allowed[a] {
-			resp.Diagnostics.AddAttributeError(path.Root(a), fmt.Sprintf("INVALID_REQUEST: %s does not apply to method %q", a, method),
+			addAttrError(&resp.Diagnostics, path.Root(a), fmt.Sprintf("INVALID_REQUEST: %s does not apply to method %q", a, method),
 				fmt.Sprintf("Method %q takes %s. Remove %s, or choose the method it belongs to.", method, orList(shape.oneOf), a))
 		}
 	}
@@ -150,16 +150,16 @@ func (r *credentialSourceResource) ValidateConfig(ctx context.Context, req resou
 		}
 	}
 	if count != 1 {
-		resp.Diagnostics.AddAttributeError(path.Root("method"), fmt.Sprintf("INVALID_REQUEST: method %q needs exactly one of %s", method, orList(shape.oneOf)),
+		addAttrError(&resp.Diagnostics, path.Root("method"), fmt.Sprintf("INVALID_REQUEST: method %q needs exactly one of %s", method, orList(shape.oneOf)),
 			fmt.Sprintf("Set exactly one of %s for a %s source.", orList(shape.oneOf), method))
 	}
 	if set["value_wo"] != set["value_wo_version"] && allowed["value_wo"] {
-		resp.Diagnostics.AddAttributeError(path.Root("value_wo_version"), "INVALID_REQUEST: value_wo and value_wo_version go together",
+		addAttrError(&resp.Diagnostics, path.Root("value_wo_version"), "INVALID_REQUEST: value_wo and value_wo_version go together",
 			"value_wo is write-only, so Terraform cannot see when it changes: set value_wo_version = 1 with it, and bump the version to rotate.")
 	}
 	needsCompute := method == admission.MethodAPIKey || method == admission.MethodCodexPAT
 	if needsCompute && m.Compute.IsNull() {
-		resp.Diagnostics.AddAttributeError(path.Root("compute"), fmt.Sprintf("INVALID_REQUEST: a %s source needs its compute", method),
+		addAttrError(&resp.Diagnostics, path.Root("compute"), fmt.Sprintf("INVALID_REQUEST: a %s source needs its compute", method),
 			"The Secret or ServiceAccount lives in a Kubernetes compute's namespace: set compute = occ_compute.<name>.")
 	}
 }
@@ -204,10 +204,10 @@ func (r *credentialSourceResource) ModifyPlan(ctx context.Context, req resource.
 	if c, known := computeFromObject(ctx, plan.Compute, &resp.Diagnostics); known {
 		switch {
 		case c.Kind == admission.KindSSH && method != admission.MethodRuntime:
-			resp.Diagnostics.AddAttributeError(path.Root("compute"), "RESOURCE_CONFLICT: an SSH compute holds only runtime credentials",
+			addAttrError(&resp.Diagnostics, path.Root("compute"), "RESOURCE_CONFLICT: an SSH compute holds only runtime credentials",
 				fmt.Sprintf("Compute %q is an SSH host, where systemd loads the operator's credentials file; method %q needs a Kubernetes compute (rule AU5).", c.Name, method))
 		case c.Kind == admission.KindKubernetes && method == admission.MethodRuntime:
-			resp.Diagnostics.AddAttributeError(path.Root("compute"), "RESOURCE_CONFLICT: Kubernetes rejects the runtime method",
+			addAttrError(&resp.Diagnostics, path.Root("compute"), "RESOURCE_CONFLICT: Kubernetes rejects the runtime method",
 				fmt.Sprintf("Compute %q is Kubernetes; method \"runtime\" exists only on SSH computes (rule AU5). Use api_key, codex_pat or credential_source.", c.Name))
 		}
 	}

@@ -19,7 +19,7 @@ var admissionInstallation = admission.ComputeInstallation
 func dataSourceAttribute(a rschema.Attribute) dschema.Attribute {
 	switch t := a.(type) {
 	case rschema.StringAttribute:
-		return dschema.StringAttribute{Optional: true, CustomType: t.CustomType, MarkdownDescription: t.MarkdownDescription}
+		return dschema.StringAttribute{Optional: true, MarkdownDescription: t.MarkdownDescription}
 	case rschema.BoolAttribute:
 		return dschema.BoolAttribute{Optional: true, MarkdownDescription: t.MarkdownDescription}
 	case rschema.Int64Attribute:

@@ -28,16 +28,21 @@ func addAdmissionErrors(diags *diag.Diagnostics, base path.Path, err error) {
 		return
 	}
 	for _, e := range es {
-		diags.AddAttributeError(attributePath(base, e.Attribute), summary(e), detail(e))
+		addAttrError(diags, attributePath(base, e.Attribute), summary(e), detail(e))
 	}
 }
 
 func summary(e *admission.Error) string {
+	// The first clause of the message; a period inside a name such as
+	// agentRuntime.id does not end it.
 	msg := e.Message
-	if i := strings.IndexAny(msg, ";."); i > 0 && i < 100 {
-		msg = msg[:i]
-	} else if len(msg) > 100 {
-		msg = msg[:100] + "…"
+	for _, sep := range []string{"; ", ". ", ": "} {
+		if i := strings.Index(msg, sep); i > 0 {
+			msg = msg[:i]
+		}
+	}
+	if len(msg) > 120 {
+		msg = msg[:120] + "…"
 	}
 	return fmt.Sprintf("%s: %s", e.Class, msg)
 }
@@ -68,11 +73,11 @@ func attributePath(base path.Path, attr []string) path.Path {
 func addDocumentError(diags *diag.Diagnostics, at path.Path, err error) {
 	var se *occconfig.SyntaxError
 	if errors.As(err, &se) {
-		diags.AddAttributeError(at, "INVALID_REQUEST: the configuration document is not valid JSON or JSON5",
+		addAttrError(diags, at, "INVALID_REQUEST: the configuration document is not valid JSON or JSON5",
 			fmt.Sprintf("At line %d, column %d: %s. Fix the document; JSON and JSON5 (comments, trailing commas, unquoted keys) are accepted.", se.Line, se.Column, se.Msg))
 		return
 	}
-	diags.AddAttributeError(at, "INVALID_REQUEST: the configuration document cannot be used", err.Error())
+	addAttrError(diags, at, "INVALID_REQUEST: the configuration document cannot be used", err.Error())
 }
 
 // addWarnings reports admission advice.

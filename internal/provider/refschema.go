@@ -41,8 +41,6 @@ func refAttributes(t attr.Type, drop ...string) map[string]schema.Attribute {
 func refAttribute(t attr.Type) schema.Attribute {
 	const desc = "Taken from the referenced object."
 	switch tt := t.(type) {
-	case DocumentType:
-		return schema.StringAttribute{Optional: true, CustomType: tt, MarkdownDescription: desc}
 	case basetypes.StringType:
 		return schema.StringAttribute{Optional: true, MarkdownDescription: desc}
 	case basetypes.BoolType:

@@ -5,6 +5,9 @@ import (
 	"fmt"
 	"regexp"
 
+	"github.com/hashicorp/terraform-plugin-framework/diag"
+	"github.com/hashicorp/terraform-plugin-framework/path"
+
 	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
 	"golang.org/x/crypto/ssh"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -30,7 +33,7 @@ func (v dnsLabel) ValidateString(ctx context.Context, req validator.StringReques
 	}
 	s := req.ConfigValue.ValueString()
 	if len(s) > 63 || !dnsLabelRe.MatchString(s) {
-		resp.Diagnostics.AddAttributeError(req.Path, "INVALID_REQUEST: not a DNS label",
+		addAttrError(&resp.Diagnostics, req.Path, "INVALID_REQUEST: not a DNS label",
 			fmt.Sprintf("%q %s, such as %q.", s, v.Description(ctx), "support-bot"))
 	}
 }
@@ -53,7 +56,7 @@ func (v quantity) ValidateString(ctx context.Context, req validator.StringReques
 		if v.what == "memory" {
 			example = "\"4Gi\" or \"512Mi\""
 		}
-		resp.Diagnostics.AddAttributeError(req.Path, "INVALID_REQUEST: not a valid quantity",
+		addAttrError(&resp.Diagnostics, req.Path, "INVALID_REQUEST: not a valid quantity",
 			fmt.Sprintf("%q %s, such as %s.", req.ConfigValue.ValueString(), v.Description(ctx), example))
 	}
 }
@@ -79,7 +82,7 @@ func (v authorizedKey) ValidateString(ctx context.Context, req validator.StringR
 		return
 	}
 	if _, err := parseHostKey(req.ConfigValue.ValueString()); err != nil {
-		resp.Diagnostics.AddAttributeError(req.Path, "INVALID_REQUEST: not a host key",
+		addAttrError(&resp.Diagnostics, req.Path, "INVALID_REQUEST: not a host key",
 			fmt.Sprintf("The host key %s (%v). Read it on the host with `cat /etc/ssh/ssh_host_ed25519_key.pub`, or from `ssh-keyscan -t ed25519 HOST`.", v.Description(ctx), err))
 	}
 }
@@ -110,7 +113,7 @@ func (v modelRef) ValidateString(_ context.Context, req validator.StringRequest,
 		return
 	}
 	if _, err := admission.ParseModelRef(req.ConfigValue.ValueString()); err != nil {
-		resp.Diagnostics.AddAttributeError(req.Path, "INVALID_REQUEST: not a model reference", err.Error()+" (rule MR1)")
+		addAttrError(&resp.Diagnostics, req.Path, "INVALID_REQUEST: not a model reference", err.Error()+" (rule MR1)")
 	}
 }
 
@@ -126,7 +129,14 @@ func (v absolutePath) ValidateString(_ context.Context, req validator.StringRequ
 		return
 	}
 	if s := req.ConfigValue.ValueString(); len(s) == 0 || s[0] != '/' {
-		resp.Diagnostics.AddAttributeError(req.Path, "INVALID_REQUEST: not an absolute path",
+		addAttrError(&resp.Diagnostics, req.Path, "INVALID_REQUEST: not an absolute path",
 			fmt.Sprintf("%q must be an absolute path on the host, such as /etc/occ/openclaw.env.", s))
 	}
+}
+
+// addAttrError reports an error at an attribute and names the attribute in
+// the detail too: Terraform's text output shows only the enclosing block
+// for paths inside nested attributes.
+func addAttrError(diags *diag.Diagnostics, at path.Path, summary, detail string) {
+	diags.AddAttributeError(at, summary, fmt.Sprintf("Attribute %s: %s", at.String(), detail))
 }

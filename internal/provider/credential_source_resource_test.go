@@ -1,0 +1,195 @@
+package provider
+
+import (
+	"testing"
+
+	"github.com/hashicorp/terraform-plugin-testing/helper/resource"
+	"github.com/hashicorp/terraform-plugin-testing/knownvalue"
+	"github.com/hashicorp/terraform-plugin-testing/plancheck"
+	"github.com/hashicorp/terraform-plugin-testing/statecheck"
+	"github.com/hashicorp/terraform-plugin-testing/terraform"
+	"github.com/hashicorp/terraform-plugin-testing/tfjsonpath"
+	"github.com/hashicorp/terraform-plugin-testing/tfversion"
+)
+
+const testSentinel = "sk-SENTINEL-9f3c2a7e-do-not-leak"
+
+func sourceWithValue(version int) string {
+	return testComputeK8s + `
+variable "key" {
+  type      = string
+  sensitive = true
+  default   = "` + testSentinel + `"
+}
+resource "occ_credential_source" "s" {
+  name             = "openai"
+  compute          = occ_compute.k
+  method           = "api_key"
+  value_wo         = var.key
+  value_wo_version = ` + itoa(version) + `
+}`
+}
+
+// TestAccCredentialSource_WriteOnlyValue: the value never reaches state or
+// plan; bumping its version rotates it (rule AU7).
+func TestAccCredentialSource_WriteOnlyValue(t *testing.T) {
+	resource.Test(t, resource.TestCase{
+		PreCheck:                 func() { testAccPreCheck(t) },
+		ProtoV6ProviderFactories: testAccProtoV6ProviderFactories,
+		TerraformVersionChecks:   []tfversion.TerraformVersionCheck{tfversion.SkipBelow(tfversion.Version1_11_0)},
+		Steps: []resource.TestStep{
+			{
+				Config: sourceWithValue(1),
+				ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{
+					sentinelAbsentFromPlan{testSentinel},
+					plancheck.ExpectKnownValue("occ_credential_source.s", tfjsonpath.New("secret_name"), knownvalue.StringExact("occ-cred-openai-v1")),
+				}},
+				ConfigStateChecks: []statecheck.StateCheck{
+					sentinelAbsentFromState{testSentinel},
+					statecheck.ExpectKnownValue("occ_credential_source.s", tfjsonpath.New("value_wo"), knownvalue.Null()),
+					statecheck.ExpectKnownValue("occ_credential_source.s", tfjsonpath.New("generation"), knownvalue.Int64Exact(1)),
+				},
+			},
+			{
+				Config: sourceWithValue(2),
+				ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{
+					sentinelAbsentFromPlan{testSentinel},
+					plancheck.ExpectResourceAction("occ_credential_source.s", plancheck.ResourceActionUpdate),
+				}},
+				ConfigStateChecks: []statecheck.StateCheck{
+					sentinelAbsentFromState{testSentinel},
+					statecheck.ExpectKnownValue("occ_credential_source.s", tfjsonpath.New("generation"), knownvalue.Int64Exact(2)),
+					statecheck.ExpectKnownValue("occ_credential_source.s", tfjsonpath.New("secret_name"), knownvalue.StringExact("occ-cred-openai-v2")),
+				},
+			},
+			{
+				ResourceName:  "occ_credential_source.s",
+				ImportState:   true,
+				ImportStateId: "openai@2",
+				ImportStateCheck: func(s []*terraform.InstanceState) error {
+					return expectAttrs(s, map[string]string{"id": "openai", "generation": "2"})
+				},
+			},
+		},
+	})
+}
+
+func TestAccCredentialSource_Methods(t *testing.T) {
+	resource.Test(t, resource.TestCase{
+		PreCheck:                 func() { testAccPreCheck(t) },
+		ProtoV6ProviderFactories: testAccProtoV6ProviderFactories,
+		Steps: []resource.TestStep{
+			{
+				Config: testComputeK8s + `
+resource "occ_credential_source" "pat" {
+  name            = "codex-pat"
+  compute         = occ_compute.k
+  method          = "codex_pat"
+  service_account = "codex-account"
+}
+resource "occ_credential_source" "gw" {
+  name        = "gw"
+  method      = "credential_source"
+  source_type = "openai_api_key"
+}
+resource "occ_compute" "h" {
+  name = "edge"
+  ssh  = { host = "10.0.0.5", host_key = "` + testHostKey + `" }
+}
+resource "occ_credential_source" "rt" {
+  name             = "host-env"
+  compute          = occ_compute.h
+  method           = "runtime"
+  environment_file = "/etc/occ/openclaw.env"
+}`,
+				ConfigStateChecks: []statecheck.StateCheck{
+					statecheck.ExpectKnownValue("occ_credential_source.pat", tfjsonpath.New("secret_name"), knownvalue.Null()),
+					statecheck.ExpectKnownValue("occ_credential_source.gw", tfjsonpath.New("generation"), knownvalue.Int64Exact(1)),
+					statecheck.ExpectKnownValue("occ_credential_source.rt", tfjsonpath.New("environment_file"), knownvalue.StringExact("/etc/occ/openclaw.env")),
+				},
+			},
+			{
+				// Changing the reference is a new generation.
+				Config: testComputeK8s + `
+resource "occ_credential_source" "pat" {
+  name            = "codex-pat"
+  compute         = occ_compute.k
+  method          = "codex_pat"
+  service_account = "codex-account-2"
+}
+resource "occ_credential_source" "gw" {
+  name        = "gw"
+  method      = "credential_source"
+  source_type = "openai_api_key"
+}
+resource "occ_compute" "h" {
+  name = "edge"
+  ssh  = { host = "10.0.0.5", host_key = "` + testHostKey + `" }
+}
+resource "occ_credential_source" "rt" {
+  name             = "host-env"
+  compute          = occ_compute.h
+  method           = "runtime"
+  environment_file = "/etc/occ/openclaw.env"
+}`,
+				ConfigStateChecks: []statecheck.StateCheck{
+					statecheck.ExpectKnownValue("occ_credential_source.pat", tfjsonpath.New("generation"), knownvalue.Int64Exact(2)),
+					statecheck.ExpectKnownValue("occ_credential_source.gw", tfjsonpath.New("generation"), knownvalue.Int64Exact(1)),
+				},
+			},
+		},
+	})
+}
+
+func TestAccCredentialSource_ValidationErrors(t *testing.T) {
+	cases := map[string]struct{ config, err string }{
+		"api_key without value": {testComputeK8s + `
+resource "occ_credential_source" "s" {
+  name    = "x"
+  compute = occ_compute.k
+  method  = "api_key"
+}`, `INVALID_REQUEST: method "api_key" needs exactly one of value_wo or secret_ref`},
+		"value without version": {testComputeK8s + `
+resource "occ_credential_source" "s" {
+  name     = "x"
+  compute  = occ_compute.k
+  method   = "api_key"
+  value_wo = "k"
+}`, `INVALID_REQUEST: value_wo and value_wo_version go together`},
+		"attribute of another method": {`
+resource "occ_credential_source" "s" {
+  name             = "x"
+  method           = "credential_source"
+  source_type      = "openai_api_key"
+  environment_file = "/etc/x.env"
+}`, `INVALID_REQUEST: environment_file does not apply to method "credential_source"`},
+		"secret source without compute": {`
+resource "occ_credential_source" "s" {
+  name       = "x"
+  method     = "api_key"
+  secret_ref = { name = "a", key = "b" }
+}`, `INVALID_REQUEST: a api_key source needs its compute`},
+		"AU5 runtime on kubernetes": {testComputeK8s + `
+resource "occ_credential_source" "s" {
+  name             = "x"
+  compute          = occ_compute.k
+  method           = "runtime"
+  environment_file = "/etc/x.env"
+}`, `RESOURCE_CONFLICT: Kubernetes rejects the runtime method[\s\S]*AU5`},
+		"relative environment file": {`
+resource "occ_credential_source" "s" {
+  name             = "x"
+  method           = "runtime"
+  environment_file = "etc/x.env"
+}`, `INVALID_REQUEST: not an absolute path`},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			resource.Test(t, resource.TestCase{
+				PreCheck:                 func() { testAccPreCheck(t) },
+				ProtoV6ProviderFactories: testAccProtoV6ProviderFactories,
+				Steps:                    []resource.TestStep{{Config: tc.config, ExpectError: mustRegexp(tc.err)}},
+			})
+		})
+	}
+}
