@@ -117,6 +117,15 @@ func Admit(in Input) (*Revision, Errors) {
 	}
 	mode := DefaultExecutionMode(in.Agent.ExecutionMode, "")
 
+	// HM1 first and alone when the Agent names its harness: the combination
+	// is known before the document is read. An omitted harness comes from
+	// resolution, so it is judged after Resolve below.
+	if in.Agent.Harness != "" {
+		if e := CheckHarnessMode(in.Agent.Harness, mode, in.Compute.Kind); e != nil {
+			return nil, Errors{e}
+		}
+	}
+
 	// Save-time rules again (the Configuration may have been saved by an
 	// older provider); their paths point into the agent's configuration.
 	if errs := withAttr(CheckDocument(doc), "configuration"); len(errs) > 0 {

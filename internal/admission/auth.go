@@ -55,6 +55,12 @@ func CheckAuth(harness, mode, primaryProvider string, c Compute, s CredentialSou
 		if c.Kind != KindSSH {
 			return d, append(errs, conflict("AU5", attr, "method \"runtime\" loads host credentials under systemd and exists only on SSH computes; on Kubernetes use api_key, codex_pat or credential_source"))
 		}
+		if gateway {
+			// AU4: a selected Credential Gateway admits no other credential
+			// path; on SSH it cannot serve the agent (it pairs with the
+			// OpenShell sandbox, Kubernetes only), so host credentials would bypass it.
+			return d, append(errs, conflict("AU4", attr, "compute %q selects credential gateway %q, which serves only credential_source bindings of a dedicated harness in the OpenShell sandbox on Kubernetes; method \"runtime\" would bypass it. Remove credential_gateway from the SSH compute", c.Name, c.CredentialGateway.Name))
+		}
 		d.Consumer = ConsumerHost
 		return d, errs
 	case MethodAPIKey, MethodCodexPAT, MethodCredentialSource:

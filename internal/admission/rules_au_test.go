@@ -1,0 +1,195 @@
+package admission
+
+import (
+	"strings"
+	"testing"
+)
+
+// authCase is one admission of an auth binding: the delivery expected on
+// success, or the refusal.
+type authCase struct {
+	name string
+	in   Input
+	want CredentialDelivery
+	ref  *refusal
+}
+
+func runAuthCases(t *testing.T, cases []authCase) {
+	t.Helper()
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			rev, errs := Admit(tc.in)
+			if tc.ref != nil {
+				checkRefusal(t, errs, *tc.ref)
+				return
+			}
+			if len(errs) > 0 {
+				t.Fatalf("refused: %v", errs)
+			}
+			if rev.Credential != tc.want {
+				t.Errorf("delivery = %+v, want %+v", rev.Credential, tc.want)
+			}
+		})
+	}
+}
+
+func embeddedWithModel(model string) Input {
+	in := k8sEmbeddedInput()
+	in.Agent.Harness = HarnessOpenClaw // makes openai/codex admissible (MR5)
+	in.Configuration.Document = modelDoc(model)
+	return in
+}
+
+// rule AU1
+func TestAU1_APIKeyEnvByProvider(t *testing.T) {
+	dedicatedOpenClawAnthropic := dedicatedOpenClawInput()
+	dedicatedOpenClawAnthropic.Configuration.Document = modelDoc(anthropicModel)
+	unknownMethod := k8sEmbeddedInput()
+	unknownMethod.Source.Method = "oauth"
+	runAuthCases(t, []authCase{
+		{"embedded anthropic", k8sEmbeddedInput(),
+			CredentialDelivery{Method: MethodAPIKey, Consumer: ConsumerGateway, EnvVar: "ANTHROPIC_API_KEY"}, nil},
+		{"embedded openai", embeddedWithModel(openaiModel),
+			CredentialDelivery{Method: MethodAPIKey, Consumer: ConsumerGateway, EnvVar: "OPENAI_API_KEY"}, nil},
+		{"dedicated openclaw: only the harness, OPENAI_API_KEY", dedicatedOpenClawInput(),
+			CredentialDelivery{Method: MethodAPIKey, Consumer: ConsumerHarness, EnvVar: "OPENAI_API_KEY"}, nil},
+		{"dedicated codex: only codex, stdin login", dedicatedCodexInput(),
+			CredentialDelivery{Method: MethodAPIKey, Consumer: ConsumerHarness, EnvVar: "OPENAI_API_KEY", LoginMode: "api_key_stdin"}, nil},
+		{"embedded provider with neither variable", embeddedWithModel("google/gemini-2.5-pro"), CredentialDelivery{},
+			&refusal{InvalidRequest, "AU1", attrSource, ""}},
+		{"dedicated openclaw with an anthropic model", dedicatedOpenClawAnthropic, CredentialDelivery{},
+			&refusal{InvalidRequest, "AU1", attrSource, ""}},
+		{"unknown method", unknownMethod, CredentialDelivery{},
+			&refusal{InvalidRequest, "AU1", attrSource, ""}},
+	})
+	for p, want := range map[string]string{"openai": "OPENAI_API_KEY", "codex": "OPENAI_API_KEY", "openai-compatible": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY", "google": "", "": ""} {
+		if got := providerKeyEnv(p); got != want {
+			t.Errorf("providerKeyEnv(%q) = %q, want %q", p, got, want)
+		}
+	}
+}
+
+// rule AU2
+func TestAU2_CodexPATDedicatedCodexOnly(t *testing.T) {
+	pat := CredentialDelivery{Method: MethodCodexPAT, Consumer: ConsumerHarness, EnvVar: "CODEX_ACCESS_TOKEN", LoginMode: "codex_pat"}
+	withSource := func(in Input, s CredentialSource) Input { in.Source = s; return in }
+	runAuthCases(t, []authCase{
+		{"dedicated codex, secret", withSource(dedicatedCodexInput(), patSource(k8sComputeID)), pat, nil},
+		{"dedicated codex, managed service account", withSource(dedicatedCodexInput(), saPATSource(k8sComputeID)), pat, nil},
+		{"embedded openclaw", withSource(k8sEmbeddedInput(), patSource(k8sComputeID)), CredentialDelivery{},
+			&refusal{InvalidRequest, "AU2", attrSource, ""}},
+		{"dedicated openclaw", withSource(dedicatedOpenClawInput(), saPATSource(k8sComputeID)), CredentialDelivery{},
+			&refusal{InvalidRequest, "AU2", attrSource, ""}},
+	})
+	// Both sources freeze their reference, never a value.
+	rev := admitOK(t, withSource(dedicatedCodexInput(), saPATSource(k8sComputeID)))
+	if rev.Source.ServiceAccount != "codex-account" || rev.Source.SecretName != "" {
+		t.Errorf("frozen service account source = %+v", rev.Source)
+	}
+	rev = admitOK(t, withSource(dedicatedCodexInput(), patSource(k8sComputeID)))
+	if rev.Source.SecretName != "codex-pat" || rev.Source.SecretKey != "token" {
+		t.Errorf("frozen secret source = %+v", rev.Source)
+	}
+}
+
+// rule AU3
+func TestAU3_CredentialSourceRequirements(t *testing.T) {
+	placeholder := CredentialDelivery{Method: MethodCredentialSource, Consumer: ConsumerProxy, Placeholder: true}
+	codexWith := func(st string) Input { in := credentialGatewayCodexInput(); in.Source = credSource(st); return in }
+	openclawWith := func(st string) Input {
+		in := dedicatedOpenClawInput()
+		in.Compute.CredentialGateway = gateway()
+		in.Source = credSource(st)
+		return in
+	}
+	noGateway := codexWith(SourceTypeOpenAIAPIKey)
+	noGateway.Compute.CredentialGateway = nil
+	noDriver := codexWith(SourceTypeOpenAIAPIKey)
+	noDriver.Compute.SandboxDriver = nil
+	otherDriver := codexWith(SourceTypeOpenAIAPIKey)
+	otherDriver.Compute.SandboxDriver = &SandboxDriver{Name: "gvisor", Facets: Facets}
+	embedded := k8sEmbeddedInput()
+	embedded.Agent.Harness = HarnessOpenClaw
+	embedded.Compute.SandboxDriver = fullDriver()
+	embedded.Compute.CredentialGateway = gateway()
+	embedded.Source = credSource(SourceTypeOpenAIAPIKey)
+	runAuthCases(t, []authCase{
+		{"dedicated codex, openai api key", codexWith(SourceTypeOpenAIAPIKey), placeholder, nil},
+		{"dedicated codex, codex-oauth", codexWith(SourceTypeCodexOAuth), placeholder, nil},
+		{"native openclaw, openai api key", openclawWith(SourceTypeOpenAIAPIKey), placeholder, nil},
+		{"native openclaw, codex-oauth", openclawWith(SourceTypeCodexOAuth), CredentialDelivery{},
+			&refusal{InvalidRequest, "AU3", attrSource, ""}},
+		{"embedded openclaw", embedded, CredentialDelivery{},
+			&refusal{InvalidRequest, "AU3", attrSource, ""}},
+		{"no credential gateway", noGateway, CredentialDelivery{},
+			&refusal{ResourceConflict, "AU3", attrSource, ""}},
+		{"no sandbox driver", noDriver, CredentialDelivery{},
+			&refusal{ResourceConflict, "AU3", attrSource, ""}},
+		{"unknown source type", codexWith("anthropic_api_key"), CredentialDelivery{},
+			&refusal{InvalidRequest, "AU3", attrSource, ""}},
+		{"missing source type", codexWith(""), CredentialDelivery{},
+			&refusal{InvalidRequest, "AU3", attrSource, ""}},
+	})
+	// A driver that is not OpenShell is not the paired sandbox (and is unknown, OS1).
+	_, errs := Admit(otherDriver)
+	if !errs.Has("AU3") || !errs.Has("OS1") {
+		t.Errorf("non-OpenShell driver: %v, want AU3 and OS1", errs)
+	}
+	// No model Secret is projected: the frozen binding names none.
+	rev := admitOK(t, codexWith(SourceTypeOpenAIAPIKey))
+	if rev.Source.SecretName != "" || rev.Source.SecretKey != "" || rev.Source.SourceType != SourceTypeOpenAIAPIKey {
+		t.Errorf("frozen source = %+v", rev.Source)
+	}
+	if rev.Sandbox == nil || rev.Sandbox.Driver != DriverOpenShell || rev.Sandbox.CredentialGateway != "cg-main" {
+		t.Errorf("sandbox binding = %+v", rev.Sandbox)
+	}
+}
+
+// rule AU4
+func TestAU4_CredentialGatewayRejectsSecretMethods(t *testing.T) {
+	gw := func(in Input) Input {
+		in.Compute.SandboxDriver = fullDriver()
+		in.Compute.CredentialGateway = gateway()
+		return in
+	}
+	withSource := func(in Input, s CredentialSource) Input { in.Source = s; return in }
+	cases := []authCase{
+		{"credential_source behind the gateway", credentialGatewayCodexInput(),
+			CredentialDelivery{Method: MethodCredentialSource, Consumer: ConsumerProxy, Placeholder: true}, nil},
+		{"api_key without a gateway", withSource(dedicatedCodexInput(), apiKeySource(k8sComputeID)),
+			CredentialDelivery{Method: MethodAPIKey, Consumer: ConsumerHarness, EnvVar: "OPENAI_API_KEY", LoginMode: "api_key_stdin"}, nil},
+		{"api_key, dedicated codex", gw(dedicatedCodexInput()), CredentialDelivery{}, &refusal{ResourceConflict, "AU4", attrSource, ""}},
+		{"api_key, embedded openclaw", gw(k8sEmbeddedInput()), CredentialDelivery{}, &refusal{ResourceConflict, "AU4", attrSource, ""}},
+		{"api_key, native openclaw", gw(dedicatedOpenClawInput()), CredentialDelivery{}, &refusal{ResourceConflict, "AU4", attrSource, ""}},
+		{"codex_pat secret", gw(withSource(dedicatedCodexInput(), patSource(k8sComputeID))), CredentialDelivery{}, &refusal{ResourceConflict, "AU4", attrSource, ""}},
+		{"codex_pat service account", gw(withSource(dedicatedCodexInput(), saPATSource(k8sComputeID))), CredentialDelivery{}, &refusal{ResourceConflict, "AU4", attrSource, ""}},
+		// On SSH the gateway cannot serve the agent; host credentials would bypass it.
+		{"runtime on ssh with a gateway", func() Input { in := sshInput(); in.Compute.CredentialGateway = gateway(); return in }(), CredentialDelivery{}, &refusal{ResourceConflict, "AU4", attrSource, ""}},
+	}
+	runAuthCases(t, cases)
+	_, errs := Admit(gw(dedicatedCodexInput()))
+	if len(errs) != 1 || !strings.Contains(errs[0].Message, "cg-main") {
+		t.Errorf("AU4 refusal should name the gateway: %v", errs)
+	}
+}
+
+// rule AU5
+func TestAU5_SSHRuntimeOnly(t *testing.T) {
+	withSource := func(in Input, s CredentialSource) Input { in.Source = s; return in }
+	runAuthCases(t, []authCase{
+		{"ssh runtime", sshInput(), CredentialDelivery{Method: MethodRuntime, Consumer: ConsumerHost}, nil},
+		{"ssh api_key", withSource(sshInput(), apiKeySource(sshComputeID)), CredentialDelivery{}, &refusal{ResourceConflict, "AU5", attrSource, ""}},
+		{"ssh codex_pat", withSource(sshInput(), patSource(sshComputeID)), CredentialDelivery{}, &refusal{ResourceConflict, "AU5", attrSource, ""}},
+		{"ssh credential_source", withSource(sshInput(), credSource(SourceTypeOpenAIAPIKey)), CredentialDelivery{}, &refusal{ResourceConflict, "AU5", attrSource, ""}},
+		{"kubernetes runtime, embedded", withSource(k8sEmbeddedInput(), runtimeSource(k8sComputeID)), CredentialDelivery{}, &refusal{ResourceConflict, "AU5", attrSource, ""}},
+		{"kubernetes runtime, dedicated codex", withSource(dedicatedCodexInput(), runtimeSource(k8sComputeID)), CredentialDelivery{}, &refusal{ResourceConflict, "AU5", attrSource, ""}},
+	})
+	// SSH readiness does not validate model auth, and the env file is a reference.
+	rev := admitOK(t, sshInput())
+	if rev.Source.EnvironmentFile != "/etc/openclaw/model.env" || rev.Credential.EnvVar != "" {
+		t.Errorf("ssh revision source %+v delivery %+v", rev.Source, rev.Credential)
+	}
+	if rev.ComputeSettings["host"] != "edge.example.com" || rev.ComputeSettings["config_dir"] != "/etc/openclaw" {
+		t.Errorf("ssh compute settings = %v", rev.ComputeSettings)
+	}
+}

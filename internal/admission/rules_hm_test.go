@@ -1,0 +1,263 @@
+package admission
+
+import (
+	"testing"
+
+	"github.com/occ-platform/terraform-provider-occ/internal/occconfig"
+)
+
+// rule HM1
+func TestHM1_HarnessModeComputeMatrix(t *testing.T) {
+	// The direct statement: exactly four supported combinations.
+	supported := map[[3]string]bool{
+		{HarnessOpenClaw, ModeEmbedded, KindKubernetes}:  true,
+		{HarnessOpenClaw, ModeEmbedded, KindSSH}:         true,
+		{HarnessCodex, ModeDedicated, KindKubernetes}:    true,
+		{HarnessOpenClaw, ModeDedicated, KindKubernetes}: true,
+	}
+	for _, h := range Harnesses {
+		for _, m := range ExecutionModes {
+			for _, k := range ComputeKinds {
+				e := CheckHarnessMode(h, m, k)
+				if ok := e == nil; ok != supported[[3]string{h, m, k}] {
+					t.Errorf("CheckHarnessMode(%s, %s, %s) = %v, want supported=%v", h, m, k, e, supported[[3]string{h, m, k}])
+					continue
+				}
+				if e != nil && (e.Class != InvalidRequest || e.Rule != "HM1") {
+					t.Errorf("CheckHarnessMode(%s, %s, %s) = %s %s, want INVALID_REQUEST HM1", h, m, k, e.Class, e.Rule)
+				}
+			}
+		}
+	}
+	unknown := []struct {
+		h, m, k string
+		attr    []string
+	}{
+		{"claude", ModeEmbedded, KindKubernetes, attrHarness},
+		{HarnessOpenClaw, "hybrid", KindKubernetes, attrMode},
+		{HarnessOpenClaw, ModeEmbedded, "docker", attrCompute},
+		{"", ModeEmbedded, KindKubernetes, attrHarness},
+	}
+	for _, u := range unknown {
+		e := CheckHarnessMode(u.h, u.m, u.k)
+		if e == nil || e.Class != InvalidRequest || e.Rule != "HM1" || canon(e.Attribute) != canon(u.attr) {
+			t.Errorf("CheckHarnessMode(%q, %q, %q) = %+v, want INVALID_REQUEST HM1 at %v", u.h, u.m, u.k, e, u.attr)
+		}
+	}
+
+	// Through Admit.
+	codexOnSSH := sshInput()
+	codexOnSSH.Agent = Agent{Name: "edge", Harness: HarnessCodex, ExecutionMode: ModeDedicated}
+	codexOnSSH.Configuration.Document = modelDoc(codexModel)
+	openclawDedicatedSSH := sshInput()
+	openclawDedicatedSSH.Agent = Agent{Name: "edge", Harness: HarnessOpenClaw, ExecutionMode: ModeDedicated}
+	openclawDedicatedSSH.Configuration.Document = modelDoc(openaiModel)
+	codexEmbedded := dedicatedCodexInput()
+	codexEmbedded.Agent.ExecutionMode = ModeEmbedded
+	codexEmbeddedByPolicy := k8sEmbeddedInput() // harness from the document's runtime policy
+	codexEmbeddedByPolicy.Configuration.Document = mustDoc(`{agents: {defaults: {model: "codex/gpt-5-codex", models: {"codex/gpt-5-codex": {agentRuntime: {id: "codex"}}}}}}`)
+	// Other refusals (AU4: gateway with api_key) are not reported: HM1 is judged alone.
+	codexEmbeddedWithConflicts := codexEmbedded
+	codexEmbeddedWithConflicts.Compute.CredentialGateway = gateway()
+	// An explicit harness is judged before the document: the document's own
+	// refusals (MR9 here) are not reported.
+	codexEmbeddedBadDoc := withDoc(codexEmbedded, `{agents: {list: [{id: "x"}], defaults: {model: "codex/gpt-5-codex"}}}`)
+	openclawDedicatedSSHBadDoc := withDoc(openclawDedicatedSSH, `{agentz: {}, agents: {defaults: {model: "openai/gpt-5"}}}`)
+	unknownHarness := k8sEmbeddedInput()
+	unknownHarness.Agent.Harness = "claude"
+	unknownMode := k8sEmbeddedInput()
+	unknownMode.Agent.ExecutionMode = "hybrid"
+	unknownKind := k8sEmbeddedInput()
+	unknownKind.Compute.Kind = "docker"
+
+	tests := []struct {
+		name string
+		in   Input
+		want *refusal
+	}{
+		{"openclaw embedded kubernetes", k8sEmbeddedInput(), nil},
+		{"openclaw embedded ssh", sshInput(), nil},
+		{"codex dedicated kubernetes", dedicatedCodexInput(), nil},
+		{"openclaw dedicated kubernetes", dedicatedOpenClawInput(), nil},
+		{"codex embedded", codexEmbedded, &refusal{InvalidRequest, "HM1", attrMode, ""}},
+		{"codex embedded by document policy", codexEmbeddedByPolicy, &refusal{InvalidRequest, "HM1", attrMode, ""}},
+		{"codex embedded judged alone", codexEmbeddedWithConflicts, &refusal{InvalidRequest, "HM1", attrMode, ""}},
+		{"codex embedded before document rules", codexEmbeddedBadDoc, &refusal{InvalidRequest, "HM1", attrMode, ""}},
+		{"openclaw dedicated on ssh before document rules", openclawDedicatedSSHBadDoc, &refusal{InvalidRequest, "HM1", attrMode, ""}},
+		{"codex dedicated on ssh", codexOnSSH, &refusal{InvalidRequest, "HM1", attrMode, ""}},
+		{"openclaw dedicated on ssh", openclawDedicatedSSH, &refusal{InvalidRequest, "HM1", attrMode, ""}},
+		{"unknown harness", unknownHarness, &refusal{InvalidRequest, "HM1", attrHarness, ""}},
+		{"unknown mode", unknownMode, &refusal{InvalidRequest, "HM1", attrMode, ""}},
+		{"unknown compute kind", unknownKind, &refusal{InvalidRequest, "HM1", attrCompute, ""}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			rev, errs := Admit(tc.in)
+			if tc.want == nil {
+				if len(errs) > 0 {
+					t.Fatalf("refused: %v", errs)
+				}
+				if rev.ExecutionMode != tc.in.Agent.ExecutionMode || rev.ComputeKind != tc.in.Compute.Kind {
+					t.Errorf("revision mode/kind = %s/%s", rev.ExecutionMode, rev.ComputeKind)
+				}
+				return
+			}
+			if rev != nil {
+				t.Fatalf("refused admission returned a revision")
+			}
+			checkRefusal(t, errs, *tc.want)
+			if len(errs) != 1 {
+				t.Errorf("HM1 must be judged alone; got %d errors: %v", len(errs), errs)
+			}
+		})
+	}
+}
+
+// rule HM2
+func TestHM2_ModeDefaultsAndIsKept(t *testing.T) {
+	tests := []struct {
+		planned, prior, want string
+	}{
+		{"", "", ModeEmbedded},                        // create, omitted
+		{ModeDedicated, "", ModeDedicated},            // create, set
+		{"", ModeDedicated, ModeDedicated},            // update, omitted: kept
+		{"", ModeEmbedded, ModeEmbedded},              // update, omitted: kept
+		{ModeEmbedded, ModeDedicated, ModeEmbedded},   // update, changed
+		{ModeDedicated, ModeEmbedded, ModeDedicated},  // update, changed
+		{ModeDedicated, ModeDedicated, ModeDedicated}, // update, same
+	}
+	for _, tc := range tests {
+		if got := DefaultExecutionMode(tc.planned, tc.prior); got != tc.want {
+			t.Errorf("DefaultExecutionMode(%q, %q) = %q, want %q", tc.planned, tc.prior, got, tc.want)
+		}
+	}
+
+	// Admit applies the create default: an omitted mode is embedded.
+	in := k8sEmbeddedInput()
+	in.Agent.ExecutionMode = ""
+	rev := admitOK(t, in)
+	if rev.ExecutionMode != ModeEmbedded {
+		t.Errorf("omitted mode admitted as %q, want embedded", rev.ExecutionMode)
+	}
+	// Keeping the mode is no change: the revision is the same as with the mode spelled out.
+	explicit := admitOK(t, k8sEmbeddedInput())
+	if rev.ID() != explicit.ID() {
+		t.Errorf("omitted and explicit embedded give different revisions: %s vs %s", rev.ID(), explicit.ID())
+	}
+
+	// Refused side: a Codex agent that omits the mode defaults to embedded,
+	// which does not exist for Codex.
+	codex := dedicatedCodexInput()
+	codex.Agent.ExecutionMode = ""
+	_, errs := Admit(codex)
+	checkRefusal(t, errs, refusal{InvalidRequest, "HM1", attrMode, ""})
+}
+
+// rule HM6
+func TestHM6_NodeWorkersDefault(t *testing.T) {
+	if DefaultNodeWorkers != 8 {
+		t.Fatalf("DefaultNodeWorkers = %d, want 8", DefaultNodeWorkers)
+	}
+	withWorkers := func(in Input, n int64) Input {
+		in.Compute.NodeWorkers = n
+		return in
+	}
+	tests := []struct {
+		name string
+		in   Input
+		want int64
+	}{
+		{"native openclaw, default", dedicatedOpenClawInput(), 8},
+		{"native openclaw, configured 3", withWorkers(dedicatedOpenClawInput(), 3), 3},
+		{"native openclaw, configured 32", withWorkers(dedicatedOpenClawInput(), 32), 32},
+		// Not a native node host: no session-owned workers are frozen.
+		{"dedicated codex ignores node workers", withWorkers(dedicatedCodexInput(), 3), 0},
+		{"embedded openclaw ignores node workers", withWorkers(k8sEmbeddedInput(), 3), 0},
+		{"ssh ignores node workers", withWorkers(sshInput(), 3), 0},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			rev := admitOK(t, tc.in)
+			if rev.NodeWorkers != tc.want {
+				t.Errorf("NodeWorkers = %d, want %d", rev.NodeWorkers, tc.want)
+			}
+		})
+	}
+	// The worker count is part of the frozen revision.
+	a := admitOK(t, withWorkers(dedicatedOpenClawInput(), 4))
+	b := admitOK(t, withWorkers(dedicatedOpenClawInput(), 5))
+	if a.ID() == b.ID() {
+		t.Errorf("changing node workers kept revision %s", a.ID())
+	}
+	// Refused side: a native node host without its qualifying driver is not admitted at all.
+	noDriver := dedicatedOpenClawInput()
+	noDriver.Compute.SandboxDriver = nil
+	_, errs := Admit(noDriver)
+	checkRefusal(t, errs, refusal{ResourceConflict, "ND5", attrCompute, ""})
+}
+
+// rule HM7
+func TestHM7_MaxConcurrentDefault(t *testing.T) {
+	tests := []struct {
+		explicit, cpuMillis, want int64
+	}{
+		{0, 0, 0},     // parallelism unknown before runtime
+		{0, -1, 0},    // no limit
+		{0, 250, 8},   // 1 core -> max(8, 4)
+		{0, 1000, 8},  // 1 core
+		{0, 1500, 8},  // 2 cores (rounded up) -> max(8, 8)
+		{0, 2000, 8},  // 2 cores
+		{0, 2001, 12}, // 3 cores
+		{0, 3000, 12}, // 3 cores
+		{0, 4000, 16}, // 4 cores
+		{0, 16000, 64},
+		{5, 4000, 5}, // explicit wins, even below the default
+		{32, 0, 32},  // explicit wins without a limit
+		{1, 16000, 1},
+	}
+	for _, tc := range tests {
+		if got := MaxConcurrent(tc.explicit, tc.cpuMillis); got != tc.want {
+			t.Errorf("MaxConcurrent(%d, %d) = %d, want %d", tc.explicit, tc.cpuMillis, got, tc.want)
+		}
+	}
+
+	withCPU := func(cpu int64, doc string) Input {
+		in := dedicatedCodexInput()
+		in.Compute.CPUMillis = cpu
+		if doc != "" {
+			in.Configuration.Document = mustDoc(doc)
+		}
+		return in
+	}
+	admitTests := []struct {
+		name    string
+		in      Input
+		want    int64
+		wantDoc any // agents.defaults.maxConcurrent in the admitted document; nil: absent
+	}{
+		{"default frozen from the cpu limit", withCPU(4000, ""), 16, int64(16)},
+		{"default floor of eight", withCPU(500, ""), 8, int64(8)},
+		{"explicit setting kept", withCPU(4000, `{agents: {defaults: {model: "codex/gpt-5-codex", maxConcurrent: 3}}}`), 3, int64(3)},
+		{"no cpu limit: runtime computes it", withCPU(0, ""), 0, nil},
+		{"no cpu limit, explicit", withCPU(0, `{agents: {defaults: {model: "codex/gpt-5-codex", maxConcurrent: 24}}}`), 24, int64(24)},
+	}
+	for _, tc := range admitTests {
+		t.Run(tc.name, func(t *testing.T) {
+			stored := canon(tc.in.Configuration.Document)
+			rev := admitOK(t, tc.in)
+			if rev.MaxConcurrent != tc.want {
+				t.Errorf("MaxConcurrent = %d, want %d", rev.MaxConcurrent, tc.want)
+			}
+			got, ok := occconfig.Lookup(rev.AdmittedDocument, occconfig.Keys("agents", "defaults", "maxConcurrent"))
+			if tc.wantDoc == nil && ok {
+				t.Errorf("admitted maxConcurrent = %v, want absent", got)
+			}
+			if tc.wantDoc != nil && got != tc.wantDoc {
+				t.Errorf("admitted maxConcurrent = %#v, want %#v", got, tc.wantDoc)
+			}
+			if canon(tc.in.Configuration.Document) != stored {
+				t.Errorf("the stored configuration changed")
+			}
+		})
+	}
+}
