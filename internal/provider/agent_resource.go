@@ -7,6 +7,7 @@ import (
 
 	"github.com/hashicorp/terraform-plugin-framework-timeouts/resource/timeouts"
 	"github.com/hashicorp/terraform-plugin-framework-validators/stringvalidator"
+	"github.com/hashicorp/terraform-plugin-framework/attr"
 	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/resource"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema"
@@ -79,9 +80,9 @@ func agentSchema(ctx context.Context) schema.Schema {
 			"name": schema.StringAttribute{Required: true, Validators: []validator.String{dnsLabel{}},
 				PlanModifiers:       []planmodifier.String{stringplanmodifier.RequiresReplace()},
 				MarkdownDescription: "The Agent's name, a DNS label. Changing it replaces the Agent."},
-			"compute": schema.SingleNestedAttribute{Required: true, Attributes: refAttributes(schemaObjectType(computeSchema())),
+			"compute": schema.ObjectAttribute{Required: true, AttributeTypes: refType(computeSchema(), nil, nil),
 				MarkdownDescription: "Where the Agent runs: `compute = occ_compute.<name>`."},
-			"configuration": schema.SingleNestedAttribute{Required: true, Attributes: refAttributes(schemaObjectType(configurationSchema()), "document"),
+			"configuration": schema.ObjectAttribute{Required: true, AttributeTypes: refType(configurationSchema(), []string{"document"}, nil),
 				MarkdownDescription: "The native configuration it runs with: `configuration = occ_configuration.<name>`."},
 			"harness": schema.StringAttribute{Optional: true, Computed: true,
 				Validators: []validator.String{stringvalidator.OneOf(admission.Harnesses...)},
@@ -95,8 +96,10 @@ func agentSchema(ctx context.Context) schema.Schema {
 			"harness_auth": schema.SingleNestedAttribute{Required: true,
 				MarkdownDescription: "The sole model-auth selector: the credential source, whose `method` is the binding (rules AU1 to AU5).",
 				Attributes: map[string]schema.Attribute{
-					"source": schema.SingleNestedAttribute{Required: true,
-						Attributes:          refAttributes(schemaObjectType(credentialSourceSchema()), "value_wo"),
+					"source": schema.ObjectAttribute{Required: true,
+						// The agent needs only the identity of the source's compute (AD1).
+						AttributeTypes: refType(credentialSourceSchema(), []string{"value_wo"},
+							map[string]attr.Type{"compute": types.ObjectType{AttrTypes: map[string]attr.Type{"id": types.StringType}}}),
 						MarkdownDescription: "`source = occ_credential_source.<name>`."},
 				}},
 			"timeouts": timeouts.Attributes(ctx, timeouts.Opts{Create: true, Update: true, Delete: true}),
@@ -121,9 +124,10 @@ func (r *agentResource) ModifyPlan(ctx context.Context, req resource.ModifyPlanR
 	if req.Plan.Raw.IsNull() {
 		return
 	}
-	var plan, state, config agentModel
+	var plan, state agentModel
+	var configHarness types.String
 	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
-	resp.Diagnostics.Append(req.Config.Get(ctx, &config)...)
+	resp.Diagnostics.Append(req.Config.GetAttribute(ctx, path.Root("harness"), &configHarness)...)
 	hasState := !req.State.Raw.IsNull()
 	if hasState {
 		resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
@@ -131,13 +135,13 @@ func (r *agentResource) ModifyPlan(ctx context.Context, req resource.ModifyPlanR
 	if resp.Diagnostics.HasError() {
 		return
 	}
-	in, known := agentInput(ctx, plan, config, &resp.Diagnostics)
+	in, known := agentInput(ctx, plan, configHarness, &resp.Diagnostics)
 	if resp.Diagnostics.HasError() {
 		return
 	}
 	if !known {
 		tflog.Debug(ctx, "agent inputs not known at plan; admission deferred to apply", map[string]any{"work.operation": "plan", "work.outcome": "deferred"})
-		markRevisionUnknown(&plan, config)
+		markRevisionUnknown(&plan, configHarness)
 		resp.Diagnostics.Append(resp.Plan.Set(ctx, &plan)...)
 		return
 	}
@@ -162,13 +166,15 @@ func (r *agentResource) ModifyPlan(ctx context.Context, req resource.ModifyPlanR
 
 // agentInput converts the planned inputs into admission's Input; known is
 // false while anything admission needs is unknown.
-func agentInput(ctx context.Context, plan, config agentModel, diags *diagnostics) (admission.Input, bool) {
+// configHarness is the harness as configured (null when omitted, so that
+// resolution decides).
+func agentInput(ctx context.Context, plan agentModel, configHarness types.String, diags *diagnostics) (admission.Input, bool) {
 	var in admission.Input
 	if !fullyKnown(plan.Name) || !fullyKnown(plan.Compute) || !fullyKnown(plan.Configuration) || !fullyKnown(plan.HarnessAuth) ||
-		!fullyKnown(config.Harness) || !fullyKnown(plan.ExecutionMode) {
+		!fullyKnown(configHarness) || !fullyKnown(plan.ExecutionMode) {
 		return in, false
 	}
-	in.Agent = admission.Agent{Name: plan.Name.ValueString(), Harness: config.Harness.ValueString(), ExecutionMode: plan.ExecutionMode.ValueString()}
+	in.Agent = admission.Agent{Name: plan.Name.ValueString(), Harness: configHarness.ValueString(), ExecutionMode: plan.ExecutionMode.ValueString()}
 	var ok bool
 	if in.Compute, ok = computeFromObject(ctx, plan.Compute, diags); !ok {
 		return in, false
@@ -244,19 +250,20 @@ func agentID(c admission.Compute, name string) string {
 	return fmt.Sprintf("%s/%s", c.Namespace, name)
 }
 
-func markRevisionUnknown(plan *agentModel, config agentModel) {
+func markRevisionUnknown(plan *agentModel, configHarness types.String) {
 	plan.ID, plan.RevisionID, plan.AdmittedDocument, plan.GatewayDocument = types.StringUnknown(), types.StringUnknown(), types.StringUnknown(), types.StringUnknown()
 	plan.HarnessVersion, plan.Status, plan.ActivatedAt, plan.Endpoint = types.StringUnknown(), types.StringUnknown(), types.StringUnknown(), types.StringUnknown()
 	plan.Revision, plan.MaxConcurrent = types.Int64Unknown(), types.Int64Unknown()
-	if config.Harness.IsNull() {
+	if configHarness.IsNull() {
 		plan.Harness = types.StringUnknown()
 	}
 }
 
 // admitForApply checks everything again before the first write (AD6).
 func admitForApply(ctx context.Context, plan agentModel, diags *diagnostics) (*admission.Revision, admission.Compute, bool) {
-	config := plan // at apply every input is known; the configured harness is the planned one
-	in, known := agentInput(ctx, plan, config, diags)
+	// At apply every input is known. The planned harness is the configured or
+	// the resolved one; resolving again from a resolved harness is the same.
+	in, known := agentInput(ctx, plan, plan.Harness, diags)
 	if diags.HasError() {
 		return nil, in.Compute, false
 	}

@@ -74,7 +74,9 @@ func decodeObject[T any](ctx context.Context, o types.Object, diags *diag.Diagno
 	return out, !d.HasError()
 }
 
-// fullyKnown reports whether a value and everything inside it is known.
+// fullyKnown reports whether a value and everything inside it is known. It
+// walks the framework values directly: converting to tftypes first costs
+// more than the whole admission on large plans.
 func fullyKnown(v attr.Value) bool {
 	if v == nil {
 		return true
@@ -85,11 +87,33 @@ func fullyKnown(v attr.Value) bool {
 	if v.IsNull() {
 		return true
 	}
-	tv, err := v.ToTerraformValue(context.Background())
-	if err != nil {
-		return false
+	var elems []attr.Value
+	switch t := v.(type) {
+	case basetypes.ObjectValue:
+		for _, a := range t.Attributes() {
+			if !fullyKnown(a) {
+				return false
+			}
+		}
+		return true
+	case basetypes.ListValue:
+		elems = t.Elements()
+	case basetypes.SetValue:
+		elems = t.Elements()
+	case basetypes.MapValue:
+		for _, e := range t.Elements() {
+			if !fullyKnown(e) {
+				return false
+			}
+		}
+		return true
 	}
-	return tv.IsFullyKnown()
+	for _, e := range elems {
+		if !fullyKnown(e) {
+			return false
+		}
+	}
+	return true
 }
 
 // computeFromObject converts a compute object (occ_compute's state shape)

@@ -5,7 +5,10 @@ import (
 
 	"github.com/hashicorp/terraform-plugin-framework/datasource"
 	"github.com/hashicorp/terraform-plugin-framework/datasource/schema"
+	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/types"
+
+	"github.com/occ-platform/terraform-provider-occ/internal/admission"
 )
 
 var _ datasource.DataSource = (*installationDataSource)(nil)
@@ -28,17 +31,12 @@ func (d *installationDataSource) Metadata(_ context.Context, req datasource.Meta
 }
 
 func (d *installationDataSource) Schema(_ context.Context, _ datasource.SchemaRequest, resp *datasource.SchemaResponse) {
-	ref := refAttributes(schemaObjectType(computeSchema()))
-	attrs := make(map[string]schema.Attribute, len(ref))
-	for k, v := range ref {
-		attrs[k] = dataSourceAttribute(v)
-	}
 	resp.Schema = schema.Schema{
 		MarkdownDescription: "The capabilities an Agent can use on a compute (rule ND5): the OpenClaw execution modes it can deploy in, " +
 			"native worker support (ND6) and sandbox driver outage. In this version they are derived from the compute's declared settings " +
 			"(the same values as `occ_compute.installation`); a driver outage is reported once the Kubernetes executor reads the driver live.",
 		Attributes: map[string]schema.Attribute{
-			"compute": schema.SingleNestedAttribute{Required: true, Attributes: attrs,
+			"compute": schema.ObjectAttribute{Required: true, AttributeTypes: refType(computeSchema(), nil, nil),
 				MarkdownDescription: "The compute: `compute = occ_compute.<name>`."},
 			"execution_modes": schema.ListAttribute{Computed: true, ElementType: types.StringType,
 				MarkdownDescription: "The OpenClaw execution modes an Agent can deploy in."},
@@ -58,11 +56,11 @@ func (d *installationDataSource) Read(ctx context.Context, req datasource.ReadRe
 	}
 	c, known := computeFromObject(ctx, m.Compute, &resp.Diagnostics)
 	if !known {
-		resp.Diagnostics.AddAttributeError(pathCompute, "INVALID_REQUEST: the compute is incomplete",
+		addAttrError(&resp.Diagnostics, path.Root("compute"), "INVALID_REQUEST: the compute is incomplete",
 			"Pass the whole compute: compute = occ_compute.<name>.")
 		return
 	}
-	inst := installationObject(admissionInstallation(c), &resp.Diagnostics)
+	inst := installationObject(admission.ComputeInstallation(c), &resp.Diagnostics)
 	attrs := inst.Attributes()
 	m.ExecutionModes = attrs["execution_modes"].(types.List)
 	m.NativeWorkersSupport = attrs["native_workers_support"].(types.String)

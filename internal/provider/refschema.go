@@ -3,64 +3,38 @@ package provider
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	"github.com/hashicorp/terraform-plugin-framework/attr"
 	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/resource"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema"
 	"github.com/hashicorp/terraform-plugin-framework/types"
-	"github.com/hashicorp/terraform-plugin-framework/types/basetypes"
 )
 
 // By-value references: occ_agent takes occ_compute, occ_configuration and
-// occ_credential_source whole (`compute = occ_compute.prod`). The nested
-// schema of such an attribute is generated from the referenced resource's
-// own schema type, so the two can never drift apart; Terraform drops any
-// attribute of the passed object the reference does not declare.
+// occ_credential_source whole (`compute = occ_compute.prod`). Such an
+// attribute is an object attribute whose type is generated from the
+// referenced resource's own schema type, so the two can never drift apart;
+// Terraform drops any attribute of the passed object the type does not
+// declare. Object attributes (rather than nested attributes) keep plans of
+// hundreds of agents cheap: the framework resolves a nested attribute's
+// schema at every element path, an object attribute's once.
 
-// refAttributes turns an object type into optional nested attributes.
-func refAttributes(t attr.Type, drop ...string) map[string]schema.Attribute {
-	obj, ok := t.(attr.TypeWithAttributeTypes)
-	if !ok {
-		panic(fmt.Sprintf("refAttributes: %T is not an object type", t))
-	}
-	skip := map[string]bool{}
-	for _, d := range drop {
-		skip[d] = true
-	}
-	out := map[string]schema.Attribute{}
-	for name, at := range obj.AttributeTypes() {
-		if skip[name] {
+// refType is a resource schema's object type without the dropped
+// attributes, with some attribute types replaced.
+func refType(s schema.Schema, drop []string, replace map[string]attr.Type) map[string]attr.Type {
+	out := map[string]attr.Type{}
+	for name, t := range schemaObjectType(s).AttrTypes {
+		if slices.Contains(drop, name) {
 			continue
 		}
-		out[name] = refAttribute(at)
+		if r, ok := replace[name]; ok {
+			t = r
+		}
+		out[name] = t
 	}
 	return out
-}
-
-func refAttribute(t attr.Type) schema.Attribute {
-	const desc = "Taken from the referenced object."
-	switch tt := t.(type) {
-	case basetypes.StringType:
-		return schema.StringAttribute{Optional: true, MarkdownDescription: desc}
-	case basetypes.BoolType:
-		return schema.BoolAttribute{Optional: true, MarkdownDescription: desc}
-	case basetypes.Int64Type:
-		return schema.Int64Attribute{Optional: true, MarkdownDescription: desc}
-	case basetypes.ListType:
-		return schema.ListAttribute{Optional: true, ElementType: tt.ElemType, MarkdownDescription: desc}
-	case basetypes.SetType:
-		return schema.SetAttribute{Optional: true, ElementType: tt.ElemType, MarkdownDescription: desc}
-	case basetypes.MapType:
-		if ot, ok := tt.ElemType.(basetypes.ObjectType); ok {
-			return schema.MapNestedAttribute{Optional: true, MarkdownDescription: desc,
-				NestedObject: schema.NestedAttributeObject{Attributes: refAttributes(ot)}}
-		}
-		return schema.MapAttribute{Optional: true, ElementType: tt.ElemType, MarkdownDescription: desc}
-	case basetypes.ObjectType:
-		return schema.SingleNestedAttribute{Optional: true, Attributes: refAttributes(tt), MarkdownDescription: desc}
-	}
-	panic(fmt.Sprintf("refAttribute: unsupported type %T", t))
 }
 
 // schemaObjectType is the object type of a resource schema's attributes.
