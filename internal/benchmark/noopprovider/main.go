@@ -42,8 +42,7 @@ func (noopProvider) Schema(context.Context, provider.SchemaRequest, *provider.Sc
 func (noopProvider) Configure(context.Context, provider.ConfigureRequest, *provider.ConfigureResponse) {
 }
 func (noopProvider) DataSources(context.Context) []func() datasource.DataSource { return nil }
-func (noopProvider) Functions(context.Context) []func() function.Function     { return nil }
-
+func (noopProvider) Functions(context.Context) []func() function.Function       { return nil }
 
 // Resources mirrors every occ resource as noop_<name>.
 func (noopProvider) Resources(ctx context.Context) []func() resource.Resource {
