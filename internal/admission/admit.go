@@ -11,22 +11,31 @@ import (
 	"github.com/occ-platform/terraform-provider-occ/internal/occconfig"
 )
 
-// Probe is the startup model probe the revision runs (PR1, PR2).
+// Probe is the startup model probe the revision runs (PR1, PR2, PR4).
 type Probe struct {
 	// Model is the configured primary model, never the MR4 rewrite.
 	Model        string `json:"model"`
 	OutputTokens int    `json:"output_tokens"`
-	// WallSeconds plus CPUSeconds at the workload's CPU limit (PR1).
-	WallSeconds int `json:"wall_seconds"`
-	CPUSeconds  int `json:"cpu_seconds"`
+	// OpenClaw (PR1): WallSeconds plus CPUSeconds at the workload's CPU limit.
+	WallSeconds int `json:"wall_seconds,omitempty"`
+	CPUSeconds  int `json:"cpu_seconds,omitempty"`
+	// Codex (PR4): MaxAttempts attempts of at most AttemptSeconds each, all
+	// inside BudgetSeconds, the retry delay included.
+	MaxAttempts    int `json:"max_attempts,omitempty"`
+	AttemptSeconds int `json:"attempt_seconds,omitempty"`
+	BudgetSeconds  int `json:"budget_seconds,omitempty"`
 	// Transport: "http-streaming" (embedded OpenClaw), "responses-websocket"
 	// (dedicated Codex), or "responses-https" (compatible endpoints) (PR3).
 	Transport string `json:"transport"`
 }
 
-// Budget is the probe's wall-clock budget at a CPU limit in millicores:
-// 20 s plus the time 45 CPU-seconds take at that limit (PR1).
+// Budget is the probe's wall-clock budget: Codex's fixed budget (PR4), or
+// at a CPU limit in millicores 20 s plus the time 45 CPU-seconds take at
+// that limit (PR1).
 func (p Probe) Budget(cpuMillis int64) time.Duration {
+	if p.BudgetSeconds > 0 {
+		return time.Duration(p.BudgetSeconds) * time.Second
+	}
 	wall := time.Duration(p.WallSeconds) * time.Second
 	if cpuMillis <= 0 {
 		cpuMillis = 1000
@@ -135,6 +144,9 @@ func Admit(in Input) (*Revision, Errors) {
 	// AD2: the sandbox driver may transform the native configuration before
 	// validation and admission; the stored source is never touched.
 	admitted := occconfig.Clone(doc)
+	// MR3: the legacy Agent-level runtime key is ignored upstream; it is not
+	// a policy, and the pinned gateway's strict schema would refuse it.
+	occconfig.Delete(admitted, pathLegacyRuntime)
 	if d := in.Compute.SandboxDriver; d != nil && in.Compute.Kind == KindKubernetes {
 		admitted = DriverTransform(d.Name, admitted, in.Compute, in.Source)
 	}
@@ -244,6 +256,8 @@ func probeFor(res Resolution, mode string, doc occconfig.Document) Probe {
 		p.Model = res.Primary.String()
 	}
 	if res.Harness == HarnessCodex && mode == ModeDedicated {
+		p.WallSeconds, p.CPUSeconds = 0, 0
+		p.MaxAttempts, p.AttemptSeconds, p.BudgetSeconds = 2, 30, 61
 		p.Transport = "responses-websocket"
 		if CustomCodexEndpoint(doc) {
 			p.Transport = "responses-https"

@@ -22,9 +22,7 @@ func CheckDocument(doc occconfig.Document) Errors {
 	errs = append(errs, checkRosters(doc)...)
 	errs = append(errs, checkEntries(doc)...)
 	errs = append(errs, checkCustomProviders(doc)...)
-	if _, ok := occconfig.Lookup(doc, pathLegacyRuntime); ok {
-		errs = append(errs, invalid("MR3", nil, pathLegacyRuntime, "agents.defaults.agentRuntime is retired upstream and OpenClaw refuses the key; set the agent's harness, or agentRuntime.id on models.providers.<provider> or on agents.defaults.models[\"provider/model\"]"))
-	}
+	errs = append(errs, checkMaxConcurrent(doc)...)
 
 	sel, e := readModelSelection(doc, pathDefaultModel)
 	errs = append(errs, e...)
@@ -50,9 +48,26 @@ func CheckDocument(doc occconfig.Document) Errors {
 	return errs
 }
 
+// checkMaxConcurrent: agents.defaults.maxConcurrent, when set, is a
+// positive whole number (HM7; upstream's schema says the same).
+func checkMaxConcurrent(doc occconfig.Document) Errors {
+	v, ok := occconfig.Lookup(doc, pathMaxConcurrent)
+	if !ok {
+		return nil
+	}
+	if n, isInt := v.(int64); isInt && n > 0 {
+		return nil
+	}
+	return Errors{invalid("HM7", nil, pathMaxConcurrent, "maxConcurrent must be a positive whole number of concurrent top-level turns, not %s; or omit it for max(8, 4 × available parallelism)", jsonish(v))}
+}
+
 // DocumentWarnings lists advice for a document that does not refuse it.
 func DocumentWarnings(doc occconfig.Document) []Warning {
 	var ws []Warning
+	if _, ok := occconfig.Lookup(doc, pathLegacyRuntime); ok {
+		ws = append(ws, Warning{Rule: "MR3", DocPath: pathLegacyRuntime,
+			Message: "agents.defaults.agentRuntime is legacy and ignored upstream, so admission removes it from the revision; set the agent's harness, or agentRuntime.id on models.providers.<provider> or on agents.defaults.models[\"provider/model\"]"})
+	}
 	if _, ok := occconfig.Lookup(doc, pathRedactSensitive); ok {
 		ws = append(ws, Warning{Rule: "AD4", DocPath: pathRedactSensitive,
 			Message: "logging.redactSensitive is retired: redaction is always on. Platform-owned logging removes the key from the admitted revision; with driver-owned logging it is kept as written"})

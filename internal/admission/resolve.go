@@ -2,6 +2,7 @@ package admission
 
 import (
 	"slices"
+	"strings"
 
 	"github.com/occ-platform/terraform-provider-occ/internal/occconfig"
 )
@@ -17,10 +18,24 @@ type Resolution struct {
 	Explicit bool
 }
 
-// customProvider reports whether the document configures provider p itself.
+// customProvider reports whether the document defines provider p itself:
+// a provider OpenClaw does not know, or a built-in one given its own
+// endpoint, API or model list. Credentials alone (apiKey, auth, headers, as
+// the OpenShell driver's placeholder) do not make a custom provider.
 func customProvider(doc occconfig.Document, p string) bool {
-	_, ok := occconfig.Object(doc, pathProviders)[p]
-	return ok
+	cfg, ok := occconfig.Object(doc, pathProviders)[p].(map[string]any)
+	if !ok {
+		return false
+	}
+	if !slices.Contains(BuiltinProviders, strings.ToLower(p)) {
+		return true
+	}
+	for _, k := range []string{"baseUrl", "api", "models", "request"} {
+		if _, set := cfg[k]; set {
+			return true
+		}
+	}
+	return false
 }
 
 // pluginRouted reports whether an enabled plugin routes provider p: a

@@ -261,3 +261,17 @@ func TestHM7_MaxConcurrentDefault(t *testing.T) {
 		})
 	}
 }
+
+// rule HM7: maxConcurrent, when set, is a positive whole number.
+func TestHM7_MaxConcurrentMustBePositiveInteger(t *testing.T) {
+	for _, v := range []string{"0", "-3", "2.5", `"8"`, "true"} {
+		t.Run(v, func(t *testing.T) {
+			in := withDoc(dedicatedCodexInput(), `{agents: {defaults: {model: "codex/gpt-5-codex", maxConcurrent: `+v+`}}}`)
+			_, errs := Admit(in)
+			checkRefusal(t, errs, refusal{InvalidRequest, "HM7", attrConfig, "agents.defaults.maxConcurrent"})
+			if doc := CheckDocument(in.Configuration.Document); !doc.Has("HM7") {
+				t.Errorf("save time accepted maxConcurrent %s", v)
+			}
+		})
+	}
+}

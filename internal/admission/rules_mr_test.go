@@ -217,9 +217,15 @@ func TestMR3_RuntimePolicyConflicts(t *testing.T) {
 		{"agentRuntime not an object",
 			withDoc(k8sEmbeddedInput(), `{agents: {defaults: {model: "anthropic/claude-sonnet-4-5", models: {"anthropic/claude-sonnet-4-5": {agentRuntime: "codex"}}}}}`),
 			"", &refusal{InvalidRequest, "MR3", attrConfig, `agents.defaults.models["anthropic/claude-sonnet-4-5"].agentRuntime`}},
-		{"legacy defaults agentRuntime",
-			withDoc(k8sEmbeddedInput(), `{agents: {defaults: {model: "anthropic/claude-sonnet-4-5", agentRuntime: {id: "openclaw"}}}}`),
-			"", &refusal{InvalidRequest, "MR3", attrConfig, "agents.defaults.agentRuntime"}},
+		{"legacy defaults agentRuntime is no policy (ignored upstream)",
+			withDoc(k8sEmbeddedInput(), `{agents: {defaults: {model: "anthropic/claude-sonnet-4-5", agentRuntime: {id: "codex"}}}}`),
+			HarnessOpenClaw, nil},
+		{"credentials alone do not make a built-in provider custom",
+			withDoc(k8sEmbeddedInput(), `{agents: {defaults: {model: "anthropic/claude-sonnet-4-5"}}, models: {providers: {anthropic: {apiKey: "${ANTHROPIC_API_KEY}"}}}}`),
+			HarnessOpenClaw, nil},
+		{"a built-in provider with its own endpoint is custom",
+			withDoc(k8sEmbeddedInput(), `{agents: {defaults: {model: "anthropic/claude-sonnet-4-5"}}, models: {providers: {anthropic: {baseUrl: "https://llm.example/v1"}}}}`),
+			"", &refusal{InvalidRequest, "MR5", attrConfig, "agents.defaults.model"}},
 		{"entry selects another primary",
 			withDoc(k8sEmbeddedInput(), `{agents: {defaults: {model: "anthropic/claude-sonnet-4-5"}, entries: {main: {model: "anthropic/claude-opus-4-1"}}}}`),
 			"", &refusal{InvalidRequest, "MR3", attrConfig, "agents.entries.main.model"}},
@@ -246,8 +252,21 @@ func TestMR3_RuntimePolicyConflicts(t *testing.T) {
 		})
 	}
 
+	// The legacy key is removed from the revision, with advice.
+	legacy := withDoc(k8sEmbeddedInput(), `{agents: {defaults: {model: "anthropic/claude-sonnet-4-5", agentRuntime: {id: "codex"}}}}`)
+	rev, errs := Admit(legacy)
+	if len(errs) > 0 {
+		t.Fatalf("legacy key refused: %v", errs)
+	}
+	if _, ok := occconfig.Lookup(rev.AdmittedDocument, occconfig.Keys("agents", "defaults", "agentRuntime")); ok {
+		t.Error("agents.defaults.agentRuntime kept in the admitted document")
+	}
+	if len(rev.Warnings) != 1 || rev.Warnings[0].Rule != "MR3" {
+		t.Errorf("warnings = %+v, want one MR3 advice", rev.Warnings)
+	}
+
 	// Save time: CheckDocument reports document-only conflicts without an Agent.
-	errs := CheckDocument(mustDoc(`{models: {providers: {codex: {agentRuntime: {id: "codex"}}}}, agents: {defaults: {model: "codex/gpt-5-codex", models: {"gpt-5-codex": {agentRuntime: {id: "openclaw"}}}}}}`))
+	errs = CheckDocument(mustDoc(`{models: {providers: {codex: {agentRuntime: {id: "codex"}}}}, agents: {defaults: {model: "codex/gpt-5-codex", models: {"gpt-5-codex": {agentRuntime: {id: "openclaw"}}}}}}`))
 	if len(errs) != 1 || errs[0].Rule != "MR3" || errs[0].DocPath.String() != `agents.defaults.models["gpt-5-codex"].agentRuntime.id` {
 		t.Errorf("CheckDocument conflict = %v", errs)
 	}

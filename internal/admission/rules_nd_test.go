@@ -235,3 +235,23 @@ func TestPR1_ProbeBudget(t *testing.T) {
 		t.Errorf("admitted a probe for an unresolved model")
 	}
 }
+
+// rule PR4: dedicated Codex's probe is one retry at most, 30 s per attempt
+// inside one 61 s budget, whatever the CPU limit; PR3: Responses over
+// WebSocket by default, HTTPS streaming for a compatible endpoint.
+func TestPR4_CodexProbeBudget(t *testing.T) {
+	rev := admitOK(t, dedicatedCodexInput())
+	want := Probe{Model: rev.Probe.Model, OutputTokens: 256, MaxAttempts: 2, AttemptSeconds: 30, BudgetSeconds: 61, Transport: "responses-websocket"}
+	if rev.Probe != want {
+		t.Fatalf("probe = %+v, want %+v", rev.Probe, want)
+	}
+	for _, cpu := range []int64{250, 2000, 16000} {
+		if got := rev.Probe.Budget(cpu); got != 61*time.Second {
+			t.Errorf("Budget(%d) = %v, want 61s", cpu, got)
+		}
+	}
+	custom := admitOK(t, withDoc(dedicatedCodexInput(), `{agents: {defaults: {model: "codex/vendor/org/model"}}, models: {providers: {codex: {baseUrl: "https://llm.example/v1", models: [{id: "vendor/org/model", name: "m"}]}}}}`))
+	if custom.Probe.Transport != "responses-https" || custom.Probe.Model != "codex/vendor/org/model" {
+		t.Errorf("compatible endpoint probe = %+v, want responses-https on the stored model", custom.Probe)
+	}
+}
