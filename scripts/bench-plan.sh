@@ -27,13 +27,16 @@ n="${1:-200}"
 reps="${BENCH_REPS:-3}"
 terraform="${TERRAFORM:-terraform}"
 bin="${root}/bin/terraform-provider-occ"
+noop_bin="${root}/.dev/noop-bin/terraform-provider-noop"
 
 case "$n" in '' | *[!0-9]* | 0) echo "error: N must be a positive integer (got '${n}')" >&2; exit 2 ;; esac
 case "$reps" in '' | *[!0-9]* | 0) echo "error: BENCH_REPS must be a positive integer (got '${reps}')" >&2; exit 2 ;; esac
-if [ ! -x "$bin" ]; then
-	echo "error: ${bin} is missing: build the provider first ('make build', or run 'make bench')." >&2
-	exit 1
-fi
+for b in "$bin" "$noop_bin"; do
+	if [ ! -x "$b" ]; then
+		echo "error: ${b} is missing: run 'make bench', which builds the provider and the no-op baseline provider." >&2
+		exit 1
+	fi
+done
 "${root}/scripts/check-terraform.sh" "$terraform" >/dev/null
 
 work="$(mktemp -d "${TMPDIR:-/tmp}/occ-bench-plan.XXXXXX")"
@@ -52,6 +55,7 @@ write_cli_config() { # FILE PLUGIN_DIR
 provider_installation {
   dev_overrides {
     "occ-platform/occ" = "$2"
+    "occ-platform/noop" = "${noop_bin%/*}"
   }
   direct {}
 }
@@ -60,7 +64,7 @@ EOF
 write_cli_config "${work}/terraformrc" "${root}/bin"
 export TF_CLI_CONFIG_FILE="${work}/terraformrc"
 
-mkdir -p "${work}/baseline" "${work}/occ"
+mkdir -p "${work}/baseline" "${work}/occ" "${work}/noop"
 cat >"${work}/baseline/main.tf" <<EOF
 resource "terraform_data" "r" {
   count = ${n}
@@ -106,6 +110,11 @@ resource "occ_agent" "a" {
   harness_auth  = { source = occ_credential_source.s }
 }
 EOF
+
+# The no-op baseline: the same configuration against a provider with the
+# same schemas and no behaviour (internal/benchmark/noopprovider).
+sed -e 's/occ_/noop_/g' -e 's#occ-platform/occ#occ-platform/noop#' -e 's/^    occ = {/    noop = {/' \
+	"${work}/occ/main.tf" >"${work}/noop/main.tf"
 
 # plan DIR: runs one plan, prints its wall time in seconds. On failure, shows
 # Terraform's output and stops the script.
@@ -185,10 +194,13 @@ echo "bench-plan: N=${n}, ${reps} timed runs each after one warm-up; $("${root}/
 echo "            provider: ${bin}"
 measure baseline "${work}/baseline"
 base="$MEDIAN"
+measure noop "${work}/noop"
+noop="$MEDIAN"
 measure occ "${work}/occ"
 occ="$MEDIAN"
-awk -v b="$base" -v o="$occ" -v n="$n" 'BEGIN {
-	if (b > 0) printf "ratio     occ / baseline = %.2fx   (occ plans %d resources, baseline %d)\n", o / b, n + 3, n
+awk -v b="$base" -v z="$noop" -v o="$occ" -v n="$n" 'BEGIN {
+	if (z > 0) printf "ratio     occ / noop = %.2fx   (same schemas, no behaviour: what the occ provider itself adds; target <= 1.3x)\n", o / z
+	if (b > 0) printf "ratio     occ / terraform_data = %.2fx   (occ plans %d resources, baseline %d)\n", o / b, n + 3, n
 }'
 
 rss="$(provider_peak_rss)"

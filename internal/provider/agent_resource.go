@@ -8,6 +8,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework-timeouts/resource/timeouts"
 	"github.com/hashicorp/terraform-plugin-framework-validators/stringvalidator"
 	"github.com/hashicorp/terraform-plugin-framework/attr"
+	"github.com/hashicorp/terraform-plugin-framework/diag"
 	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/resource"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema"
@@ -15,6 +16,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/stringplanmodifier"
 	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
 	"github.com/hashicorp/terraform-plugin-framework/types"
+	"github.com/hashicorp/terraform-plugin-go/tftypes"
 	"github.com/hashicorp/terraform-plugin-log/tflog"
 
 	"github.com/occ-platform/terraform-provider-occ/internal/admission"
@@ -142,7 +144,7 @@ func (r *agentResource) ModifyPlan(ctx context.Context, req resource.ModifyPlanR
 	if !known {
 		tflog.Debug(ctx, "agent inputs not known at plan; admission deferred to apply", map[string]any{"work.operation": "plan", "work.outcome": "deferred"})
 		markRevisionUnknown(&plan, configHarness)
-		resp.Diagnostics.Append(resp.Plan.Set(ctx, &plan)...)
+		resp.Diagnostics.Append(setAgentComputed(ctx, &resp.Plan.Raw, plan)...)
 		return
 	}
 	rev, errs := admission.Admit(in)
@@ -161,7 +163,19 @@ func (r *agentResource) ModifyPlan(ctx context.Context, req resource.ModifyPlanR
 	}
 	tflog.Debug(ctx, "agent admitted at plan", map[string]any{"work.operation": "plan", "work.outcome": "admitted",
 		"revision": plan.Revision.ValueInt64(), "revision_id": rev.ID()})
-	resp.Diagnostics.Append(resp.Plan.Set(ctx, &plan)...)
+	resp.Diagnostics.Append(setAgentComputed(ctx, &resp.Plan.Raw, plan)...)
+}
+
+// setAgentComputed writes the agent's computed attributes into a planned
+// value. It replaces those top-level attributes only, instead of encoding
+// the whole model again (the by-value references are large, and plans of
+// hundreds of agents would pay for it).
+func setAgentComputed(ctx context.Context, raw *tftypes.Value, m agentModel) diag.Diagnostics {
+	return setTopLevel(ctx, raw, map[string]attr.Value{
+		"id": m.ID, "harness": m.Harness, "execution_mode": m.ExecutionMode, "revision": m.Revision, "revision_id": m.RevisionID,
+		"admitted_document": m.AdmittedDocument, "gateway_document": m.GatewayDocument, "harness_version": m.HarnessVersion,
+		"max_concurrent": m.MaxConcurrent, "status": m.Status, "activated_at": m.ActivatedAt, "endpoint": m.Endpoint,
+	})
 }
 
 // agentInput converts the planned inputs into admission's Input; known is

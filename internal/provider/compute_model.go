@@ -7,6 +7,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/diag"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 	"github.com/hashicorp/terraform-plugin-framework/types/basetypes"
+	"github.com/hashicorp/terraform-plugin-go/tftypes"
 
 	"github.com/occ-platform/terraform-provider-occ/internal/admission"
 )
@@ -182,4 +183,24 @@ func installationObject(inst admission.Installation, diags *diag.Diagnostics) ty
 	})
 	diags.Append(d...)
 	return obj
+}
+
+// setTopLevel replaces top-level attributes of an object value in place.
+func setTopLevel(ctx context.Context, raw *tftypes.Value, values map[string]attr.Value) diag.Diagnostics {
+	var diags diag.Diagnostics
+	var attrs map[string]tftypes.Value
+	if err := raw.As(&attrs); err != nil {
+		diags.AddError("Internal error: unexpected plan shape", err.Error())
+		return diags
+	}
+	for name, v := range values {
+		tv, err := v.ToTerraformValue(ctx)
+		if err != nil {
+			diags.AddError("Internal error: cannot encode "+name, err.Error())
+			return diags
+		}
+		attrs[name] = tv
+	}
+	*raw = tftypes.NewValue(raw.Type(), attrs)
+	return diags
 }
