@@ -2,6 +2,7 @@ package provider
 
 import (
 	"context"
+	"strings"
 
 	"github.com/hashicorp/terraform-plugin-framework-validators/stringvalidator"
 	"github.com/hashicorp/terraform-plugin-framework/diag"
@@ -66,7 +67,13 @@ func configurationSchema() schema.Schema {
 		MarkdownDescription: "A native OpenClaw configuration (JSON or JSON5) that Agents run with. Saving it checks the save-time rules " +
 			"at plan: the root keys OpenClaw accepts, no `agents.list` roster (MR9), model references (MR1, MR2), runtime policies (MR3) " +
 			"and the provider consistency of fallbacks and catalogs (MR8). `generation` grows on every semantic change; reformatting, " +
-			"comments and key order are no change.",
+			"comments and key order are no change: they update `document` in place and keep `generation`, `digest` and " +
+			"`canonical_document`, so no `occ_agent` using the configuration changes.\n\n" +
+			"Root keys: OpenClaw's root object is strict (an unknown root key makes the gateway exit with code 78), so the provider " +
+			"accepts exactly the root keys of the pinned runtime's schema (OpenClaw " + admission.PinnedOpenClawVersion + "): " +
+			"`" + strings.Join(admission.RootKeys, "`, `") + "`. Inside them the document is passed through as written, except " +
+			"where admission transforms the revision (platform logging, `maxConcurrent`, the retired `agents.defaults.agentRuntime`); " +
+			"see `occ_agent.admitted_document`.",
 		Attributes: map[string]schema.Attribute{
 			"id": schema.StringAttribute{Computed: true, MarkdownDescription: "The configuration's identity (its name).",
 				PlanModifiers: []planmodifier.String{stringplanmodifier.UseStateForUnknown()}},
