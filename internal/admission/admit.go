@@ -92,9 +92,9 @@ type Revision struct {
 	// GatewayDocument is the private gateway configuration: the admitted
 	// document with the MR4 custom-endpoint rewrite.
 	GatewayDocument occconfig.Document `json:"gateway_document"`
-	// ComputeSettings is the Compute's rendered settings the revision was
-	// admitted against; any change to them is a new revision.
-	ComputeSettings map[string]any `json:"compute_settings"`
+	// ComputeSettings is every Compute setting that shapes what runs; any
+	// change to them is a new revision.
+	ComputeSettings ComputeSettings `json:"compute_settings"`
 
 	Warnings []Warning `json:"-"`
 }
@@ -295,20 +295,34 @@ func sortedFacets(fs []string) []string {
 	return out
 }
 
-// computeSettings is every Compute setting that shapes what runs.
-func computeSettings(c Compute) map[string]any {
-	m := map[string]any{"kind": c.Kind, "name": c.Name}
+// ComputeSettings is what a revision freezes of its Compute: everything the
+// executors render from, and nothing about how to connect.
+type ComputeSettings struct {
+	Kind string `json:"kind"`
+	Name string `json:"name"`
+	// Kubernetes.
+	Namespace           string `json:"namespace,omitempty"`
+	RuntimeImage        string `json:"runtime_image,omitempty"`
+	CodexImage          string `json:"codex_image,omitempty"`
+	CPUMillis           int64  `json:"cpu_millis,omitempty"`
+	MemoryLimit         string `json:"memory_limit,omitempty"`
+	NativeWorkerSupport bool   `json:"native_worker_support,omitempty"`
+	// SSH.
+	Host         string `json:"host,omitempty"`
+	Port         int64  `json:"port,omitempty"`
+	OpenClawPath string `json:"openclaw_path,omitempty"`
+	ConfigDir    string `json:"config_dir,omitempty"`
+}
+
+func computeSettings(c Compute) ComputeSettings {
 	if c.Kind == KindSSH {
-		m["host"], m["port"], m["openclaw_path"], m["config_dir"] = c.Host, c.Port, c.OpenClawPath, c.ConfigDir
-		return m
+		return ComputeSettings{Kind: c.Kind, Name: c.Name, Host: c.Host, Port: c.Port, OpenClawPath: c.OpenClawPath, ConfigDir: c.ConfigDir}
 	}
-	m["namespace"] = c.Namespace
-	m["runtime_image"] = firstNonEmpty(c.RuntimeImage, PinnedRuntimeImage)
-	m["codex_image"] = firstNonEmpty(c.CodexImage, PinnedCodexImage)
-	m["cpu_millis"] = c.CPUMillis
-	m["memory_limit"] = c.MemoryLimit
-	m["native_worker_support"] = c.NativeWorkerSupport
-	return m
+	return ComputeSettings{
+		Kind: c.Kind, Name: c.Name, Namespace: c.Namespace,
+		RuntimeImage: firstNonEmpty(c.RuntimeImage, PinnedRuntimeImage), CodexImage: firstNonEmpty(c.CodexImage, PinnedCodexImage),
+		CPUMillis: c.CPUMillis, MemoryLimit: c.MemoryLimit, NativeWorkerSupport: c.NativeWorkerSupport,
+	}
 }
 
 func firstNonEmpty(vs ...string) string {

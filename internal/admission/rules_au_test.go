@@ -189,7 +189,7 @@ func TestAU5_SSHRuntimeOnly(t *testing.T) {
 	if rev.Source.EnvironmentFile != "/etc/openclaw/model.env" || rev.Credential.EnvVar != "" {
 		t.Errorf("ssh revision source %+v delivery %+v", rev.Source, rev.Credential)
 	}
-	if rev.ComputeSettings["host"] != "edge.example.com" || rev.ComputeSettings["config_dir"] != "/etc/openclaw" {
+	if rev.ComputeSettings.Host != "edge.example.com" || rev.ComputeSettings.ConfigDir != "/etc/openclaw" {
 		t.Errorf("ssh compute settings = %v", rev.ComputeSettings)
 	}
 }
