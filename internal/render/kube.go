@@ -1,0 +1,351 @@
+// Package render turns an admitted revision into what runs: Kubernetes
+// objects (as server-side apply configurations) and, for SSH hosts, a
+// systemd unit and files. It is pure: a revision in, values out.
+package render
+
+import (
+	"encoding/json"
+	"fmt"
+	"strconv"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	appsv1ac "k8s.io/client-go/applyconfigurations/apps/v1"
+	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
+	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
+
+	"github.com/occ-platform/terraform-provider-occ/internal/admission"
+	"github.com/occ-platform/terraform-provider-occ/internal/occconfig"
+)
+
+// Identity labels on every object (LG4), and annotations.
+const (
+	LabelAgent     = "occ-platform.io/agent"
+	LabelRevision  = "occ-platform.io/revision"
+	LabelComponent = "occ-platform.io/component"
+	LabelManagedBy = "app.kubernetes.io/managed-by"
+	ManagedBy      = "terraform-provider-occ"
+
+	AnnotationRevisionID = "occ-platform.io/revision-id"
+	AnnotationDigest     = "occ-platform.io/config-digest"
+
+	ComponentGateway = "gateway"
+	ComponentHarness = "harness"
+	ComponentNode    = "node"
+
+	// FieldManager is the one server-side apply field manager.
+	FieldManager = "terraform-provider-occ"
+)
+
+// Ports and paths of the runtime contract.
+const (
+	GatewayPort   = admission.GatewayPort
+	AppServerPort = 18790
+	ConfigDir     = "/etc/openclaw"
+	ConfigFile    = "openclaw.json"
+	ProbeFile     = "probe.json"
+	Workspace     = "/home/node/workspace" // MR7
+	CodexConfig   = "/etc/codex"
+	CodexHome     = "/var/lib/codex"
+	// Wrapper is the startup wrapper in the runtime images (cmd/occ-runtime).
+	Wrapper = "/usr/local/bin/occ-runtime"
+)
+
+// Objects is one revision's Kubernetes objects, in apply order. The Service
+// is applied by the activation gate only once the revision is ready (AC3).
+type Objects struct {
+	Namespace       string
+	ServiceAccounts []*corev1ac.ServiceAccountApplyConfiguration
+	ConfigMaps      []*corev1ac.ConfigMapApplyConfiguration
+	Deployments     []*appsv1ac.DeploymentApplyConfiguration
+	Service         *corev1ac.ServiceApplyConfiguration
+	// ServingComponent is the component the Service selects.
+	ServingComponent string
+}
+
+// Names of an agent's objects.
+func GatewayName(agent string) string         { return agent + "-gateway" }
+func HarnessName(agent string) string         { return agent + "-harness" }
+func ServiceName(agent string) string         { return agent }
+func ConfigMapName(agent string, n int64) string { return fmt.Sprintf("%s-r%d", agent, n) }
+func HarnessConfigMapName(agent string, n int64) string {
+	return fmt.Sprintf("%s-harness-r%d", agent, n)
+}
+
+// AppServerTokenSecret holds the token of the harness's websocket listener;
+// the executor creates it once per agent with random bytes.
+func AppServerTokenSecret(agent string) string { return agent + "-app-server-token" }
+
+// Labels are the identity labels of a component of a revision.
+func Labels(agent string, n int64, component string) map[string]string {
+	return map[string]string{
+		LabelAgent: agent, LabelRevision: strconv.FormatInt(n, 10), LabelComponent: component, LabelManagedBy: ManagedBy,
+	}
+}
+
+// Selector selects a component's Pods of any revision.
+func Selector(agent, component string) map[string]string {
+	return map[string]string{LabelAgent: agent, LabelComponent: component}
+}
+
+// Kubernetes renders a revision numbered n.
+func Kubernetes(rev *admission.Revision, n int64) (*Objects, error) {
+	cs := rev.ComputeSettings
+	if cs.Kind != admission.KindKubernetes || cs.Namespace == "" {
+		return nil, fmt.Errorf("render: revision of agent %q is not for a Kubernetes compute", rev.Agent)
+	}
+	switch {
+	case rev.Harness == admission.HarnessOpenClaw && rev.ExecutionMode == admission.ModeEmbedded:
+		return embedded(rev, n)
+	case rev.Harness == admission.HarnessCodex && rev.ExecutionMode == admission.ModeDedicated:
+		return dedicatedCodex(rev, n)
+	default:
+		return nil, fmt.Errorf("render: %s %s is not rendered by this version of the provider", rev.Harness, rev.ExecutionMode)
+	}
+}
+
+func embedded(rev *admission.Revision, n int64) (*Objects, error) {
+	a, ns := rev.Agent, rev.ComputeSettings.Namespace
+	gw := GatewayDocument(rev)
+	cm, err := configMap(rev, n, ConfigMapName(a, n), ComponentGateway, map[string]any{ConfigFile: gw, ProbeFile: rev.Probe})
+	if err != nil {
+		return nil, err
+	}
+	env := gatewayEnv()
+	if c := rev.Credential; c.Consumer == admission.ConsumerGateway {
+		env = append(env, secretEnv(c.EnvVar, rev.Source))
+	}
+	dep := deployment(rev, n, GatewayName(a), ComponentGateway, GatewayName(a),
+		container(rev, "gateway", rev.ComputeSettings.RuntimeImage, []string{"--container=gateway", "--harness=openclaw", "--probe=" + ConfigDir + "/" + ProbeFile, "--", "openclaw", "gateway", "run"}, env, GatewayPort).
+			WithVolumeMounts(
+				corev1ac.VolumeMount().WithName("config").WithMountPath(ConfigDir).WithReadOnly(true),
+				corev1ac.VolumeMount().WithName("tmp").WithMountPath("/tmp"),
+				corev1ac.VolumeMount().WithName("state").WithMountPath("/home/node"),
+			),
+		corev1ac.Volume().WithName("config").WithConfigMap(corev1ac.ConfigMapVolumeSource().WithName(ConfigMapName(a, n))),
+		corev1ac.Volume().WithName("tmp").WithEmptyDir(corev1ac.EmptyDirVolumeSource()),
+		corev1ac.Volume().WithName("state").WithEmptyDir(corev1ac.EmptyDirVolumeSource()),
+	)
+	return &Objects{
+		Namespace:        ns,
+		ServiceAccounts:  []*corev1ac.ServiceAccountApplyConfiguration{serviceAccount(rev, GatewayName(a), ComponentGateway)},
+		ConfigMaps:       []*corev1ac.ConfigMapApplyConfiguration{cm},
+		Deployments:      []*appsv1ac.DeploymentApplyConfiguration{dep},
+		Service:          service(rev, n, ComponentGateway),
+		ServingComponent: ComponentGateway,
+	}, nil
+}
+
+func dedicatedCodex(rev *admission.Revision, n int64) (*Objects, error) {
+	a, ns := rev.Agent, rev.ComputeSettings.Namespace
+	gw := GatewayDocument(rev)
+	gwCM, err := configMap(rev, n, ConfigMapName(a, n), ComponentGateway, map[string]any{ConfigFile: gw})
+	if err != nil {
+		return nil, err
+	}
+	hCM, err := configMap(rev, n, HarnessConfigMapName(a, n), ComponentHarness, map[string]any{ProbeFile: rev.Probe, "config.toml": codexConfig()})
+	if err != nil {
+		return nil, err
+	}
+	// The gateway never receives the harness inference credential (AU6).
+	gwEnv := append(gatewayEnv(), corev1ac.EnvVar().WithName("OCC_APP_SERVER_TOKEN").WithValueFrom(
+		corev1ac.EnvVarSource().WithSecretKeyRef(corev1ac.SecretKeySelector().WithName(AppServerTokenSecret(a)).WithKey("token"))))
+	gateway := deployment(rev, n, GatewayName(a), ComponentGateway, GatewayName(a),
+		container(rev, "gateway", rev.ComputeSettings.RuntimeImage, []string{"--container=gateway", "--harness=openclaw", "--wait-peer=harness", "--", "openclaw", "gateway", "run"}, gwEnv, GatewayPort).
+			WithVolumeMounts(
+				corev1ac.VolumeMount().WithName("config").WithMountPath(ConfigDir).WithReadOnly(true),
+				corev1ac.VolumeMount().WithName("tmp").WithMountPath("/tmp"),
+				corev1ac.VolumeMount().WithName("state").WithMountPath("/home/node"),
+			),
+		corev1ac.Volume().WithName("config").WithConfigMap(corev1ac.ConfigMapVolumeSource().WithName(ConfigMapName(a, n))),
+		corev1ac.Volume().WithName("tmp").WithEmptyDir(corev1ac.EmptyDirVolumeSource()),
+		corev1ac.Volume().WithName("state").WithEmptyDir(corev1ac.EmptyDirVolumeSource()),
+	)
+	hEnv := []*corev1ac.EnvVarApplyConfiguration{
+		envValue("LOG_FORMAT", "json"), // LG3
+		envValue("RUST_LOG", logLevel(rev)+",codex_otel=off"),
+		envValue("CODEX_HOME", CodexHome),
+		envValue("OCC_CODEX_CONFIG", CodexConfig+"/config.toml"),
+		envValue("TMPDIR", "/tmp"),
+		corev1ac.EnvVar().WithName("OCC_APP_SERVER_TOKEN").WithValueFrom(
+			corev1ac.EnvVarSource().WithSecretKeyRef(corev1ac.SecretKeySelector().WithName(AppServerTokenSecret(a)).WithKey("token"))),
+	}
+	switch c := rev.Credential; {
+	case c.Method == admission.MethodCodexPAT:
+		hEnv = append(hEnv, envValue("CODEX_LOGIN_MODE", "codex_pat"), secretEnv("CODEX_ACCESS_TOKEN", rev.Source))
+	case c.Method == admission.MethodAPIKey:
+		hEnv = append(hEnv, envValue("CODEX_LOGIN_MODE", "api_key_stdin"), secretEnv("OPENAI_API_KEY", rev.Source))
+	}
+	harness := deployment(rev, n, HarnessName(a), ComponentHarness, HarnessName(a),
+		container(rev, "harness", rev.ComputeSettings.CodexImage, []string{"--container=harness", "--harness=codex", "--probe=" + CodexConfig + "/" + ProbeFile, "--",
+			"codex", "app-server", "--listen", fmt.Sprintf("ws://0.0.0.0:%d", AppServerPort)}, hEnv, AppServerPort).
+			WithVolumeMounts(
+				corev1ac.VolumeMount().WithName("codex-config").WithMountPath(CodexConfig).WithReadOnly(true),
+				corev1ac.VolumeMount().WithName("tmp").WithMountPath("/tmp"),
+				corev1ac.VolumeMount().WithName("codex-home").WithMountPath(CodexHome),
+			),
+		corev1ac.Volume().WithName("codex-config").WithConfigMap(corev1ac.ConfigMapVolumeSource().WithName(HarnessConfigMapName(a, n))),
+		corev1ac.Volume().WithName("tmp").WithEmptyDir(corev1ac.EmptyDirVolumeSource()),
+		corev1ac.Volume().WithName("codex-home").WithEmptyDir(corev1ac.EmptyDirVolumeSource()),
+	)
+	return &Objects{
+		Namespace: ns,
+		ServiceAccounts: []*corev1ac.ServiceAccountApplyConfiguration{
+			serviceAccount(rev, GatewayName(a), ComponentGateway), serviceAccount(rev, HarnessName(a), ComponentHarness)},
+		ConfigMaps:       []*corev1ac.ConfigMapApplyConfiguration{gwCM, hCM},
+		Deployments:      []*appsv1ac.DeploymentApplyConfiguration{harness, gateway},
+		Service:          service(rev, n, ComponentGateway),
+		ServingComponent: ComponentGateway,
+	}, nil
+}
+
+// GatewayDocument is the gateway's native configuration as it runs on
+// Kubernetes: the revision's private gateway configuration (MR4 applied)
+// with the deployment wiring the platform owns: listen on the Pod network
+// at the contract's port, no mDNS, no update checks, and for dedicated
+// Codex the Codex plugin pointed at the harness over websocket.
+func GatewayDocument(rev *admission.Revision) occconfig.Document {
+	d := occconfig.Clone(rev.GatewayDocument)
+	occconfig.Set(d, occconfig.Keys("gateway", "mode"), "local")
+	occconfig.Set(d, occconfig.Keys("gateway", "bind"), "lan")
+	occconfig.Set(d, occconfig.Keys("gateway", "port"), int64(GatewayPort))
+	occconfig.Set(d, occconfig.Keys("discovery", "mdns", "mode"), "off")
+	occconfig.Set(d, occconfig.Keys("update", "checkOnStart"), false)
+	if rev.Harness == admission.HarnessCodex && rev.ExecutionMode == admission.ModeDedicated {
+		p := occconfig.Keys("plugins", "entries", "codex")
+		occconfig.Set(d, p.Key("enabled"), true)
+		occconfig.Set(d, p.Key("config").Key("appServer").Key("transport"), "websocket")
+		occconfig.Set(d, p.Key("config").Key("appServer").Key("url"), fmt.Sprintf("ws://%s:%d", HarnessName(rev.Agent), AppServerPort))
+		occconfig.Set(d, p.Key("config").Key("appServer").Key("authToken"), "${OCC_APP_SERVER_TOKEN}")
+	}
+	return d
+}
+
+// codexConfig is the host-owned Codex configuration (LG3).
+func codexConfig() string {
+	return "# Host-owned by OCC: telemetry export off, prompts never logged.\n[otel]\nexporter = \"none\"\nlog_user_prompt = false\n"
+}
+
+func logLevel(rev *admission.Revision) string {
+	if rev.LoggingLevel == "" {
+		return "info"
+	}
+	return rev.LoggingLevel
+}
+
+func meta[T interface {
+	WithLabels(map[string]string) T
+	WithAnnotations(map[string]string) T
+}](obj T, rev *admission.Revision, n int64, component string) T {
+	return obj.WithLabels(Labels(rev.Agent, n, component)).WithAnnotations(map[string]string{
+		AnnotationRevisionID: rev.ID(),
+	})
+}
+
+func serviceAccount(rev *admission.Revision, name, component string) *corev1ac.ServiceAccountApplyConfiguration {
+	sa := corev1ac.ServiceAccount(name, rev.ComputeSettings.Namespace).WithAutomountServiceAccountToken(false)
+	// Service accounts outlive revisions: they carry the agent and component only.
+	return sa.WithLabels(map[string]string{LabelAgent: rev.Agent, LabelComponent: component, LabelManagedBy: ManagedBy})
+}
+
+// configMap is an immutable per-revision ConfigMap; string values are kept,
+// others are encoded as canonical JSON.
+func configMap(rev *admission.Revision, n int64, name, component string, files map[string]any) (*corev1ac.ConfigMapApplyConfiguration, error) {
+	data := map[string]string{}
+	for k, v := range files {
+		switch t := v.(type) {
+		case string:
+			data[k] = t
+		case occconfig.Document:
+			data[k] = string(occconfig.Canonical(t))
+		default:
+			b, err := json.Marshal(t)
+			if err != nil {
+				return nil, fmt.Errorf("render: %s: %w", k, err)
+			}
+			data[k] = string(b)
+		}
+	}
+	cm := meta(corev1ac.ConfigMap(name, rev.ComputeSettings.Namespace), rev, n, component).WithImmutable(true).WithData(data)
+	return cm, nil
+}
+
+func gatewayEnv() []*corev1ac.EnvVarApplyConfiguration {
+	return []*corev1ac.EnvVarApplyConfiguration{
+		envValue("OPENCLAW_CONFIG_PATH", ConfigDir+"/"+ConfigFile), // LG1
+		envValue("OPENCLAW_STATE_DIR", "/home/node/.openclaw"),
+		envValue("OPENCLAW_GATEWAY_PORT", strconv.Itoa(GatewayPort)),
+		envValue("OPENCLAW_WORKSPACE", Workspace), // MR7
+		envValue("HOME", "/home/node"),
+		envValue("TMPDIR", "/tmp"), // PR1: the probe's temporary state
+	}
+}
+
+func envValue(name, value string) *corev1ac.EnvVarApplyConfiguration {
+	return corev1ac.EnvVar().WithName(name).WithValue(value)
+}
+
+// secretEnv projects the credential source's Secret; the revision pins the
+// Secret by name (one Secret per value version), never its bytes (AU7).
+func secretEnv(name string, s admission.SourceBinding) *corev1ac.EnvVarApplyConfiguration {
+	key := s.SecretKey
+	if key == "" {
+		key = "value"
+	}
+	return corev1ac.EnvVar().WithName(name).WithValueFrom(corev1ac.EnvVarSource().WithSecretKeyRef(
+		corev1ac.SecretKeySelector().WithName(s.SecretName).WithKey(key)))
+}
+
+func container(rev *admission.Revision, name, image string, args []string, env []*corev1ac.EnvVarApplyConfiguration, port int32) *corev1ac.ContainerApplyConfiguration {
+	cpu := resource.NewMilliQuantity(rev.ComputeSettings.CPUMillis, resource.DecimalSI)
+	limits := corev1.ResourceList{corev1.ResourceCPU: *cpu}
+	if m, err := resource.ParseQuantity(rev.ComputeSettings.MemoryLimit); err == nil {
+		limits[corev1.ResourceMemory] = m
+	}
+	return corev1ac.Container().WithName(name).WithImage(image).
+		WithCommand(Wrapper).WithArgs(args...).
+		WithEnv(env...).
+		WithPorts(corev1ac.ContainerPort().WithName("http").WithContainerPort(port)).
+		WithResources(corev1ac.ResourceRequirements().WithLimits(limits).WithRequests(limits)).
+		WithReadinessProbe(corev1ac.Probe().WithHTTPGet(corev1ac.HTTPGetAction().WithPath("/readyz").WithPort(intstr.FromInt32(port))).
+			WithPeriodSeconds(2).WithFailureThreshold(1)).
+		WithLivenessProbe(corev1ac.Probe().WithHTTPGet(corev1ac.HTTPGetAction().WithPath("/healthz").WithPort(intstr.FromInt32(port))).
+			WithPeriodSeconds(10).WithFailureThreshold(6)).
+		WithSecurityContext(corev1ac.SecurityContext().
+			WithRunAsNonRoot(true).WithRunAsUser(1000).WithReadOnlyRootFilesystem(true).WithAllowPrivilegeEscalation(false).
+			WithCapabilities(corev1ac.Capabilities().WithDrop("ALL")).
+			WithSeccompProfile(corev1ac.SeccompProfile().WithType(corev1.SeccompProfileTypeRuntimeDefault)))
+}
+
+func deployment(rev *admission.Revision, n int64, name, component, serviceAccount string, c *corev1ac.ContainerApplyConfiguration, volumes ...*corev1ac.VolumeApplyConfiguration) *appsv1ac.DeploymentApplyConfiguration {
+	podLabels := Labels(rev.Agent, n, component)
+	return meta(appsv1ac.Deployment(name, rev.ComputeSettings.Namespace), rev, n, component).
+		WithSpec(appsv1ac.DeploymentSpec().
+			WithReplicas(1).
+			// AC1: one gateway at a time; cutover can stop the serving one.
+			WithStrategy(appsv1ac.DeploymentStrategy().WithType(appsv1.RecreateDeploymentStrategyType)).
+			WithSelector(metav1ac.LabelSelector().WithMatchLabels(Selector(rev.Agent, component))).
+			WithTemplate(corev1ac.PodTemplateSpec().
+				WithLabels(podLabels).
+				WithAnnotations(map[string]string{AnnotationRevisionID: rev.ID()}).
+				WithSpec(corev1ac.PodSpec().
+					WithServiceAccountName(serviceAccount).
+					WithAutomountServiceAccountToken(false).
+					WithEnableServiceLinks(false).
+					WithSecurityContext(corev1ac.PodSecurityContext().WithFSGroup(1000)).
+					WithContainers(c).
+					WithVolumes(volumes...))))
+}
+
+// service selects the serving component of revision n (AC3).
+func service(rev *admission.Revision, n int64, component string) *corev1ac.ServiceApplyConfiguration {
+	sel := Selector(rev.Agent, component)
+	sel[LabelRevision] = strconv.FormatInt(n, 10)
+	return corev1ac.Service(ServiceName(rev.Agent), rev.ComputeSettings.Namespace).
+		WithLabels(map[string]string{LabelAgent: rev.Agent, LabelRevision: strconv.FormatInt(n, 10), LabelManagedBy: ManagedBy}).
+		WithAnnotations(map[string]string{AnnotationRevisionID: rev.ID()}).
+		WithSpec(corev1ac.ServiceSpec().WithSelector(sel).
+			WithPorts(corev1ac.ServicePort().WithName("http").WithPort(GatewayPort).WithTargetPort(intstr.FromInt32(GatewayPort))))
+}

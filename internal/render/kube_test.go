@@ -1,0 +1,229 @@
+package render
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
+
+	"github.com/occ-platform/terraform-provider-occ/internal/admission"
+	"github.com/occ-platform/terraform-provider-occ/internal/occconfig"
+)
+
+func admit(t *testing.T, in admission.Input) *admission.Revision {
+	t.Helper()
+	rev, errs := admission.Admit(in)
+	if len(errs) > 0 {
+		t.Fatalf("admission refused: %v", errs)
+	}
+	return rev
+}
+
+func doc(t *testing.T, s string) occconfig.Document {
+	t.Helper()
+	d, err := occconfig.Parse(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+func k8sCompute() admission.Compute {
+	return admission.Compute{ID: "prod", Name: "prod", Kind: admission.KindKubernetes, Namespace: "occ-acme", CPUMillis: 1500, MemoryLimit: "4Gi",
+		LoggingOwnership: admission.LoggingPlatform, LoggingLevel: "debug"}
+}
+
+func embeddedInput(t *testing.T, model string) admission.Input {
+	return admission.Input{
+		Agent:         admission.Agent{Name: "support"},
+		Configuration: admission.Configuration{ID: "support", Name: "support", Generation: 3, Document: doc(t, `{agents: {defaults: {model: "`+model+`"}}}`)},
+		Compute:       k8sCompute(),
+		Source:        admission.CredentialSource{ID: "key", Name: "key", Method: admission.MethodAPIKey, Generation: 1, ComputeID: "prod", SecretRef: &admission.SecretRef{Name: "llm", Key: "api-key"}},
+	}
+}
+
+func codexInput(t *testing.T, method string) admission.Input {
+	in := embeddedInput(t, "codex/gpt-5-codex")
+	in.Agent = admission.Agent{Name: "coder", Harness: admission.HarnessCodex, ExecutionMode: admission.ModeDedicated}
+	in.Source.Method = method
+	return in
+}
+
+func envOf(c *corev1ac.ContainerApplyConfiguration) map[string]corev1ac.EnvVarApplyConfiguration {
+	out := map[string]corev1ac.EnvVarApplyConfiguration{}
+	for _, e := range c.Env {
+		out[*e.Name] = e
+	}
+	return out
+}
+
+
+// rules AU1, LG1, LG2, LG4, AC1, MR7, PR1: embedded OpenClaw's objects.
+func TestRender_EmbeddedOpenClaw(t *testing.T) {
+	for _, tc := range []struct{ model, env string }{{"anthropic/claude-sonnet-4-5", "ANTHROPIC_API_KEY"}, {"openai/gpt-5", "OPENAI_API_KEY"}} {
+		t.Run(tc.model, func(t *testing.T) {
+			in := embeddedInput(t, tc.model)
+			if strings.HasPrefix(tc.model, "openai/") {
+				in.Agent.Harness = admission.HarnessOpenClaw
+			}
+			rev := admit(t, in)
+			objs, err := Kubernetes(rev, 4)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(objs.Deployments) != 1 || len(objs.ServiceAccounts) != 1 || len(objs.ConfigMaps) != 1 {
+				t.Fatalf("embedded renders one workload: %d deployments, %d service accounts, %d config maps", len(objs.Deployments), len(objs.ServiceAccounts), len(objs.ConfigMaps))
+			}
+			dep := objs.Deployments[0]
+			if *dep.Spec.Strategy.Type != appsv1.RecreateDeploymentStrategyType { // rule AC1
+				t.Errorf("strategy = %v, want Recreate", *dep.Spec.Strategy.Type)
+			}
+			for k, v := range map[string]string{LabelAgent: "support", LabelRevision: "4", LabelComponent: "gateway", LabelManagedBy: ManagedBy} { // rule LG4
+				if dep.Spec.Template.Labels[k] != v || dep.Labels[k] != v {
+					t.Errorf("label %s = %q/%q, want %q", k, dep.Labels[k], dep.Spec.Template.Labels[k], v)
+				}
+			}
+			pod := dep.Spec.Template.Spec
+			if *pod.AutomountServiceAccountToken || *objs.ServiceAccounts[0].AutomountServiceAccountToken {
+				t.Error("service account token is mounted")
+			}
+			c := pod.Containers[0]
+			env := envOf(&c)
+			if *env["OPENCLAW_CONFIG_PATH"].Value != "/etc/openclaw/openclaw.json" { // rule LG1
+				t.Errorf("OPENCLAW_CONFIG_PATH = %v", *env["OPENCLAW_CONFIG_PATH"].Value)
+			}
+			cred, ok := env[tc.env] // rule AU1
+			if !ok || *cred.ValueFrom.SecretKeyRef.Name != "llm" || *cred.ValueFrom.SecretKeyRef.Key != "api-key" {
+				t.Errorf("%s not projected from the source's Secret: %+v", tc.env, cred)
+			}
+			other := map[string]string{"ANTHROPIC_API_KEY": "OPENAI_API_KEY", "OPENAI_API_KEY": "ANTHROPIC_API_KEY"}[tc.env]
+			if _, leaked := env[other]; leaked {
+				t.Errorf("%s projected too", other)
+			}
+			mounted := false
+			for _, m := range c.VolumeMounts {
+				if *m.MountPath == "/etc/openclaw" && *m.ReadOnly {
+					mounted = true
+				}
+			}
+			if !mounted {
+				t.Error("configuration not mounted read-only at /etc/openclaw")
+			}
+			if *env["OPENCLAW_WORKSPACE"].Value != "/home/node/workspace" { // rule MR7
+				t.Error("workspace is not /home/node/workspace")
+			}
+			if c.Resources.Limits.Cpu().MilliValue() != 1500 { // rule PR1: the probe budget follows the limit
+				t.Errorf("cpu limit = %v", c.Resources.Limits.Cpu())
+			}
+			sc := c.SecurityContext
+			if !*sc.RunAsNonRoot || !*sc.ReadOnlyRootFilesystem || *sc.AllowPrivilegeEscalation {
+				t.Error("container is not non-root with a read-only root filesystem")
+			}
+			if *c.ReadinessProbe.HTTPGet.Path != "/readyz" || *c.LivenessProbe.HTTPGet.Path != "/healthz" || c.ReadinessProbe.HTTPGet.Port.IntValue() != 18789 {
+				t.Error("probes are not /readyz and /healthz on 18789")
+			}
+			cm := objs.ConfigMaps[0]
+			if !*cm.Immutable || *cm.Name != "support-r4" {
+				t.Errorf("config map %s immutable=%v", *cm.Name, *cm.Immutable)
+			}
+			var gw map[string]any
+			if err := json.Unmarshal([]byte(cm.Data["openclaw.json"]), &gw); err != nil {
+				t.Fatal(err)
+			}
+			if got, _ := occconfig.String(gw, occconfig.Keys("logging", "consoleStyle")); got != "json" { // rule LG2
+				t.Errorf("console style = %q", got)
+			}
+			if got, _ := occconfig.String(gw, occconfig.Keys("logging", "level")); got != "debug" {
+				t.Errorf("log level = %q", got)
+			}
+			if got, _ := occconfig.Lookup(gw, occconfig.Keys("diagnostics", "otel", "logs")); got != false {
+				t.Error("native OTLP log export not disabled")
+			}
+			if got, _ := occconfig.String(gw, occconfig.Keys("gateway", "bind")); got != "lan" {
+				t.Errorf("gateway bind = %q, want lan (reachable through the Service)", got)
+			}
+			if objs.Service.Spec.Selector[LabelRevision] != "4" || *objs.Service.Name != "support" {
+				t.Errorf("service selects %v", objs.Service.Spec.Selector)
+			}
+		})
+	}
+}
+
+// rules HM4, AU1, AU2, AU6, LG3: dedicated Codex's gateway and harness.
+func TestRender_DedicatedCodex(t *testing.T) {
+	for _, tc := range []struct {
+		method string
+		want   map[string]string // env var -> "" for a Secret reference, or its literal value
+	}{
+		{admission.MethodAPIKey, map[string]string{"OPENAI_API_KEY": "", "CODEX_LOGIN_MODE": "api_key_stdin"}},
+		{admission.MethodCodexPAT, map[string]string{"CODEX_ACCESS_TOKEN": "", "CODEX_LOGIN_MODE": "codex_pat"}},
+	} {
+		t.Run(tc.method, func(t *testing.T) {
+			rev := admit(t, codexInput(t, tc.method))
+			objs, err := Kubernetes(rev, 1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(objs.Deployments) != 2 || len(objs.ServiceAccounts) != 2 { // rule HM4
+				t.Fatalf("dedicated renders two workloads with their own service accounts")
+			}
+			byComponent := map[string]int{}
+			for i, d := range objs.Deployments {
+				byComponent[d.Spec.Template.Labels[LabelComponent]] = i
+			}
+			harness := objs.Deployments[byComponent["harness"]].Spec.Template.Spec
+			gateway := objs.Deployments[byComponent["gateway"]].Spec.Template.Spec
+			if *harness.ServiceAccountName == *gateway.ServiceAccountName {
+				t.Error("gateway and harness share a service account")
+			}
+			hEnv := envOf(&harness.Containers[0])
+			for name, want := range tc.want {
+				got, ok := hEnv[name]
+				switch {
+				case !ok:
+					t.Errorf("harness lacks %s", name)
+				case want == "" && (got.ValueFrom == nil || got.ValueFrom.SecretKeyRef == nil):
+					t.Errorf("%s is not a Secret reference", name)
+				case want != "" && *got.Value != want:
+					t.Errorf("%s = %q, want %q", name, *got.Value, want)
+				}
+			}
+			if *hEnv["LOG_FORMAT"].Value != "json" || *hEnv["RUST_LOG"].Value != "debug,codex_otel=off" { // rule LG3
+				t.Errorf("codex logging env = %s / %s", *hEnv["LOG_FORMAT"].Value, *hEnv["RUST_LOG"].Value)
+			}
+			// rule AU6: the gateway Pod holds no model credential.
+			for _, e := range gateway.Containers[0].Env {
+				switch *e.Name {
+				case "OPENAI_API_KEY", "ANTHROPIC_API_KEY", "CODEX_ACCESS_TOKEN":
+					t.Errorf("gateway receives %s", *e.Name)
+				}
+				if e.ValueFrom != nil && e.ValueFrom.SecretKeyRef != nil && *e.ValueFrom.SecretKeyRef.Name == "llm" {
+					t.Errorf("gateway reads the model credential's Secret through %s", *e.Name)
+				}
+			}
+			var toml string
+			for _, cm := range objs.ConfigMaps {
+				if s, ok := cm.Data["config.toml"]; ok {
+					toml = s
+				}
+			}
+			if !strings.Contains(toml, `exporter = "none"`) || !strings.Contains(toml, "log_user_prompt = false") { // rule LG3
+				t.Errorf("codex config = %q", toml)
+			}
+			gw := GatewayDocument(rev)
+			if tr, _ := occconfig.String(gw, occconfig.Keys("plugins", "entries", "codex", "config", "appServer", "transport")); tr != "websocket" {
+				t.Errorf("gateway does not reach the harness over websocket: %q", tr)
+			}
+		})
+	}
+}
+
+func TestRender_RefusesOtherTopologies(t *testing.T) {
+	rev := admit(t, embeddedInput(t, "anthropic/claude-sonnet-4-5"))
+	rev.ComputeSettings.Kind = admission.KindSSH
+	if _, err := Kubernetes(rev, 1); err == nil {
+		t.Error("rendered an SSH revision for Kubernetes")
+	}
+}
