@@ -1,0 +1,506 @@
+package kube
+
+import (
+	"bufio"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/selection"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+	watchtools "k8s.io/client-go/tools/watch"
+
+	"github.com/occ-platform/terraform-provider-occ/internal/admission"
+	"github.com/occ-platform/terraform-provider-occ/internal/render"
+	"github.com/occ-platform/terraform-provider-occ/internal/runtimerecord"
+)
+
+// Annotations the activation writes on the Service (AC4).
+const (
+	AnnotationActivatedRevision = "occ-platform.io/activated-revision"
+	AnnotationActivatedAt       = "occ-platform.io/activated-at"
+)
+
+// Failure codes of the executor itself, beside the runtime's held codes.
+const (
+	CodeCrashLoop     = "CRASH_LOOP"
+	CodeImagePull     = "IMAGE_PULL_FAILED"
+	CodeUnschedulable = "UNSCHEDULABLE"
+	CodeDeadline      = "DEADLINE_EXCEEDED"
+	CodeStale         = "STALE_REVISION"
+	CodeBadRecord     = "INVALID_STARTUP_RECORD"
+)
+
+// Executor deploys revisions to one cluster.
+type Executor struct {
+	Client kubernetes.Interface
+	// Now is the clock; tests may replace it.
+	Now func() time.Time
+	// Log receives phase messages (never secrets); nil discards them.
+	Log func(msg string, fields map[string]any)
+}
+
+// NotWritten is a deployment that failed before its first write: nothing
+// of the revision reached the cluster.
+type NotWritten struct{ Err error }
+
+func (e *NotWritten) Error() string { return e.Err.Error() }
+func (e *NotWritten) Unwrap() error { return e.Err }
+
+// Result is an activated revision.
+type Result struct {
+	ActivatedAt time.Time
+	Endpoint    string
+}
+
+// Failure is a deployment that did not activate: what happened, where, the
+// structured fields of the record that held it, and what to do next. It
+// carries no secret and no raw provider output.
+type Failure struct {
+	Code      string
+	Agent     string
+	Revision  int64
+	Container string
+	Phase     string
+	Record    *runtimerecord.Record
+	Reason    string
+	LogTail   []string
+	Next      string
+}
+
+func (f *Failure) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s: agent %q revision %d", f.Code, f.Agent, f.Revision)
+	if f.Container != "" {
+		fmt.Fprintf(&b, ", container %s", f.Container)
+	}
+	if f.Phase != "" {
+		fmt.Fprintf(&b, ", phase %s", f.Phase)
+	}
+	if f.Reason != "" {
+		fmt.Fprintf(&b, ": %s", f.Reason)
+	}
+	return b.String()
+}
+
+func (e *Executor) log(msg string, fields map[string]any) {
+	if e.Log != nil {
+		e.Log(msg, fields)
+	}
+}
+
+func (e *Executor) now() time.Time {
+	if e.Now != nil {
+		return e.Now()
+	}
+	return time.Now()
+}
+
+var applyOpts = metav1.ApplyOptions{FieldManager: render.FieldManager, Force: true}
+
+// Deploy applies revision n of an admitted revision, blocks until every
+// serving component's Pod is Ready, then activates it: the Service moves to
+// revision n only if it does not already serve a newer one (AC3), earlier
+// revisions' configuration is retired, and one audit Event is written (AC4).
+// A held startup code, a crash loop, an image pull failure or an
+// unschedulable Pod fails at once with a *Failure.
+func (e *Executor) Deploy(ctx context.Context, rev *admission.Revision, n int64) (Result, error) {
+	objs, err := render.Kubernetes(rev, n)
+	if err != nil {
+		return Result{}, err
+	}
+	ns := objs.Namespace
+	e.log("applying revision", map[string]any{"work.operation": "apply", "revision": n})
+	if rev.Harness == admission.HarnessCodex {
+		if err := e.ensureAppServerToken(ctx, ns, rev.Agent); err != nil {
+			return Result{}, &NotWritten{Err: err}
+		}
+	}
+	for i, sa := range objs.ServiceAccounts {
+		if _, err := e.Client.CoreV1().ServiceAccounts(ns).Apply(ctx, sa, applyOpts); err != nil {
+			err = fmt.Errorf("apply ServiceAccount %s: %w", *sa.Name, err)
+			if i == 0 && rev.Harness != admission.HarnessCodex {
+				return Result{}, &NotWritten{Err: err}
+			}
+			return Result{}, err
+		}
+	}
+	for _, cm := range objs.ConfigMaps {
+		if _, err := e.Client.CoreV1().ConfigMaps(ns).Apply(ctx, cm, applyOpts); err != nil {
+			return Result{}, fmt.Errorf("apply ConfigMap %s: %w", *cm.Name, err)
+		}
+	}
+	components := map[string]bool{}
+	for _, d := range objs.Deployments {
+		if _, err := e.Client.AppsV1().Deployments(ns).Apply(ctx, d, applyOpts); err != nil {
+			return Result{}, fmt.Errorf("apply Deployment %s: %w", *d.Name, err)
+		}
+		components[d.Spec.Template.Labels[render.LabelComponent]] = true
+	}
+	e.log("waiting for the revision's startup probe", map[string]any{"work.operation": "gate", "revision": n})
+	if err := e.gate(ctx, rev.Agent, ns, n, components); err != nil {
+		return Result{}, err
+	}
+	at, err := e.activate(ctx, rev, objs, n)
+	if err != nil {
+		return Result{}, err
+	}
+	return Result{ActivatedAt: at, Endpoint: fmt.Sprintf("http://%s.%s.svc:%d", render.ServiceName(rev.Agent), ns, render.GatewayPort)}, nil
+}
+
+func (e *Executor) ensureAppServerToken(ctx context.Context, ns, agent string) error {
+	buf := make([]byte, 32)
+	if _, err := rand.Read(buf); err != nil {
+		return err
+	}
+	s := &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: render.AppServerTokenSecret(agent), Namespace: ns,
+			Labels: map[string]string{render.LabelAgent: agent, render.LabelManagedBy: render.ManagedBy}},
+		Type:       corev1.SecretTypeOpaque,
+		StringData: map[string]string{"token": hex.EncodeToString(buf)},
+	}
+	_, err := e.Client.CoreV1().Secrets(ns).Create(ctx, s, metav1.CreateOptions{FieldManager: render.FieldManager})
+	if err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("create the app-server token Secret: %w", err)
+	}
+	return nil
+}
+
+// revisionSelector selects the Pods of one revision of an agent.
+func revisionSelector(agent string, n int64) string {
+	return labels.SelectorFromSet(labels.Set{render.LabelAgent: agent, render.LabelRevision: strconv.FormatInt(n, 10)}).String()
+}
+
+// gate watches the revision's Pods until every component has a Ready Pod,
+// reading the startup records of each started container as they come.
+func (e *Executor) gate(ctx context.Context, agent, ns string, n int64, components map[string]bool) error {
+	sel := revisionSelector(agent, n)
+	pods := e.Client.CoreV1().Pods(ns)
+	lw := &cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			o.LabelSelector = sel
+			return pods.List(ctx, o)
+		},
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			o.LabelSelector = sel
+			return pods.Watch(ctx, o)
+		},
+	}
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	st := &gateState{agent: agent, n: n, components: components, followed: map[string]bool{}, failures: make(chan *Failure, 8), phase: "scheduling"}
+	done := make(chan error, 1)
+	go func() {
+		_, err := watchtools.UntilWithSync(wctx, lw, &corev1.Pod{}, nil, func(ev watch.Event) (bool, error) {
+			pod, ok := ev.Object.(*corev1.Pod)
+			if !ok || ev.Type == watch.Deleted {
+				return false, nil
+			}
+			if f := st.observe(pod); f != nil {
+				if f.Code == CodeCrashLoop {
+					f.LogTail = e.previousLogs(wctx, ns, pod.Name, f.Container)
+				}
+				return false, f
+			}
+			for _, c := range pod.Status.ContainerStatuses {
+				key := pod.Name + "/" + c.Name
+				if c.State.Running != nil && !st.followed[key] {
+					st.followed[key] = true
+					go e.follow(wctx, ns, pod.Name, c.Name, st)
+				}
+			}
+			return st.ready(), nil
+		})
+		done <- err
+	}()
+	var err error
+	select {
+	case err = <-done:
+	case f := <-st.failures:
+		// A held startup code arrives on a log stream while the Pod merely
+		// stays unready: fail at once, without waiting for a Pod event (PR8).
+		cancel()
+		<-done
+		return f
+	}
+	if err == nil {
+		return nil
+	}
+	var f *Failure
+	if errors.As(err, &f) {
+		return f
+	}
+	select {
+	case f := <-st.failures:
+		return f
+	default:
+	}
+	if ctx.Err() != nil || errors.Is(err, watchtools.ErrWatchClosed) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, wait.ErrWaitTimeout) {
+		return st.deadline()
+	}
+	return fmt.Errorf("watch revision %d: %w", n, err)
+}
+
+// gateState is what the gate has seen of one revision.
+type gateState struct {
+	mu         sync.Mutex
+	agent      string
+	n          int64
+	components map[string]bool
+	readyBy    map[string]bool
+	followed   map[string]bool
+	failures   chan *Failure
+	phase      string
+	container  string
+	records    []runtimerecord.Record
+}
+
+func (s *gateState) fail(f *Failure) {
+	f.Agent, f.Revision = s.agent, s.n
+	select {
+	case s.failures <- f:
+	default:
+	}
+}
+
+// observe judges one Pod: a held failure, or progress.
+func (s *gateState) observe(pod *corev1.Pod) *Failure {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.readyBy == nil {
+		s.readyBy = map[string]bool{}
+	}
+	component := pod.Labels[render.LabelComponent]
+	for _, c := range pod.Status.Conditions {
+		if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && c.Reason == corev1.PodReasonUnschedulable {
+			return &Failure{Code: CodeUnschedulable, Agent: s.agent, Revision: s.n, Container: component, Phase: "scheduling", Reason: c.Message,
+				Next: "The cluster cannot place the Pod: lower the compute's cpu_limit or memory_limit, or add capacity, then apply again."}
+		}
+		if c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue {
+			s.readyBy[component] = true
+		}
+	}
+	for _, c := range pod.Status.ContainerStatuses {
+		if w := c.State.Waiting; w != nil {
+			switch w.Reason {
+			case "CrashLoopBackOff":
+				return &Failure{Code: CodeCrashLoop, Agent: s.agent, Revision: s.n, Container: c.Name, Phase: s.phase,
+					Reason: fmt.Sprintf("the container keeps exiting (%d restarts)%s", c.RestartCount, lastExit(c)),
+					Next:   "Read the log lines below; fix the image or the configuration and apply again."}
+			case "ImagePullBackOff", "ErrImagePull", "InvalidImageName":
+				return &Failure{Code: CodeImagePull, Agent: s.agent, Revision: s.n, Container: c.Name, Phase: "image pull",
+					Reason: fmt.Sprintf("%s: %s", w.Reason, w.Message),
+					Next:   "Check the compute's runtime_image/codex_image and the namespace's image pull access, then apply again."}
+			}
+		}
+		if c.State.Running != nil && s.phase == "scheduling" {
+			s.phase, s.container = "startup", c.Name
+		}
+	}
+	return nil
+}
+
+func lastExit(c corev1.ContainerStatus) string {
+	if t := c.LastTerminationState.Terminated; t != nil {
+		return fmt.Sprintf("; last exit code %d (%s)", t.ExitCode, t.Reason)
+	}
+	return ""
+}
+
+func (s *gateState) ready() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for c := range s.components {
+		if !s.readyBy[c] {
+			return false
+		}
+	}
+	return true
+}
+
+func (s *gateState) record(r runtimerecord.Record) {
+	s.mu.Lock()
+	s.records = append(s.records, r)
+	if r.Phase != "" {
+		s.phase = string(r.Phase)
+	}
+	if r.Container != "" {
+		s.container = r.Container
+	}
+	s.mu.Unlock()
+}
+
+// deadline describes what was last seen when the deadline passed.
+func (s *gateState) deadline() *Failure {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	f := &Failure{Code: CodeDeadline, Agent: s.agent, Revision: s.n, Container: s.container, Phase: s.phase,
+		Reason: "the revision did not become ready before the deadline",
+		Next:   "The last phase is named above. Raise timeouts.create/update if the runtime is only slow, or fix what holds it, then apply again."}
+	var ready []string
+	for c := range s.readyBy {
+		ready = append(ready, c)
+	}
+	sort.Strings(ready)
+	if len(ready) > 0 {
+		f.Reason += fmt.Sprintf(" (ready: %s)", strings.Join(ready, ", "))
+	}
+	if len(s.records) > 0 {
+		last := s.records[len(s.records)-1]
+		f.Record = &last
+	}
+	return f
+}
+
+// follow streams one container's log and reads its startup records; a
+// held code fails the gate at once (PR8).
+func (e *Executor) follow(ctx context.Context, ns, pod, container string, st *gateState) {
+	stream, err := e.Client.CoreV1().Pods(ns).GetLogs(pod, &corev1.PodLogOptions{Container: container, Follow: true}).Stream(ctx)
+	if err != nil {
+		return // the Pod's status still gates readiness; logs only speed up failure
+	}
+	defer stream.Close()
+	readRecords(stream, container, st)
+}
+
+func readRecords(r io.Reader, container string, st *gateState) {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64*1024), 1024*1024)
+	for sc.Scan() {
+		rec, ok, err := runtimerecord.Parse(sc.Bytes())
+		if !ok {
+			continue
+		}
+		if err != nil {
+			st.fail(&Failure{Code: CodeBadRecord, Container: container, Reason: err.Error(),
+				Next: "The runtime image writes records outside the contract; use the pinned runtime image or fix the custom image."})
+			return
+		}
+		if rec.Container == "" {
+			rec.Container = container
+		}
+		st.record(rec)
+		if rec.Code.Held() && (rec.Final || rec.Event == runtimerecord.EventOpenClawProbe || rec.Event == runtimerecord.EventStartupPhase) {
+			st.fail(&Failure{Code: string(rec.Code), Container: rec.Container, Phase: "model_probe", Record: &rec,
+				Reason: "the startup probe held the runtime unready", Next: runtimerecord.Advice(rec.Code)})
+			return
+		}
+	}
+}
+
+// previousLogs reads the last lines of a crashed container's previous run.
+func (e *Executor) previousLogs(ctx context.Context, ns, pod, container string) []string {
+	tail := int64(20)
+	b, err := e.Client.CoreV1().Pods(ns).GetLogs(pod, &corev1.PodLogOptions{Container: container, Previous: true, TailLines: &tail}).DoRaw(ctx)
+	if err != nil {
+		return nil
+	}
+	return strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+}
+
+// activate moves the Service to revision n unless it serves a newer one,
+// with the Service's resourceVersion as the claim the API server
+// arbitrates (AC3); then retires earlier revisions' ConfigMaps and records
+// one audit Event (AC4).
+func (e *Executor) activate(ctx context.Context, rev *admission.Revision, objs *render.Objects, n int64) (time.Time, error) {
+	ns, name := objs.Namespace, *objs.Service.Name
+	at := e.now().UTC().Truncate(time.Second)
+	svcs := e.Client.CoreV1().Services(ns)
+	desired := serviceFrom(objs, n, at)
+	for attempt := 0; attempt < 5; attempt++ {
+		cur, err := svcs.Get(ctx, name, metav1.GetOptions{})
+		switch {
+		case apierrors.IsNotFound(err):
+			_, err = svcs.Create(ctx, desired, metav1.CreateOptions{FieldManager: render.FieldManager})
+		case err != nil:
+			return at, fmt.Errorf("read Service %s: %w", name, err)
+		default:
+			if serving, _ := strconv.ParseInt(cur.Labels[render.LabelRevision], 10, 64); serving > n {
+				return at, &Failure{Code: CodeStale, Agent: rev.Agent, Revision: n, Phase: "activation",
+					Reason: fmt.Sprintf("the Service already serves newer revision %d; revision %d is not activated", serving, n),
+					Next:   "Another apply activated a newer revision. Refresh (terraform plan) and apply again."}
+			}
+			upd := cur.DeepCopy()
+			upd.Labels, upd.Annotations = desired.Labels, mergeMaps(cur.Annotations, desired.Annotations)
+			upd.Spec.Selector, upd.Spec.Ports = desired.Spec.Selector, desired.Spec.Ports
+			_, err = svcs.Update(ctx, upd, metav1.UpdateOptions{FieldManager: render.FieldManager})
+		}
+		if apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err) {
+			continue // someone else moved it: read again and judge again
+		}
+		if err != nil {
+			return at, fmt.Errorf("activate revision %d: %w", n, err)
+		}
+		e.retire(ctx, ns, rev.Agent, n)
+		e.audit(ctx, ns, rev, n, at)
+		return at, nil
+	}
+	return at, fmt.Errorf("activate revision %d: the Service kept changing under the claim", n)
+}
+
+func serviceFrom(objs *render.Objects, n int64, at time.Time) *corev1.Service {
+	ac := objs.Service
+	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: *ac.Name, Namespace: objs.Namespace, Labels: ac.Labels,
+		Annotations: mergeMaps(ac.Annotations, map[string]string{AnnotationActivatedRevision: strconv.FormatInt(n, 10), AnnotationActivatedAt: at.Format(time.RFC3339)})}}
+	svc.Spec.Selector = ac.Spec.Selector
+	for _, p := range ac.Spec.Ports {
+		svc.Spec.Ports = append(svc.Spec.Ports, corev1.ServicePort{Name: *p.Name, Port: *p.Port, TargetPort: *p.TargetPort, Protocol: corev1.ProtocolTCP})
+	}
+	return svc
+}
+
+func mergeMaps(a, b map[string]string) map[string]string {
+	out := map[string]string{}
+	for k, v := range a {
+		out[k] = v
+	}
+	for k, v := range b {
+		out[k] = v
+	}
+	return out
+}
+
+// retire removes earlier revisions' configuration. It is a safe effect: a
+// crash before it leaves only unused ConfigMaps, which the next activation
+// removes (AC4).
+func (e *Executor) retire(ctx context.Context, ns, agent string, n int64) {
+	req, _ := labels.NewRequirement(render.LabelRevision, selection.NotEquals, []string{strconv.FormatInt(n, 10)})
+	agentReq, _ := labels.NewRequirement(render.LabelAgent, selection.Equals, []string{agent})
+	sel := labels.NewSelector().Add(*agentReq, *req).String()
+	if err := e.Client.CoreV1().ConfigMaps(ns).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{LabelSelector: sel}); err != nil {
+		e.log("retiring earlier revisions failed; the next activation retries", map[string]any{"work.operation": "retire", "work.outcome": "failed"})
+	}
+}
+
+// audit writes the one activation audit record (AC4): a Kubernetes Event
+// on the Service; the Service's annotations carry revision, time and digest.
+func (e *Executor) audit(ctx context.Context, ns string, rev *admission.Revision, n int64, at time.Time) {
+	ev := &corev1.Event{
+		ObjectMeta:     metav1.ObjectMeta{GenerateName: rev.Agent + "-activated-", Namespace: ns, Labels: map[string]string{render.LabelAgent: rev.Agent, render.LabelRevision: strconv.FormatInt(n, 10)}},
+		InvolvedObject: corev1.ObjectReference{Kind: "Service", Namespace: ns, Name: render.ServiceName(rev.Agent), APIVersion: "v1"},
+		Reason:         "RevisionActivated",
+		Message:        fmt.Sprintf("revision %d (%s, %s) activated at %s", n, rev.ID(), rev.HarnessVersion, at.Format(time.RFC3339)),
+		Type:           corev1.EventTypeNormal,
+		Source:         corev1.EventSource{Component: render.ManagedBy},
+		FirstTimestamp: metav1.NewTime(at), LastTimestamp: metav1.NewTime(at), Count: 1,
+	}
+	if _, err := e.Client.CoreV1().Events(ns).Create(ctx, ev, metav1.CreateOptions{}); err != nil {
+		e.log("activation audit event not written", map[string]any{"work.operation": "audit", "work.outcome": "failed"})
+	}
+}

@@ -1,0 +1,131 @@
+package kube
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+
+	"github.com/occ-platform/terraform-provider-occ/internal/render"
+)
+
+// Observed is what the cluster says about an agent.
+type Observed struct {
+	// Exists is false when neither the Service nor any workload exists.
+	Exists bool
+	// Revision and RevisionID are what the Service serves (0, "" if none).
+	Revision    int64
+	RevisionID  string
+	ActivatedAt string
+	// Drift explains why what runs is not the activated revision ("" when
+	// it is): a deleted workload, a workload of another revision, an
+	// unready workload.
+	Drift string
+}
+
+// Read observes an agent: the Service's activated revision, and whether
+// every workload of that revision exists and runs it.
+func (e *Executor) Read(ctx context.Context, ns, agent string, components []string) (Observed, error) {
+	var o Observed
+	svc, err := e.Client.CoreV1().Services(ns).Get(ctx, render.ServiceName(agent), metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+	case err != nil:
+		return o, fmt.Errorf("read Service %s/%s: %w", ns, render.ServiceName(agent), err)
+	default:
+		o.Exists = true
+		o.Revision, _ = strconv.ParseInt(svc.Annotations[AnnotationActivatedRevision], 10, 64)
+		o.RevisionID = svc.Annotations[render.AnnotationRevisionID]
+		o.ActivatedAt = svc.Annotations[AnnotationActivatedAt]
+		if sel := svc.Spec.Selector[render.LabelRevision]; sel != strconv.FormatInt(o.Revision, 10) {
+			o.Drift = fmt.Sprintf("the Service selects revision %q, not the activated revision %d", sel, o.Revision)
+		}
+	}
+	for _, c := range components {
+		name := render.GatewayName(agent)
+		if c == render.ComponentHarness {
+			name = render.HarnessName(agent)
+		}
+		d, err := e.Client.AppsV1().Deployments(ns).Get(ctx, name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			if o.Exists && o.Drift == "" {
+				o.Drift = fmt.Sprintf("Deployment %s was deleted", name)
+			}
+			continue
+		}
+		if err != nil {
+			return o, fmt.Errorf("read Deployment %s/%s: %w", ns, name, err)
+		}
+		o.Exists = true
+		if got := d.Spec.Template.Annotations[render.AnnotationRevisionID]; o.Drift == "" && o.RevisionID != "" && got != o.RevisionID {
+			o.Drift = fmt.Sprintf("Deployment %s runs revision %s, not the activated %s (edited outside Terraform)", name, got, o.RevisionID)
+		}
+	}
+	return o, nil
+}
+
+// Delete removes every object of an agent and waits until its Pods are gone.
+func (e *Executor) Delete(ctx context.Context, ns, agent string) error {
+	sel := labels.SelectorFromSet(labels.Set{render.LabelAgent: agent, render.LabelManagedBy: render.ManagedBy}).String()
+	opts, list := metav1.DeleteOptions{}, metav1.ListOptions{LabelSelector: sel}
+	if err := e.Client.AppsV1().Deployments(ns).DeleteCollection(ctx, opts, list); err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("delete Deployments of %s: %w", agent, err)
+	}
+	if err := e.Client.CoreV1().Services(ns).Delete(ctx, render.ServiceName(agent), opts); err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("delete Service of %s: %w", agent, err)
+	}
+	if err := e.Client.CoreV1().ConfigMaps(ns).DeleteCollection(ctx, opts, list); err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("delete ConfigMaps of %s: %w", agent, err)
+	}
+	if err := e.Client.CoreV1().Secrets(ns).DeleteCollection(ctx, opts, metav1.ListOptions{LabelSelector: labels.SelectorFromSet(labels.Set{render.LabelAgent: agent}).String()}); err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("delete Secrets of %s: %w", agent, err)
+	}
+	if err := e.Client.CoreV1().ServiceAccounts(ns).DeleteCollection(ctx, opts, list); err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("delete ServiceAccounts of %s: %w", agent, err)
+	}
+	// Wait for the Pods: a watch, not a poll.
+	podSel := labels.SelectorFromSet(labels.Set{render.LabelAgent: agent}).String()
+	for {
+		pods, err := e.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: podSel})
+		if err != nil {
+			return fmt.Errorf("list Pods of %s: %w", agent, err)
+		}
+		if len(pods.Items) == 0 {
+			return nil
+		}
+		// Remaining Pods were created by the deleted ReplicaSets' controllers;
+		// delete them directly so that the wait does not depend on GC timing.
+		_ = e.Client.CoreV1().Pods(ns).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{LabelSelector: podSel})
+		w, err := e.Client.CoreV1().Pods(ns).Watch(ctx, metav1.ListOptions{LabelSelector: podSel, ResourceVersion: pods.ResourceVersion})
+		if err != nil {
+			return fmt.Errorf("watch Pods of %s: %w", agent, err)
+		}
+		timer := time.NewTimer(30 * time.Second)
+	wait:
+		for {
+			select {
+			case <-ctx.Done():
+				w.Stop()
+				timer.Stop()
+				return fmt.Errorf("waiting for the Pods of %s to go: %w", agent, ctx.Err())
+			case _, ok := <-w.ResultChan():
+				if !ok {
+					break wait
+				}
+				// Re-list after each change (cheap; few Pods).
+				if left, err := e.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: podSel}); err == nil && len(left.Items) == 0 {
+					w.Stop()
+					timer.Stop()
+					return nil
+				}
+			case <-timer.C:
+				break wait
+			}
+		}
+		w.Stop()
+	}
+}
