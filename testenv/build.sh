@@ -1,0 +1,187 @@
+#!/usr/bin/env bash
+# Builds the binaries of the acceptance-test environment from the Go module
+# proxy, once, into a cache outside the repository:
+#
+#   ${OCC_TESTENV_CACHE:-$HOME/.cache/occ-testenv}/bin/<name>-<version>
+#   ${OCC_TESTENV_CACHE:-$HOME/.cache/occ-testenv}/current/<name> -> ../bin/<name>-<version>
+#
+# Usage: testenv/build.sh [kube|tofu|all]    build what is missing (default all)
+#        testenv/build.sh path NAME          print the cached path of NAME
+#        testenv/build.sh list               print NAME VERSION PATH for each
+#
+# Idempotent: a binary that exists is never rebuilt (delete it to force a
+# rebuild). One binary is built at a time (kube-apiserver alone peaks at about
+# 2 GB of memory). Versions come from testenv/go.mod and testenv/kwok/go.mod
+# (OpenTofu: TOFU_VERSION below), so bumping a version there is all it takes.
+set -euo pipefail
+
+here="$(cd "$(dirname "$0")" && pwd)"
+cache="${OCC_TESTENV_CACHE:-$HOME/.cache/occ-testenv}"
+bindir="$cache/bin"
+current="$cache/current"
+
+# OpenTofu is built inside its own downloaded module directory (its go.mod
+# has a replace, so `go install …@version` refuses it); >= 1.11 is needed
+# for write-only attributes.
+TOFU_VERSION="v1.12.6"
+
+# modversion GOMOD MODULE: the version MODULE is required at in GOMOD.
+modversion() {
+	awk -v m="$2" '($1 == m || ($1 == "require" && $2 == m)) && $0 !~ /=>/ {
+		for (i = 1; i <= NF; i++) if ($i ~ /^v[0-9]/) { print $i; exit }
+	}' "$1"
+}
+
+K8S_VERSION="$(modversion "$here/go.mod" k8s.io/kubernetes)"
+ETCD_VERSION="$(modversion "$here/go.mod" go.etcd.io/etcd/server/v3)"
+KWOK_VERSION="$(modversion "$here/kwok/go.mod" sigs.k8s.io/kwok)"
+for v in K8S_VERSION ETCD_VERSION KWOK_VERSION; do
+	[ -n "${!v}" ] || { echo "testenv: cannot read ${v} from testenv/go.mod" >&2; exit 1; }
+done
+
+k8s_minor="${K8S_VERSION#v1.}"
+k8s_minor="${k8s_minor%%.*}"
+K8S_LDFLAGS="-s -w
+ -X k8s.io/component-base/version.gitVersion=${K8S_VERSION}
+ -X k8s.io/component-base/version.gitMajor=1
+ -X k8s.io/component-base/version.gitMinor=${k8s_minor}
+ -X k8s.io/component-base/version.gitTreeState=clean
+ -X k8s.io/client-go/pkg/version.gitVersion=${K8S_VERSION}
+ -X k8s.io/client-go/pkg/version.gitMajor=1
+ -X k8s.io/client-go/pkg/version.gitMinor=${k8s_minor}
+ -X k8s.io/client-go/pkg/version.gitTreeState=clean"
+K8S_LDFLAGS="$(echo $K8S_LDFLAGS)" # one line
+
+# name -> version, and the rough cold build time on 2 cores (measured).
+declare -A version=(
+	[kube-apiserver]="$K8S_VERSION"
+	[kube-controller-manager]="$K8S_VERSION"
+	[kube-scheduler]="$K8S_VERSION"
+	[etcd]="$ETCD_VERSION"
+	[kwok]="$KWOK_VERSION"
+	[tofu]="$TOFU_VERSION"
+)
+declare -A eta=(
+	[kube-apiserver]="about 5 min cold on 2 cores"
+	[kube-controller-manager]="about 1.5 min cold"
+	[kube-scheduler]="about 20 s cold"
+	[etcd]="about 30 s cold"
+	[kwok]="about 1.5 min cold"
+	[tofu]="about 3 min cold"
+)
+kube_names=(kube-apiserver etcd kube-controller-manager kube-scheduler kwok)
+tofu_names=(tofu)
+
+path_of() { echo "$bindir/$1-${version[$1]}"; }
+
+export CGO_ENABLED=0
+export GOFLAGS="-buildvcs=false -mod=readonly -trimpath"
+# Built binaries are reproducible from go.sum; the toolchain is the local one.
+export GOTOOLCHAIN="${GOTOOLCHAIN:-local}"
+
+build_one() { # NAME OUTFILE
+	local name="$1" out="$2"
+	case "$name" in
+	kube-apiserver | kube-controller-manager | kube-scheduler)
+		go -C "$here" build -ldflags "$K8S_LDFLAGS" -o "$out" "k8s.io/kubernetes/cmd/$name"
+		;;
+	etcd)
+		go -C "$here" build -ldflags "-s -w" -o "$out" go.etcd.io/etcd/server/v3
+		;;
+	kwok)
+		go -C "$here/kwok" build -ldflags "-s -w -X sigs.k8s.io/kwok/pkg/consts.Version=${KWOK_VERSION#v}" \
+			-o "$out" sigs.k8s.io/kwok/cmd/kwok
+		;;
+	tofu)
+		local dir
+		dir="$(cd "${TMPDIR:-/tmp}" && GOFLAGS=-mod=mod go mod download -json "github.com/opentofu/opentofu@${TOFU_VERSION}" |
+			sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')"
+		[ -d "$dir" ] || { echo "testenv: could not download github.com/opentofu/opentofu@${TOFU_VERSION}" >&2; return 1; }
+		go -C "$dir" build -ldflags "-s -w -X github.com/opentofu/opentofu/version.dev=no" -o "$out" ./cmd/tofu
+		;;
+	*)
+		echo "testenv: unknown binary $name" >&2
+		return 1
+		;;
+	esac
+}
+
+# version_check NAME FILE: the binary runs and reports the pinned version.
+version_check() {
+	local name="$1" file="$2" want="${version[$1]#v}" got
+	case "$name" in
+	tofu) got="$("$file" version 2>&1 | head -1)" ;;
+	*) got="$("$file" --version 2>&1 | head -3 | tr '\n' ' ')" ;;
+	esac
+	if [[ "$got" != *"$want"* ]]; then
+		echo "testenv: $name built but reports '$got', expected version $want" >&2
+		return 1
+	fi
+}
+
+ensure() { # NAME
+	local name="$1" file tmp start
+	file="$(path_of "$name")"
+	if [ ! -x "$file" ]; then
+		echo "testenv: building $name ${version[$name]} (${eta[$name]})…"
+		start=$(date +%s)
+		tmp="$file.tmp.$$"
+		rm -f "$tmp"
+		if ! build_one "$name" "$tmp"; then
+			rm -f "$tmp"
+			echo "testenv: building $name ${version[$name]} failed" >&2
+			return 1
+		fi
+		version_check "$name" "$tmp" || { rm -f "$tmp"; return 1; }
+		mv -f "$tmp" "$file"
+		echo "testenv: built $name ${version[$name]} in $(($(date +%s) - start)) s"
+	fi
+	ln -sfn "../bin/$(basename "$file")" "$current/$name"
+}
+
+what="${1:-all}"
+case "$what" in
+path)
+	name="${2:?usage: build.sh path NAME}"
+	[ -n "${version[$name]:-}" ] || { echo "testenv: unknown binary $name" >&2; exit 1; }
+	path_of "$name"
+	exit 0
+	;;
+list)
+	for name in "${kube_names[@]}" "${tofu_names[@]}"; do
+		printf '%-24s %-8s %s\n' "$name" "${version[$name]}" "$(path_of "$name")"
+	done
+	exit 0
+	;;
+kube) names=("${kube_names[@]}") ;;
+tofu) names=("${tofu_names[@]}") ;;
+all) names=("${kube_names[@]}" "${tofu_names[@]}") ;;
+*)
+	echo "usage: $0 [kube|tofu|all|path NAME|list]" >&2
+	exit 2
+	;;
+esac
+
+command -v go >/dev/null || { echo "testenv: go is not on PATH" >&2; exit 1; }
+mkdir -p "$bindir" "$current"
+
+# One build at a time, also across concurrent `make testenv` runs.
+if command -v flock >/dev/null; then
+	exec 9>"$cache/.build.lock"
+	if ! flock -n 9; then
+		echo "testenv: another build is running (lock $cache/.build.lock); waiting…"
+		flock 9
+	fi
+fi
+
+missing=0
+for name in "${names[@]}"; do
+	[ -x "$(path_of "$name")" ] || missing=$((missing + 1))
+done
+if [ "$missing" -gt 0 ]; then
+	echo "testenv: $missing of ${#names[@]} binaries to build into $bindir (one at a time; progress below)"
+fi
+for name in "${names[@]}"; do
+	ensure "$name"
+done
+echo "testenv: ready in $current (${names[*]})"
