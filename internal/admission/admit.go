@@ -307,6 +307,8 @@ type ComputeSettings struct {
 	CPUMillis           int64  `json:"cpu_millis,omitempty"`
 	MemoryLimit         string `json:"memory_limit,omitempty"`
 	NativeWorkerSupport bool   `json:"native_worker_support,omitempty"`
+	// PodAnnotations are the operator's annotations on every runtime Pod.
+	PodAnnotations map[string]string `json:"pod_annotations,omitempty"`
 	// SSH.
 	Host         string `json:"host,omitempty"`
 	Port         int64  `json:"port,omitempty"`
@@ -322,6 +324,7 @@ func computeSettings(c Compute) ComputeSettings {
 		Kind: c.Kind, Name: c.Name, Namespace: c.Namespace,
 		RuntimeImage: firstNonEmpty(c.RuntimeImage, PinnedRuntimeImage), CodexImage: firstNonEmpty(c.CodexImage, PinnedCodexImage),
 		CPUMillis: c.CPUMillis, MemoryLimit: c.MemoryLimit, NativeWorkerSupport: c.NativeWorkerSupport,
+		PodAnnotations: c.PodAnnotations,
 	}
 }
 

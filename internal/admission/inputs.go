@@ -76,6 +76,7 @@ type Compute struct {
 	CPUMillis           int64  // CPU limit in millicores; 0 when not set
 	MemoryLimit         string
 	NodeWorkers         int64 // HM6; 0 means the default
+	PodAnnotations      map[string]string
 	LoggingOwnership    string
 	LoggingLevel        string
 	SandboxDriver       *SandboxDriver

@@ -3,6 +3,7 @@ package provider
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/hashicorp/terraform-plugin-framework-timeouts/resource/timeouts"
@@ -24,8 +25,10 @@ import (
 )
 
 var (
-	_ resource.Resource               = (*agentResource)(nil)
-	_ resource.ResourceWithModifyPlan = (*agentResource)(nil)
+	_ resource.Resource                = (*agentResource)(nil)
+	_ resource.ResourceWithModifyPlan  = (*agentResource)(nil)
+	_ resource.ResourceWithConfigure   = (*agentResource)(nil)
+	_ resource.ResourceWithImportState = (*agentResource)(nil)
 )
 
 // NewAgentResource is occ_agent: one deployed assistant. Plan runs the full
@@ -33,7 +36,9 @@ var (
 // the revision that would run; apply deploys that revision.
 func NewAgentResource() resource.Resource { return &agentResource{} }
 
-type agentResource struct{}
+type agentResource struct {
+	data *Data
+}
 
 type agentModel struct {
 	ID               types.String   `tfsdk:"id"`
@@ -79,9 +84,9 @@ func agentSchema(ctx context.Context) schema.Schema {
 			"everything again before its first write (rule AD6).",
 		Attributes: map[string]schema.Attribute{
 			"id": schema.StringAttribute{Computed: true, MarkdownDescription: "`NAMESPACE/NAME` on Kubernetes, `HOST/NAME` on SSH."},
-			"name": schema.StringAttribute{Required: true, Validators: []validator.String{dnsLabel{}},
+			"name": schema.StringAttribute{Required: true, Validators: []validator.String{agentName{}},
 				PlanModifiers:       []planmodifier.String{stringplanmodifier.RequiresReplace()},
-				MarkdownDescription: "The Agent's name, a DNS label. Changing it replaces the Agent."},
+				MarkdownDescription: "The Agent's name, a DNS-1035 label (it names the Agent's Service). Changing it replaces the Agent."},
 			"compute": schema.ObjectAttribute{Required: true, AttributeTypes: refType(computeSchema(), nil, nil),
 				MarkdownDescription: "Where the Agent runs: `compute = occ_compute.<name>`."},
 			"configuration": schema.ObjectAttribute{Required: true, AttributeTypes: refType(configurationSchema(), []string{"document"}, nil),
@@ -293,6 +298,12 @@ func admitForApply(ctx context.Context, plan agentModel, diags *diagnostics) (*a
 	return rev, in.Compute, true
 }
 
+func (r *agentResource) Configure(_ context.Context, req resource.ConfigureRequest, resp *resource.ConfigureResponse) {
+	if d, ok := req.ProviderData.(*Data); ok {
+		r.data = d
+	}
+}
+
 func (r *agentResource) Create(ctx context.Context, req resource.CreateRequest, resp *resource.CreateResponse) {
 	var plan agentModel
 	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
@@ -307,7 +318,15 @@ func (r *agentResource) Create(ctx context.Context, req resource.CreateRequest, 
 	if !ok {
 		return
 	}
-	resp.Diagnostics.Append(deploy(ctx, rev, c, plan.Revision.ValueInt64())...)
+	out, diags := deploy(ctx, r.providerData(), rev, c, plan.Revision.ValueInt64())
+	resp.Diagnostics.Append(diags...)
+	if !out.Wrote {
+		return // nothing reached the target: nothing to keep in state
+	}
+	// A failed create that wrote stays in state (Terraform taints it), so
+	// the next apply converges.
+	plan.Status, plan.ActivatedAt, plan.Endpoint = out.Status, out.ActivatedAt, out.Endpoint
+	resp.Diagnostics.Append(resp.State.Set(ctx, &plan)...)
 }
 
 func (r *agentResource) Update(ctx context.Context, req resource.UpdateRequest, resp *resource.UpdateResponse) {
@@ -331,9 +350,115 @@ func (r *agentResource) Update(ctx context.Context, req resource.UpdateRequest, 
 		resp.Diagnostics.Append(resp.State.Set(ctx, &plan)...)
 		return
 	}
-	resp.Diagnostics.Append(deploy(ctx, rev, c, plan.Revision.ValueInt64())...)
+	out, diags := deploy(ctx, r.providerData(), rev, c, plan.Revision.ValueInt64())
+	resp.Diagnostics.Append(diags...)
+	if diags.HasError() {
+		return // a failed update keeps the previous state: the next plan shows the change again
+	}
+	plan.Status, plan.ActivatedAt, plan.Endpoint = out.Status, out.ActivatedAt, out.Endpoint
+	resp.Diagnostics.Append(resp.State.Set(ctx, &plan)...)
 }
 
-func (r *agentResource) Read(context.Context, resource.ReadRequest, *resource.ReadResponse) {}
+func (r *agentResource) providerData() *Data {
+	if r.data == nil {
+		return &Data{}
+	}
+	return r.data
+}
 
-func (r *agentResource) Delete(context.Context, resource.DeleteRequest, *resource.DeleteResponse) {}
+// Read refreshes the agent from its target and turns drift into a planned
+// redeploy: a revision_id the plan cannot match.
+func (r *agentResource) Read(ctx context.Context, req resource.ReadRequest, resp *resource.ReadResponse) {
+	var state agentModel
+	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	ns, name, ok := agentLocation(ctx, state)
+	if !ok {
+		return // not on Kubernetes (or not known yet): state is what we have
+	}
+	exec, err := r.providerData().KubeExecutor(ctx)
+	if err != nil {
+		resp.Diagnostics.AddError("UNAVAILABLE: cannot reach Kubernetes to refresh the agent", err.Error())
+		return
+	}
+	obs, err := exec.Read(ctx, ns, name, components(state.Harness.ValueString(), state.ExecutionMode.ValueString()))
+	if err != nil {
+		resp.Diagnostics.AddError("UNAVAILABLE: cannot refresh the agent", err.Error())
+		return
+	}
+	switch {
+	case !obs.Exists && state.Revision.IsNull():
+		resp.State.RemoveResource(ctx) // imported name that does not exist
+		return
+	case !obs.Exists:
+		state.Status, state.RevisionID = types.StringValue("drifted: no objects of the agent were found"), types.StringValue("drifted")
+	case obs.Drift != "":
+		state.Status, state.RevisionID = types.StringValue("drifted: "+obs.Drift), types.StringValue("drifted")
+	default:
+		state.Revision, state.RevisionID = types.Int64Value(obs.Revision), types.StringValue(obs.RevisionID)
+		state.Status = types.StringValue("active")
+		if obs.ActivatedAt != "" {
+			state.ActivatedAt = types.StringValue(obs.ActivatedAt)
+		}
+	}
+	if state.ID.IsNull() || state.ID.ValueString() == "" {
+		state.ID = types.StringValue(ns + "/" + name)
+	}
+	resp.Diagnostics.Append(resp.State.Set(ctx, &state)...)
+}
+
+// agentLocation is where a Kubernetes agent lives: from its compute, or
+// from an imported NAMESPACE/NAME id.
+func agentLocation(ctx context.Context, m agentModel) (ns, name string, ok bool) {
+	var diags diag.Diagnostics
+	if c, known := computeFromObject(ctx, m.Compute, &diags); known {
+		if c.Kind != admission.KindKubernetes {
+			return "", "", false
+		}
+		return c.Namespace, m.Name.ValueString(), true
+	}
+	if m.Compute.IsNull() {
+		ns, name, ok = strings.Cut(m.ID.ValueString(), "/")
+		return ns, name, ok && ns != "" && name != ""
+	}
+	return "", "", false
+}
+
+func (r *agentResource) Delete(ctx context.Context, req resource.DeleteRequest, resp *resource.DeleteResponse) {
+	var state agentModel
+	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	ns, name, ok := agentLocation(ctx, state)
+	if !ok {
+		return
+	}
+	timeout, d := state.Timeouts.Delete(ctx, 5*time.Minute)
+	resp.Diagnostics.Append(d...)
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	exec, err := r.providerData().KubeExecutor(ctx)
+	if err != nil {
+		resp.Diagnostics.AddError("UNAVAILABLE: cannot reach Kubernetes to delete the agent", err.Error())
+		return
+	}
+	if err := exec.Delete(ctx, ns, name); err != nil {
+		resp.Diagnostics.AddError(fmt.Sprintf("DELETE_FAILED: agent %q", name), err.Error())
+	}
+}
+
+// ImportState adopts an agent by NAMESPACE/NAME; Read fills its revision
+// from the cluster, and the next plan adds the configuration without a
+// redeploy when the running revision matches.
+func (r *agentResource) ImportState(ctx context.Context, req resource.ImportStateRequest, resp *resource.ImportStateResponse) {
+	ns, name, ok := strings.Cut(req.ID, "/")
+	if !ok || len(ns) > 63 || !dnsLabelRe.MatchString(ns) || len(name) > 63 || !dnsLabelRe.MatchString(name) {
+		resp.Diagnostics.AddError("INVALID_REQUEST: unexpected import ID", fmt.Sprintf("import ID %q must be NAMESPACE/NAME, such as occ-acme/support", req.ID))
+		return
+	}
+	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("id"), req.ID)...)
+	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("name"), name)...)
+}

@@ -79,15 +79,36 @@ func TestAccAgent_UnknownInputsDeferToApply(t *testing.T) {
 	})
 }
 
-// TestAccAgent_ApplySaysDeploymentUnavailable: apply re-admits and then says
-// plainly that it cannot deploy yet; nothing is written, nothing in state.
-func TestAccAgent_ApplySaysDeploymentUnavailable(t *testing.T) {
+// TestAccAgent_SSHApplySaysDeploymentUnavailable: apply to an SSH compute
+// re-admits and then says plainly that it cannot deploy there yet; nothing
+// is written, nothing is kept in state.
+func TestAccAgent_SSHApplySaysDeploymentUnavailable(t *testing.T) {
 	resource.Test(t, resource.TestCase{
 		PreCheck:                 func() { testAccPreCheck(t) },
 		ProtoV6ProviderFactories: testAccProtoV6ProviderFactories,
 		Steps: []resource.TestStep{{
-			Config:      agentConfig(testComputeK8s, anthropicDoc, testSourceSecretRef, ""),
-			ExpectError: mustRegexp(`UNAVAILABLE: deployment is not available yet[\s\S]*nothing was written`),
+			Config: `
+resource "occ_compute" "k" {
+  name = "edge"
+  ssh  = { host = "127.0.0.1", host_key = "` + testHostKey + `" }
+}
+resource "occ_configuration" "c" {
+  name     = "support"
+  document = jsonencode(` + anthropicDoc + `)
+}
+resource "occ_credential_source" "s" {
+  name             = "host"
+  compute          = occ_compute.k
+  method           = "runtime"
+  environment_file = "/etc/occ/openclaw.env"
+}
+resource "occ_agent" "a" {
+  name          = "support"
+  compute       = occ_compute.k
+  configuration = occ_configuration.c
+  harness_auth  = { source = occ_credential_source.s }
+}`,
+			ExpectError: mustRegexp(`UNAVAILABLE: deployment to SSH computes is not available yet[\s\S]*nothing was written`),
 		}},
 	})
 }

@@ -31,6 +31,7 @@ type kubernetesModel struct {
 	CPULimit            types.String `tfsdk:"cpu_limit"`
 	MemoryLimit         types.String `tfsdk:"memory_limit"`
 	NodeWorkers         types.Int64  `tfsdk:"node_workers"`
+	PodAnnotations      types.Map    `tfsdk:"pod_annotations"`
 	Logging             types.Object `tfsdk:"logging"`
 	SandboxDriver       types.Object `tfsdk:"sandbox_driver"`
 	CredentialGateway   types.Object `tfsdk:"credential_gateway"`
@@ -145,6 +146,9 @@ func computeFromModel(ctx context.Context, m computeModel, diags *diag.Diagnosti
 		c.CPUMillis = cpuMillis(k.CPULimit.ValueString())
 		c.MemoryLimit = k.MemoryLimit.ValueString()
 		c.NodeWorkers = k.NodeWorkers.ValueInt64()
+		if !k.PodAnnotations.IsNull() {
+			diags.Append(k.PodAnnotations.ElementsAs(ctx, &c.PodAnnotations, false)...)
+		}
 		c.LoggingOwnership, c.LoggingLevel = admission.LoggingPlatform, "info"
 		if l, ok := decodeObject[loggingModel](ctx, k.Logging, diags); ok {
 			c.LoggingOwnership = l.Ownership.ValueString()

@@ -83,6 +83,8 @@ func computeSchema() schema.Schema {
 					"node_workers": schema.Int64Attribute{Optional: true, Computed: true, Default: int64default.StaticInt64(admission.DefaultNodeWorkers),
 						Validators:          []validator.Int64{int64validator.Between(1, 256)},
 						MarkdownDescription: "Session-owned workers a native OpenClaw node host admits; further sessions are refused while all are taken (rule HM6). Default 8."},
+					"pod_annotations": schema.MapAttribute{Optional: true, ElementType: types.StringType,
+						MarkdownDescription: "Annotations on every runtime Pod (for example a service mesh's or a scraper's). Changing them plans a new revision."},
 					"logging": schema.SingleNestedAttribute{
 						Optional: true, Computed: true,
 						Default: objectdefault.StaticValue(types.ObjectValueMust(loggingAttrTypes, map[string]attr.Value{

@@ -14,9 +14,11 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/planmodifier"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/stringplanmodifier"
 	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
+	"github.com/hashicorp/terraform-plugin-framework/tfsdk"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 
 	"github.com/occ-platform/terraform-provider-occ/internal/admission"
+	"github.com/occ-platform/terraform-provider-occ/internal/kube"
 )
 
 var (
@@ -24,13 +26,16 @@ var (
 	_ resource.ResourceWithValidateConfig = (*credentialSourceResource)(nil)
 	_ resource.ResourceWithModifyPlan     = (*credentialSourceResource)(nil)
 	_ resource.ResourceWithImportState    = (*credentialSourceResource)(nil)
+	_ resource.ResourceWithConfigure      = (*credentialSourceResource)(nil)
 )
 
 // NewCredentialSourceResource is occ_credential_source: where an Agent's
 // model credential comes from. Its method is the Agent's auth binding.
 func NewCredentialSourceResource() resource.Resource { return &credentialSourceResource{} }
 
-type credentialSourceResource struct{}
+type credentialSourceResource struct {
+	data *Data
+}
 
 // sourceRefModel is everything of a credential source but its write-only
 // value: the shape occ_agent takes it in.
@@ -250,25 +255,140 @@ func computeID(ctx context.Context, o types.Object) string {
 	return ""
 }
 
+func (r *credentialSourceResource) Configure(_ context.Context, req resource.ConfigureRequest, resp *resource.ConfigureResponse) {
+	if d, ok := req.ProviderData.(*Data); ok {
+		r.data = d
+	}
+}
+
 func (r *credentialSourceResource) Create(ctx context.Context, req resource.CreateRequest, resp *resource.CreateResponse) {
 	var plan credentialSourceModel
 	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
+	resp.Diagnostics.Append(r.materialize(ctx, req.Config, plan)...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
 	plan.ValueWO = types.StringNull() // write-only: never stored
 	resp.Diagnostics.Append(resp.State.Set(ctx, &plan)...)
-}
-
-func (r *credentialSourceResource) Read(context.Context, resource.ReadRequest, *resource.ReadResponse) {
-	// Logical object until the Kubernetes executor writes and reads its Secret.
 }
 
 func (r *credentialSourceResource) Update(ctx context.Context, req resource.UpdateRequest, resp *resource.UpdateResponse) {
 	var plan credentialSourceModel
 	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
+	resp.Diagnostics.Append(r.materialize(ctx, req.Config, plan)...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
 	plan.ValueWO = types.StringNull()
 	resp.Diagnostics.Append(resp.State.Set(ctx, &plan)...)
 }
 
-func (r *credentialSourceResource) Delete(context.Context, resource.DeleteRequest, *resource.DeleteResponse) {
+// kubeTarget is the namespace a Secret-backed source lives in, when its
+// compute is Kubernetes.
+func kubeTarget(ctx context.Context, m sourceRefModel) (string, bool) {
+	var diags diag.Diagnostics
+	c, known := computeFromObject(ctx, m.Compute, &diags)
+	if !known || c.Kind != admission.KindKubernetes {
+		return "", false
+	}
+	return c.Namespace, true
+}
+
+// materialize writes the value into its Secret (one per value version), or
+// checks that a referenced Secret holds its key. The value goes from the
+// configuration to the API server and nowhere else (AU7).
+func (r *credentialSourceResource) materialize(ctx context.Context, config tfsdk.Config, plan credentialSourceModel) diag.Diagnostics {
+	var diags diag.Diagnostics
+	ns, ok := kubeTarget(ctx, plan.sourceRefModel)
+	if !ok {
+		return diags
+	}
+	var value types.String
+	diags.Append(config.GetAttribute(ctx, path.Root("value_wo"), &value)...)
+	needsCluster := !value.IsNull() || !plan.SecretRef.IsNull()
+	if !needsCluster || diags.HasError() {
+		return diags
+	}
+	exec, err := r.providerData().KubeExecutor(ctx)
+	if err != nil {
+		diags.AddError("UNAVAILABLE: cannot reach Kubernetes", err.Error())
+		return diags
+	}
+	if err := r.providerData().PrepareNamespace(ctx, exec, ns); err != nil {
+		addNamespaceError(&diags, ns, err)
+		return diags
+	}
+	if !value.IsNull() {
+		if value.ValueString() == "" {
+			addAttrError(&diags, path.Root("value_wo"), "INVALID_REQUEST: value_wo is empty", "Set the key or token; an empty credential cannot authenticate.")
+			return diags
+		}
+		if err := exec.WriteCredentialSecret(ctx, ns, plan.SecretName.ValueString(), plan.Name.ValueString(), []byte(value.ValueString())); err != nil {
+			diags.AddError("UNAVAILABLE: cannot write the credential Secret", err.Error())
+		}
+		return diags
+	}
+	ref, _ := decodeObject[secretRefModel](ctx, plan.SecretRef, &diags)
+	exists, hasKey, err := exec.SecretHasKey(ctx, ns, ref.Name.ValueString(), ref.Key.ValueString())
+	switch {
+	case err != nil:
+		diags.AddError("UNAVAILABLE: cannot read the referenced Secret", err.Error())
+	case !exists:
+		addAttrError(&diags, path.Root("secret_ref"), "RESOURCE_CONFLICT: the referenced Secret does not exist",
+			fmt.Sprintf("Secret %q is not in namespace %q. Create it there, or point secret_ref at an existing Secret.", ref.Name.ValueString(), ns))
+	case !hasKey:
+		addAttrError(&diags, path.Root("secret_ref"), "RESOURCE_CONFLICT: the referenced Secret lacks the key",
+			fmt.Sprintf("Secret %q in namespace %q has no key %q. Add the key, or set secret_ref.key to the key that holds the credential.", ref.Name.ValueString(), ns, ref.Key.ValueString()))
+	}
+	return diags
+}
+
+func (r *credentialSourceResource) providerData() *Data {
+	if r.data == nil {
+		return &Data{}
+	}
+	return r.data
+}
+
+// Read detects a deleted provider-written Secret: the source is removed from
+// state, so the next plan creates it again from the configured value.
+func (r *credentialSourceResource) Read(ctx context.Context, req resource.ReadRequest, resp *resource.ReadResponse) {
+	var state credentialSourceModel
+	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
+	ns, ok := kubeTarget(ctx, state.sourceRefModel)
+	if resp.Diagnostics.HasError() || !ok || state.ValueWOVersion.IsNull() || state.SecretName.IsNull() {
+		return
+	}
+	exec, err := r.providerData().KubeExecutor(ctx)
+	if err != nil {
+		resp.Diagnostics.AddError("UNAVAILABLE: cannot reach Kubernetes to refresh the credential source", err.Error())
+		return
+	}
+	exists, _, err := exec.SecretHasKey(ctx, ns, state.SecretName.ValueString(), kube.SecretKey)
+	if err != nil {
+		resp.Diagnostics.AddError("UNAVAILABLE: cannot refresh the credential source", err.Error())
+		return
+	}
+	if !exists {
+		resp.State.RemoveResource(ctx)
+	}
+}
+
+func (r *credentialSourceResource) Delete(ctx context.Context, req resource.DeleteRequest, resp *resource.DeleteResponse) {
+	var state credentialSourceModel
+	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
+	ns, ok := kubeTarget(ctx, state.sourceRefModel)
+	if resp.Diagnostics.HasError() || !ok || state.ValueWOVersion.IsNull() {
+		return
+	}
+	exec, err := r.providerData().KubeExecutor(ctx)
+	if err != nil {
+		resp.Diagnostics.AddError("UNAVAILABLE: cannot reach Kubernetes to delete the credential Secret", err.Error())
+		return
+	}
+	if err := exec.DeleteCredentialSecrets(ctx, ns, state.Name.ValueString()); err != nil {
+		resp.Diagnostics.AddError("DELETE_FAILED: credential source "+state.Name.ValueString(), err.Error())
+	}
 }
 
 // ImportState adopts a source by "NAME" or "NAME@GENERATION".

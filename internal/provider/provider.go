@@ -4,6 +4,7 @@ package provider
 
 import (
 	"context"
+	"sync"
 
 	"github.com/hashicorp/terraform-plugin-framework/datasource"
 	"github.com/hashicorp/terraform-plugin-framework/function"
@@ -13,6 +14,8 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/resource"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 	"github.com/hashicorp/terraform-plugin-log/tflog"
+
+	"github.com/occ-platform/terraform-provider-occ/internal/kube"
 )
 
 // Address is the provider's registry address.
@@ -62,11 +65,81 @@ type providerSSHModel struct {
 	Agent      types.Bool   `tfsdk:"agent"`
 }
 
-// Data is what Configure hands to resources and data sources.
+// Data is what Configure hands to resources and data sources. The
+// Kubernetes client is built on first use, once per provider instance: a
+// plan never needs the cluster.
 type Data struct {
 	Version    string
 	Kubernetes *providerKubernetesModel
 	SSH        *providerSSHModel
+
+	kubeOnce sync.Once
+	kubeExec *kube.Executor
+	kubeErr  error
+
+	nsMu    sync.Mutex
+	nsReady map[string]bool
+}
+
+// PrepareNamespace makes sure a tenant namespace exists (creating it when
+// missing) and that the provider's identity has every permission it will
+// use there; checked once per namespace per provider instance, so that a
+// deploy costs only its own requests.
+func (d *Data) PrepareNamespace(ctx context.Context, exec *kube.Executor, ns string) error {
+	d.nsMu.Lock()
+	defer d.nsMu.Unlock()
+	if d.nsReady[ns] {
+		return nil
+	}
+	if _, err := exec.EnsureNamespace(ctx, ns); err != nil {
+		return err
+	}
+	if err := exec.CheckPermissions(ctx, ns); err != nil {
+		return err
+	}
+	if d.nsReady == nil {
+		d.nsReady = map[string]bool{}
+	}
+	d.nsReady[ns] = true
+	return nil
+}
+
+// KubeExecutor returns the provider's Kubernetes executor.
+func (d *Data) KubeExecutor(ctx context.Context) (*kube.Executor, error) {
+	d.kubeOnce.Do(func() {
+		s := kube.Settings{UserAgent: "terraform-provider-occ/" + d.Version}
+		if k := d.Kubernetes; k != nil {
+			s.ConfigPath, s.ConfigContext, s.Host = k.ConfigPath.ValueString(), k.ConfigContext.ValueString(), k.Host.ValueString()
+			s.Token, s.ClusterCACertificate = k.Token.ValueString(), k.ClusterCACertificate.ValueString()
+			s.ClientCertificate, s.ClientKey, s.Insecure = k.ClientCertificate.ValueString(), k.ClientKey.ValueString(), k.Insecure.ValueBool()
+			if !k.ConfigPaths.IsNull() {
+				var paths []string
+				k.ConfigPaths.ElementsAs(ctx, &paths, false)
+				s.ConfigPaths = paths
+			}
+			if !k.Exec.IsNull() && !k.Exec.IsUnknown() {
+				var ex providerExecModel
+				k.Exec.As(ctx, &ex, objectAsOptions)
+				s.Exec = &kube.ExecSettings{APIVersion: ex.APIVersion.ValueString(), Command: ex.Command.ValueString()}
+				ex.Args.ElementsAs(ctx, &s.Exec.Args, false)
+				ex.Env.ElementsAs(ctx, &s.Exec.Env, false)
+			}
+		}
+		client, _, err := kube.NewClient(s)
+		if err != nil {
+			d.kubeErr = err
+			return
+		}
+		d.kubeExec = &kube.Executor{Client: client}
+	})
+	return d.kubeExec, d.kubeErr
+}
+
+type providerExecModel struct {
+	APIVersion types.String `tfsdk:"api_version"`
+	Command    types.String `tfsdk:"command"`
+	Args       types.List   `tfsdk:"args"`
+	Env        types.Map    `tfsdk:"env"`
 }
 
 func (p *occProvider) Metadata(_ context.Context, _ provider.MetadataRequest, resp *provider.MetadataResponse) {

@@ -38,6 +38,26 @@ func (v dnsLabel) ValidateString(ctx context.Context, req validator.StringReques
 	}
 }
 
+var dns1035Re = regexp.MustCompile(`^[a-z]([-a-z0-9]*[a-z0-9])?$`)
+
+// agentName accepts an RFC 1035 label: an Agent's name names its Service.
+type agentName struct{}
+
+func (agentName) Description(context.Context) string {
+	return "must be a DNS-1035 label: at most 63 lowercase letters, digits and '-', starting with a letter and ending with a letter or digit"
+}
+func (v agentName) MarkdownDescription(ctx context.Context) string { return v.Description(ctx) }
+func (v agentName) ValidateString(ctx context.Context, req validator.StringRequest, resp *validator.StringResponse) {
+	if req.ConfigValue.IsNull() || req.ConfigValue.IsUnknown() {
+		return
+	}
+	s := req.ConfigValue.ValueString()
+	if len(s) > 63 || !dns1035Re.MatchString(s) {
+		addAttrError(&resp.Diagnostics, req.Path, "INVALID_REQUEST: not a valid agent name",
+			fmt.Sprintf("%q %s (it names the agent's Service), such as %q.", s, v.Description(ctx), "support-bot"))
+	}
+}
+
 // quantity accepts a Kubernetes resource quantity ("2", "500m", "4Gi")
 // greater than zero.
 type quantity struct{ what string }

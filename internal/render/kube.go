@@ -66,9 +66,9 @@ type Objects struct {
 }
 
 // Names of an agent's objects.
-func GatewayName(agent string) string         { return agent + "-gateway" }
-func HarnessName(agent string) string         { return agent + "-harness" }
-func ServiceName(agent string) string         { return agent }
+func GatewayName(agent string) string            { return agent + "-gateway" }
+func HarnessName(agent string) string            { return agent + "-harness" }
+func ServiceName(agent string) string            { return agent }
 func ConfigMapName(agent string, n int64) string { return fmt.Sprintf("%s-r%d", agent, n) }
 func HarnessConfigMapName(agent string, n int64) string {
 	return fmt.Sprintf("%s-harness-r%d", agent, n)
@@ -329,7 +329,7 @@ func deployment(rev *admission.Revision, n int64, name, component, serviceAccoun
 			WithSelector(metav1ac.LabelSelector().WithMatchLabels(Selector(rev.Agent, component))).
 			WithTemplate(corev1ac.PodTemplateSpec().
 				WithLabels(podLabels).
-				WithAnnotations(map[string]string{AnnotationRevisionID: rev.ID()}).
+				WithAnnotations(podAnnotations(rev)).
 				WithSpec(corev1ac.PodSpec().
 					WithServiceAccountName(serviceAccount).
 					WithAutomountServiceAccountToken(false).
@@ -337,6 +337,17 @@ func deployment(rev *admission.Revision, n int64, name, component, serviceAccoun
 					WithSecurityContext(corev1ac.PodSecurityContext().WithFSGroup(1000)).
 					WithContainers(c).
 					WithVolumes(volumes...))))
+}
+
+// podAnnotations are the operator's annotations plus the revision id (which
+// wins: identity is the platform's).
+func podAnnotations(rev *admission.Revision) map[string]string {
+	out := map[string]string{}
+	for k, v := range rev.ComputeSettings.PodAnnotations {
+		out[k] = v
+	}
+	out[AnnotationRevisionID] = rev.ID()
+	return out
 }
 
 // service selects the serving component of revision n (AC3).

@@ -59,7 +59,6 @@ func envOf(c *corev1ac.ContainerApplyConfiguration) map[string]corev1ac.EnvVarAp
 	return out
 }
 
-
 // rules AU1, LG1, LG2, LG4, AC1, MR7, PR1: embedded OpenClaw's objects.
 func TestRender_EmbeddedOpenClaw(t *testing.T) {
 	for _, tc := range []struct{ model, env string }{{"anthropic/claude-sonnet-4-5", "ANTHROPIC_API_KEY"}, {"openai/gpt-5", "OPENAI_API_KEY"}} {
