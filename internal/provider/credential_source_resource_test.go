@@ -5,74 +5,11 @@ import (
 
 	"github.com/hashicorp/terraform-plugin-testing/helper/resource"
 	"github.com/hashicorp/terraform-plugin-testing/knownvalue"
-	"github.com/hashicorp/terraform-plugin-testing/plancheck"
 	"github.com/hashicorp/terraform-plugin-testing/statecheck"
-	"github.com/hashicorp/terraform-plugin-testing/terraform"
 	"github.com/hashicorp/terraform-plugin-testing/tfjsonpath"
-	"github.com/hashicorp/terraform-plugin-testing/tfversion"
 )
 
 const testSentinel = "sk-SENTINEL-9f3c2a7e-do-not-leak"
-
-func sourceWithValue(version int) string {
-	return testComputeK8s + `
-variable "key" {
-  type      = string
-  sensitive = true
-  default   = "` + testSentinel + `"
-}
-resource "occ_credential_source" "s" {
-  name             = "openai"
-  compute          = occ_compute.k
-  method           = "api_key"
-  value_wo         = var.key
-  value_wo_version = ` + itoa(version) + `
-}`
-}
-
-// TestAccCredentialSource_WriteOnlyValue: the value never reaches state or
-// plan; bumping its version rotates it (rule AU7).
-func TestAccCredentialSource_WriteOnlyValue(t *testing.T) {
-	resource.Test(t, resource.TestCase{
-		PreCheck:                 func() { testAccPreCheck(t) },
-		ProtoV6ProviderFactories: testAccProtoV6ProviderFactories,
-		TerraformVersionChecks:   []tfversion.TerraformVersionCheck{tfversion.SkipBelow(tfversion.Version1_11_0)},
-		Steps: []resource.TestStep{
-			{
-				Config: sourceWithValue(1),
-				ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{
-					sentinelAbsentFromPlan{testSentinel},
-					plancheck.ExpectKnownValue("occ_credential_source.s", tfjsonpath.New("secret_name"), knownvalue.StringExact("occ-cred-openai-v1")),
-				}},
-				ConfigStateChecks: []statecheck.StateCheck{
-					sentinelAbsentFromState{testSentinel},
-					statecheck.ExpectKnownValue("occ_credential_source.s", tfjsonpath.New("value_wo"), knownvalue.Null()),
-					statecheck.ExpectKnownValue("occ_credential_source.s", tfjsonpath.New("generation"), knownvalue.Int64Exact(1)),
-				},
-			},
-			{
-				Config: sourceWithValue(2),
-				ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{
-					sentinelAbsentFromPlan{testSentinel},
-					plancheck.ExpectResourceAction("occ_credential_source.s", plancheck.ResourceActionUpdate),
-				}},
-				ConfigStateChecks: []statecheck.StateCheck{
-					sentinelAbsentFromState{testSentinel},
-					statecheck.ExpectKnownValue("occ_credential_source.s", tfjsonpath.New("generation"), knownvalue.Int64Exact(2)),
-					statecheck.ExpectKnownValue("occ_credential_source.s", tfjsonpath.New("secret_name"), knownvalue.StringExact("occ-cred-openai-v2")),
-				},
-			},
-			{
-				ResourceName:  "occ_credential_source.s",
-				ImportState:   true,
-				ImportStateId: "openai@2",
-				ImportStateCheck: func(s []*terraform.InstanceState) error {
-					return expectAttrs(s, map[string]string{"id": "openai", "generation": "2"})
-				},
-			},
-		},
-	})
-}
 
 func TestAccCredentialSource_Methods(t *testing.T) {
 	resource.Test(t, resource.TestCase{

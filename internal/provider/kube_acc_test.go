@@ -1,0 +1,408 @@
+package provider
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/terraform-plugin-testing/helper/resource"
+	"github.com/hashicorp/terraform-plugin-testing/knownvalue"
+	"github.com/hashicorp/terraform-plugin-testing/plancheck"
+	"github.com/hashicorp/terraform-plugin-testing/statecheck"
+	"github.com/hashicorp/terraform-plugin-testing/terraform"
+	"github.com/hashicorp/terraform-plugin-testing/tfjsonpath"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/occ-platform/terraform-provider-occ/internal/kube"
+	"github.com/occ-platform/terraform-provider-occ/internal/render"
+	"github.com/occ-platform/terraform-provider-occ/internal/runtimerecord"
+	testkube "github.com/occ-platform/terraform-provider-occ/internal/testenv/kube"
+)
+
+// kubeEnv is one test's namespace on the shared real control plane, and a
+// provider block whose identity is the minimal namespaced Role of the docs
+// (kube.RequiredRules), not cluster-admin.
+type kubeEnv struct {
+	cluster  *testkube.Cluster
+	ns       string
+	provider string
+}
+
+func newKubeEnv(t *testing.T) kubeEnv {
+	t.Helper()
+	c := testkube.Shared(t)
+	ns := c.TestNamespace(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	id, err := c.NamespacedIdentity(ctx, ns, kube.RequiredRules)
+	if err != nil {
+		t.Fatalf("namespaced identity: %v", err)
+	}
+	return kubeEnv{cluster: c, ns: ns, provider: fmt.Sprintf(`
+provider "occ" {
+  kubernetes = { config_path = %q }
+}
+`, id.KubeconfigPath)}
+}
+
+func (e kubeEnv) compute(extra string) string {
+	return fmt.Sprintf(`
+resource "occ_compute" "k" {
+  name       = "prod"
+  kubernetes = { namespace = %q %s }
+}
+`, e.ns, extra)
+}
+
+func (e kubeEnv) secret(t *testing.T, name, key, value string) {
+	t.Helper()
+	_, err := e.cluster.Clientset.CoreV1().Secrets(e.ns).Create(context.Background(), &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: name}, Data: map[string][]byte{key: []byte(value)}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestAccCredentialSource_WriteOnlyValue: the value reaches only its
+// Secret, never state or plan; bumping its version writes a new Secret (AU7).
+func TestAccCredentialSource_WriteOnlyValue(t *testing.T) {
+	env := newKubeEnv(t)
+	config := func(version int) string {
+		return env.provider + env.compute("") + `
+variable "key" {
+  type      = string
+  sensitive = true
+  default   = "` + testSentinel + `"
+}
+resource "occ_credential_source" "s" {
+  name             = "openai"
+  compute          = occ_compute.k
+  method           = "api_key"
+  value_wo         = var.key
+  value_wo_version = ` + itoa(version) + `
+}`
+	}
+	secretHolds := func(name string) resource.TestCheckFunc {
+		return func(*terraform.State) error {
+			s, err := env.cluster.Clientset.CoreV1().Secrets(env.ns).Get(context.Background(), name, metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			if string(s.Data[kube.SecretKey]) != testSentinel || s.Immutable == nil || !*s.Immutable {
+				return fmt.Errorf("secret %s does not hold the value immutably", name)
+			}
+			return nil
+		}
+	}
+	resource.Test(t, resource.TestCase{
+		PreCheck:                 func() { testAccPreCheck(t) },
+		ProtoV6ProviderFactories: testAccProtoV6ProviderFactories,
+		Steps: []resource.TestStep{
+			{
+				Config:           config(1),
+				ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{sentinelAbsentFromPlan{testSentinel}}},
+				ConfigStateChecks: []statecheck.StateCheck{
+					sentinelAbsentFromState{testSentinel},
+					statecheck.ExpectKnownValue("occ_credential_source.s", tfjsonpath.New("value_wo"), knownvalue.Null()),
+					statecheck.ExpectKnownValue("occ_credential_source.s", tfjsonpath.New("secret_name"), knownvalue.StringExact("occ-cred-openai-v1")),
+				},
+				Check: secretHolds("occ-cred-openai-v1"),
+			},
+			{
+				Config:           config(2),
+				ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{sentinelAbsentFromPlan{testSentinel}}},
+				ConfigStateChecks: []statecheck.StateCheck{
+					sentinelAbsentFromState{testSentinel},
+					statecheck.ExpectKnownValue("occ_credential_source.s", tfjsonpath.New("generation"), knownvalue.Int64Exact(2)),
+				},
+				Check: secretHolds("occ-cred-openai-v2"),
+			},
+			{
+				// Drift: a deleted Secret plans a re-create.
+				PreConfig: func() {
+					_ = env.cluster.Clientset.CoreV1().Secrets(env.ns).Delete(context.Background(), "occ-cred-openai-v2", metav1.DeleteOptions{})
+				},
+				Config: config(2),
+				ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{
+					plancheck.ExpectResourceAction("occ_credential_source.s", plancheck.ResourceActionCreate)}},
+				Check: secretHolds("occ-cred-openai-v2"),
+			},
+		},
+	})
+}
+
+func kubeAgentConfig(env kubeEnv, computeExtra, document, agentExtra string) string {
+	return env.provider + env.compute(computeExtra) + `
+resource "occ_configuration" "c" {
+  name     = "support"
+  document = jsonencode(` + document + `)
+}
+resource "occ_credential_source" "s" {
+  name       = "anthropic"
+  compute    = occ_compute.k
+  method     = "api_key"
+  secret_ref = { name = "llm", key = "api-key" }
+}
+resource "occ_agent" "a" {
+  name          = "support"
+  compute       = occ_compute.k
+  configuration = occ_configuration.c
+  harness_auth  = { source = occ_credential_source.s }
+  timeouts      = { create = "90s", update = "90s", delete = "60s" }
+` + agentExtra + `
+}`
+}
+
+// TestAccAgent_KubernetesEmbedded: create, update (new revision, guarded
+// activation), empty re-plan, import, drift, delete against a real control
+// plane with simulated nodes.
+func TestAccAgent_KubernetesEmbedded(t *testing.T) {
+	env := newKubeEnv(t)
+	env.secret(t, "llm", "api-key", testSentinel)
+	cs := env.cluster.Clientset
+	serviceSelects := func(rev string) resource.TestCheckFunc {
+		return func(*terraform.State) error {
+			svc, err := cs.CoreV1().Services(env.ns).Get(context.Background(), "support", metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			if svc.Spec.Selector[render.LabelRevision] != rev || svc.Annotations[kube.AnnotationActivatedRevision] != rev {
+				return fmt.Errorf("service selects revision %q (activated %q), want %s", svc.Spec.Selector[render.LabelRevision], svc.Annotations[kube.AnnotationActivatedRevision], rev)
+			}
+			return nil
+		}
+	}
+	resource.Test(t, resource.TestCase{
+		PreCheck:                 func() { testAccPreCheck(t) },
+		ProtoV6ProviderFactories: testAccProtoV6ProviderFactories,
+		Steps: []resource.TestStep{
+			{
+				Config: kubeAgentConfig(env, "", anthropicDoc, ""),
+				ConfigStateChecks: []statecheck.StateCheck{
+					sentinelAbsentFromState{testSentinel},
+					statecheck.ExpectKnownValue("occ_agent.a", tfjsonpath.New("status"), knownvalue.StringExact("active")),
+					statecheck.ExpectKnownValue("occ_agent.a", tfjsonpath.New("revision"), knownvalue.Int64Exact(1)),
+					statecheck.ExpectKnownValue("occ_agent.a", tfjsonpath.New("endpoint"), knownvalue.StringExact(fmt.Sprintf("http://support.%s.svc:18789", env.ns))),
+				},
+				Check: resource.ComposeTestCheckFunc(serviceSelects("1"), func(*terraform.State) error {
+					d, err := cs.AppsV1().Deployments(env.ns).Get(context.Background(), "support-gateway", metav1.GetOptions{})
+					if err != nil {
+						return err
+					}
+					if d.Spec.Strategy.Type != appsv1.RecreateDeploymentStrategyType { // rule AC1
+						return fmt.Errorf("strategy %s", d.Spec.Strategy.Type)
+					}
+					evs, err := cs.CoreV1().Events(env.ns).List(context.Background(), metav1.ListOptions{})
+					if err != nil {
+						return err
+					}
+					audits := 0
+					for _, e := range evs.Items {
+						if e.Reason == "RevisionActivated" {
+							audits++
+						}
+					}
+					if audits != 1 { // rule AC4
+						return fmt.Errorf("%d activation audit events, want 1", audits)
+					}
+					return nil
+				}),
+			},
+			{
+				// A semantic change: revision 2, activated behind the guard.
+				Config: kubeAgentConfig(env, "", `{ agents = { defaults = { model = "anthropic/claude-opus-4-1" } } }`, ""),
+				ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{
+					plancheck.ExpectKnownValue("occ_agent.a", tfjsonpath.New("revision"), knownvalue.Int64Exact(2)),
+				}},
+				Check: resource.ComposeTestCheckFunc(serviceSelects("2"), func(*terraform.State) error {
+					cms, err := cs.CoreV1().ConfigMaps(env.ns).List(context.Background(), metav1.ListOptions{LabelSelector: render.LabelAgent + "=support"})
+					if err != nil {
+						return err
+					}
+					for _, cm := range cms.Items {
+						if cm.Labels[render.LabelRevision] != "2" {
+							return fmt.Errorf("revision %s's ConfigMap %s was not retired", cm.Labels[render.LabelRevision], cm.Name)
+						}
+					}
+					return nil
+				}),
+			},
+			{
+				ResourceName:  "occ_agent.a",
+				ImportState:   true,
+				ImportStateId: env.ns + "/support",
+				ImportStateCheck: func(s []*terraform.InstanceState) error {
+					return expectAttrs(s, map[string]string{"revision": "2", "status": "active", "name": "support"})
+				},
+			},
+			{
+				// Drift: a deleted workload plans a redeploy.
+				PreConfig: func() {
+					if err := cs.AppsV1().Deployments(env.ns).Delete(context.Background(), "support-gateway", metav1.DeleteOptions{}); err != nil {
+						t.Fatal(err)
+					}
+				},
+				Config: kubeAgentConfig(env, "", `{ agents = { defaults = { model = "anthropic/claude-opus-4-1" } } }`, ""),
+				ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{
+					plancheck.ExpectResourceAction("occ_agent.a", plancheck.ResourceActionUpdate),
+					plancheck.ExpectKnownValue("occ_agent.a", tfjsonpath.New("revision"), knownvalue.Int64Exact(3)),
+				}},
+				Check: serviceSelects("3"),
+			},
+		},
+		CheckDestroy: func(*terraform.State) error {
+			deps, err := cs.AppsV1().Deployments(env.ns).List(context.Background(), metav1.ListOptions{LabelSelector: render.LabelAgent + "=support"})
+			if err != nil {
+				return err
+			}
+			pods, err := cs.CoreV1().Pods(env.ns).List(context.Background(), metav1.ListOptions{LabelSelector: render.LabelAgent + "=support"})
+			if err != nil {
+				return err
+			}
+			if len(deps.Items)+len(pods.Items) > 0 {
+				return fmt.Errorf("%d deployments and %d pods left after destroy", len(deps.Items), len(pods.Items))
+			}
+			return nil
+		},
+	})
+}
+
+// feedLogs waits for the agent's Pod and gives its container the lines.
+func feedLogs(t *testing.T, env kubeEnv, container string, lines []string) {
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		defer cancel()
+		for ctx.Err() == nil {
+			pods, err := env.cluster.Clientset.CoreV1().Pods(env.ns).List(ctx, metav1.ListOptions{LabelSelector: render.LabelAgent + "=support"})
+			if err == nil && len(pods.Items) > 0 {
+				if err := env.cluster.SetPodLogs(ctx, env.ns, pods.Items[0].Name, container, lines); err != nil {
+					t.Logf("set pod logs: %v", err)
+				}
+				return
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}()
+}
+
+func recordLine(t *testing.T, r runtimerecord.Record) string {
+	t.Helper()
+	r.Time = time.Now().UTC()
+	b, err := runtimerecord.Marshal(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// TestAccAgent_HeldCodeFailsApply: a held startup code fails the apply at
+// once with its fields, and the Service is never moved (PR7, PR8, AC3).
+func TestAccAgent_HeldCodeFailsApply(t *testing.T) {
+	env := newKubeEnv(t)
+	env.secret(t, "llm", "api-key", testSentinel)
+	feedLogs(t, env, "gateway", []string{
+		recordLine(t, runtimerecord.Record{Event: runtimerecord.EventStartupPhase, Container: "gateway", Phase: runtimerecord.PhaseWorkspaceSetup, Outcome: runtimerecord.OutcomeOK, DurationMS: 12, ElapsedMS: 12}),
+		recordLine(t, runtimerecord.Record{Event: runtimerecord.EventOpenClawProbe, Container: "gateway", Code: runtimerecord.CodeAuthenticationFailed, Final: true,
+			ProviderCode: 401, ResponseHeaderMarker: []string{"www-authenticate"}, BodyShape: "json-error-code", ProviderErrorCode: "invalid_api_key", ProviderErrorType: "other"}),
+	})
+	start := time.Now()
+	resource.Test(t, resource.TestCase{
+		PreCheck:                 func() { testAccPreCheck(t) },
+		ProtoV6ProviderFactories: testAccProtoV6ProviderFactories,
+		Steps: []resource.TestStep{{
+			Config: kubeAgentConfig(env, `, pod_annotations = { "testenv.occ.dev/behavior" = "never-ready" }`, anthropicDoc, ""),
+			ExpectError: mustRegexp(`AUTHENTICATION_FAILED: agent "support" revision 1 did not activate[\s\S]*container gateway[\s\S]*providerCode 401` +
+				`[\s\S]*Next: The model provider rejected the credential`),
+		}},
+	})
+	if _, err := env.cluster.Clientset.CoreV1().Services(env.ns).Get(context.Background(), "support", metav1.GetOptions{}); err == nil {
+		t.Error("the Service exists: an unready revision was activated")
+	}
+	t.Logf("held code surfaced in %s", time.Since(start).Round(time.Millisecond))
+}
+
+// TestAccAgent_CrashLoopFailsFast: a crash-looping runtime fails the apply
+// with its reason and last log lines long before the deadline.
+func TestAccAgent_CrashLoopFailsFast(t *testing.T) {
+	env := newKubeEnv(t)
+	env.secret(t, "llm", "api-key", testSentinel)
+	start := time.Now()
+	resource.Test(t, resource.TestCase{
+		PreCheck:                 func() { testAccPreCheck(t) },
+		ProtoV6ProviderFactories: testAccProtoV6ProviderFactories,
+		Steps: []resource.TestStep{{
+			Config:      kubeAgentConfig(env, `, pod_annotations = { "testenv.occ.dev/behavior" = "crash-loop" }`, anthropicDoc, ""),
+			ExpectError: mustRegexp(`CRASH_LOOP: agent "support" revision 1 did not activate[\s\S]*restarts`),
+		}},
+	})
+	if d := time.Since(start); d > 60*time.Second {
+		t.Errorf("crash loop surfaced after %s; it must not wait for the 90s deadline", d)
+	}
+}
+
+// TestAccAgent_DedicatedCodexGatewayHoldsNoCredential: dedicated Codex with
+// codex_pat; the gateway Pod spec holds no model credential (AU2, AU6, HM4).
+func TestAccAgent_DedicatedCodexGatewayHoldsNoCredential(t *testing.T) {
+	env := newKubeEnv(t)
+	env.secret(t, "pat", "token", testSentinel)
+	config := env.provider + env.compute("") + `
+resource "occ_configuration" "c" {
+  name     = "coder"
+  document = jsonencode({ agents = { defaults = { model = "codex/gpt-5-codex" } } })
+}
+resource "occ_credential_source" "s" {
+  name       = "pat"
+  compute    = occ_compute.k
+  method     = "codex_pat"
+  secret_ref = { name = "pat", key = "token" }
+}
+resource "occ_agent" "a" {
+  name           = "support"
+  compute        = occ_compute.k
+  configuration  = occ_configuration.c
+  harness        = "codex"
+  execution_mode = "dedicated"
+  harness_auth   = { source = occ_credential_source.s }
+  timeouts       = { create = "90s" }
+}`
+	resource.Test(t, resource.TestCase{
+		PreCheck:                 func() { testAccPreCheck(t) },
+		ProtoV6ProviderFactories: testAccProtoV6ProviderFactories,
+		Steps: []resource.TestStep{{
+			Config: config,
+			ConfigStateChecks: []statecheck.StateCheck{
+				statecheck.ExpectKnownValue("occ_agent.a", tfjsonpath.New("status"), knownvalue.StringExact("active")),
+			},
+			Check: func(*terraform.State) error {
+				cs := env.cluster.Clientset
+				gw, err := cs.AppsV1().Deployments(env.ns).Get(context.Background(), "support-gateway", metav1.GetOptions{})
+				if err != nil {
+					return err
+				}
+				h, err := cs.AppsV1().Deployments(env.ns).Get(context.Background(), "support-harness", metav1.GetOptions{})
+				if err != nil {
+					return err
+				}
+				if gw.Spec.Template.Spec.ServiceAccountName == h.Spec.Template.Spec.ServiceAccountName {
+					return fmt.Errorf("gateway and harness share service account %s", gw.Spec.Template.Spec.ServiceAccountName)
+				}
+				spec, _ := json.Marshal(gw.Spec.Template.Spec)
+				for _, leak := range []string{`"pat"`, "CODEX_ACCESS_TOKEN", "OPENAI_API_KEY"} {
+					if strings.Contains(string(spec), leak) {
+						return fmt.Errorf("gateway pod spec mentions %s", leak)
+					}
+				}
+				hspec, _ := json.Marshal(h.Spec.Template.Spec)
+				if !strings.Contains(string(hspec), "CODEX_ACCESS_TOKEN") || !strings.Contains(string(hspec), `"codex_pat"`) {
+					return fmt.Errorf("harness lacks CODEX_ACCESS_TOKEN / CODEX_LOGIN_MODE=codex_pat")
+				}
+				return nil
+			},
+		}},
+	})
+}
