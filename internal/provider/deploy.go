@@ -118,10 +118,10 @@ func addDeployError(diags *diag.Diagnostics, rev *admission.Revision, n int64, e
 		if r.Code != "" {
 			add("code", r.Code)
 		}
-		for k, v := range map[string]string{"failureClass": r.FailureClass, "causeKind": r.CauseKind, "causeDetail": r.CauseDetail,
-			"bodyShape": r.BodyShape, "providerErrorCode": r.ProviderErrorCode, "providerErrorType": r.ProviderErrorType} {
-			if v != "" {
-				add(k, v)
+		for _, kv := range [][2]string{{"failureClass", r.FailureClass}, {"causeKind", r.CauseKind}, {"causeDetail", r.CauseDetail},
+			{"bodyShape", r.BodyShape}, {"providerErrorCode", r.ProviderErrorCode}, {"providerErrorType", r.ProviderErrorType}} {
+			if kv[1] != "" {
+				add(kv[0], kv[1])
 			}
 		}
 		if r.ProviderCode != 0 {
