@@ -2,7 +2,7 @@
 # testenv/ssh.sh: prepare the SSH test hosts (make testenv-ssh).
 #
 #   1. apt packages: openssh-server (plain sshd fixture), systemd-container
-#      (systemd-nspawn) and debootstrap. Checked with dpkg first; `apt-get
+#      (systemd-nspawn) and debootstrap. Checked with dpkg-query first; `apt-get
 #      update` runs only when something has to be installed.
 #   2. A Debian bookworm rootfs with systemd, sshd, sudo and a non-root
 #      operator user `occ`, built with debootstrap from the machine's own apt
@@ -79,7 +79,8 @@ remove_tree() {
 install_apt_packages() {
 	local missing=() p
 	for p in "${APT_PACKAGES[@]}"; do
-		dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
+		# Installed, not merely known to dpkg (removed packages keep a record).
+		[ "$(dpkg-query -W -f='${db:Status-Status}' "$p" 2>/dev/null)" = installed ] || missing+=("$p")
 	done
 	if [ "${#missing[@]}" -eq 0 ]; then
 		log "apt packages present: ${APT_PACKAGES[*]}"

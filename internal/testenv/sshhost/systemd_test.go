@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -40,17 +41,11 @@ func TestSystemdHost(t *testing.T) {
 
 	run := func(t *testing.T, user, cmd string, stdin string) Result {
 		t.Helper()
-		var in *strings.Reader
+		var in io.Reader
 		if stdin != "" {
 			in = strings.NewReader(stdin)
 		}
-		var r Result
-		var err error
-		if in != nil {
-			r, err = h.RunAs(ctx, user, cmd, in)
-		} else {
-			r, err = h.RunAs(ctx, user, cmd, nil)
-		}
+		r, err := h.RunAs(ctx, user, cmd, in)
 		if err != nil {
 			t.Fatalf("%s as %s: %v", cmd, user, err)
 		}
