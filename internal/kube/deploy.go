@@ -2,6 +2,7 @@ package kube
 
 import (
 	"bufio"
+	"encoding/json"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -16,15 +17,13 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/selection"
-	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/cache"
-	watchtools "k8s.io/client-go/tools/watch"
 
 	"github.com/occ-platform/terraform-provider-occ/internal/admission"
 	"github.com/occ-platform/terraform-provider-occ/internal/render"
@@ -120,7 +119,10 @@ var applyOpts = metav1.ApplyOptions{FieldManager: render.FieldManager, Force: tr
 // revisions' configuration is retired, and one audit Event is written (AC4).
 // A held startup code, a crash loop, an image pull failure or an
 // unschedulable Pod fails at once with a *Failure.
-func (e *Executor) Deploy(ctx context.Context, rev *admission.Revision, n int64) (Result, error) {
+//
+// serving is the revision the caller believes the Service serves (0 for a
+// first deployment): with it, activation is one request in the common case.
+func (e *Executor) Deploy(ctx context.Context, rev *admission.Revision, n, serving int64) (Result, error) {
 	objs, err := render.Kubernetes(rev, n)
 	if err != nil {
 		return Result{}, err
@@ -157,7 +159,7 @@ func (e *Executor) Deploy(ctx context.Context, rev *admission.Revision, n int64)
 	if err := e.gate(ctx, rev.Agent, ns, n, components); err != nil {
 		return Result{}, err
 	}
-	at, err := e.activate(ctx, rev, objs, n)
+	at, err := e.activate(ctx, rev, objs, n, serving)
 	if err != nil {
 		return Result{}, err
 	}
@@ -192,42 +194,66 @@ func revisionSelector(agent string, n int64) string {
 func (e *Executor) gate(ctx context.Context, agent, ns string, n int64, components map[string]bool) error {
 	sel := revisionSelector(agent, n)
 	pods := e.Client.CoreV1().Pods(ns)
-	lw := &cache.ListWatch{
-		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-			o.LabelSelector = sel
-			return pods.List(ctx, o)
-		},
-		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-			o.LabelSelector = sel
-			return pods.Watch(ctx, o)
-		},
-	}
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	st := &gateState{agent: agent, n: n, components: components, followed: map[string]bool{}, failures: make(chan *Failure, 8), phase: "scheduling"}
+	// One watch request: without a resourceVersion the API server first
+	// sends the revision's existing Pods as ADDED events, then changes. A
+	// watch the server closes is resumed from the last version seen.
+	condition := func(ev watch.Event) (bool, error) {
+		pod, ok := ev.Object.(*corev1.Pod)
+		if !ok || ev.Type == watch.Deleted {
+			return false, nil
+		}
+		if f := st.observe(pod); f != nil {
+			if f.Code == CodeCrashLoop {
+				f.LogTail = e.previousLogs(wctx, ns, pod.Name, f.Container)
+			}
+			return false, f
+		}
+		for _, c := range pod.Status.ContainerStatuses {
+			key := pod.Name + "/" + c.Name
+			if c.State.Running != nil && !st.followed[key] {
+				st.followed[key] = true
+				go e.follow(wctx, ns, pod.Name, c.Name, st)
+			}
+		}
+		return st.ready(), nil
+	}
 	done := make(chan error, 1)
 	go func() {
-		_, err := watchtools.UntilWithSync(wctx, lw, &corev1.Pod{}, nil, func(ev watch.Event) (bool, error) {
-			pod, ok := ev.Object.(*corev1.Pod)
-			if !ok || ev.Type == watch.Deleted {
-				return false, nil
+		rv := ""
+		for {
+			w, err := pods.Watch(wctx, metav1.ListOptions{LabelSelector: sel, ResourceVersion: rv, AllowWatchBookmarks: true})
+			if err != nil {
+				done <- err
+				return
 			}
-			if f := st.observe(pod); f != nil {
-				if f.Code == CodeCrashLoop {
-					f.LogTail = e.previousLogs(wctx, ns, pod.Name, f.Container)
+			for ev := range w.ResultChan() {
+				if ev.Type == watch.Error {
+					w.Stop()
+					done <- apierrors.FromObject(ev.Object)
+					return
 				}
-				return false, f
-			}
-			for _, c := range pod.Status.ContainerStatuses {
-				key := pod.Name + "/" + c.Name
-				if c.State.Running != nil && !st.followed[key] {
-					st.followed[key] = true
-					go e.follow(wctx, ns, pod.Name, c.Name, st)
+				if m, err := meta.Accessor(ev.Object); err == nil {
+					rv = m.GetResourceVersion()
+				}
+				if ev.Type == watch.Bookmark {
+					continue
+				}
+				ok, err := condition(ev)
+				if err != nil || ok {
+					w.Stop()
+					done <- err
+					return
 				}
 			}
-			return st.ready(), nil
-		})
-		done <- err
+			w.Stop()
+			if wctx.Err() != nil {
+				done <- wctx.Err()
+				return
+			}
+		}
 	}()
 	var err error
 	select {
@@ -251,7 +277,7 @@ func (e *Executor) gate(ctx context.Context, agent, ns string, n int64, componen
 		return f
 	default:
 	}
-	if ctx.Err() != nil || errors.Is(err, watchtools.ErrWatchClosed) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, wait.ErrWaitTimeout) {
+	if ctx.Err() != nil || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
 		return st.deadline()
 	}
 	return fmt.Errorf("watch revision %d: %w", n, err)
@@ -418,11 +444,29 @@ func (e *Executor) previousLogs(ctx context.Context, ns, pod, container string) 
 // with the Service's resourceVersion as the claim the API server
 // arbitrates (AC3); then retires earlier revisions' ConfigMaps and records
 // one audit Event (AC4).
-func (e *Executor) activate(ctx context.Context, rev *admission.Revision, objs *render.Objects, n int64) (time.Time, error) {
+func (e *Executor) activate(ctx context.Context, rev *admission.Revision, objs *render.Objects, n, serving int64) (time.Time, error) {
 	ns, name := objs.Namespace, *objs.Service.Name
 	at := e.now().UTC().Truncate(time.Second)
 	svcs := e.Client.CoreV1().Services(ns)
 	desired := serviceFrom(objs, n, at)
+	// Fast path: one request. A first deployment creates the Service; a
+	// later one patches it under a JSON Patch "test" that it still serves
+	// the revision this apply replaces. Anything else falls through to the
+	// read-judge-update loop below.
+	var err error
+	switch {
+	case serving == 0:
+		_, err = svcs.Create(ctx, desired, metav1.CreateOptions{FieldManager: render.FieldManager})
+	case serving < n:
+		_, err = svcs.Patch(ctx, name, types.JSONPatchType, guardedPatch(desired, serving), metav1.PatchOptions{FieldManager: render.FieldManager})
+	default:
+		err = fmt.Errorf("serving revision %d is not older than %d", serving, n)
+	}
+	if err == nil {
+		e.retire(ctx, ns, rev.Agent, n)
+		e.audit(ctx, ns, rev, n, at)
+		return at, nil
+	}
 	for attempt := 0; attempt < 5; attempt++ {
 		cur, err := svcs.Get(ctx, name, metav1.GetOptions{})
 		switch {
@@ -452,6 +496,25 @@ func (e *Executor) activate(ctx context.Context, rev *admission.Revision, objs *
 		return at, nil
 	}
 	return at, fmt.Errorf("activate revision %d: the Service kept changing under the claim", n)
+}
+
+// guardedPatch moves the Service to desired only if it still carries the
+// activated revision expected: the API server applies all or nothing.
+func guardedPatch(desired *corev1.Service, expected int64) []byte {
+	ops := []map[string]any{
+		{"op": "test", "path": "/metadata/annotations/" + jsonPointerEscape(AnnotationActivatedRevision), "value": strconv.FormatInt(expected, 10)},
+		{"op": "replace", "path": "/metadata/labels", "value": desired.Labels},
+		{"op": "replace", "path": "/spec/selector", "value": desired.Spec.Selector},
+	}
+	for k, v := range desired.Annotations {
+		ops = append(ops, map[string]any{"op": "add", "path": "/metadata/annotations/" + jsonPointerEscape(k), "value": v})
+	}
+	b, _ := json.Marshal(ops)
+	return b
+}
+
+func jsonPointerEscape(s string) string {
+	return strings.ReplaceAll(strings.ReplaceAll(s, "~", "~0"), "/", "~1")
 }
 
 func serviceFrom(objs *render.Objects, n int64, at time.Time) *corev1.Service {

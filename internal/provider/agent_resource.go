@@ -318,7 +318,7 @@ func (r *agentResource) Create(ctx context.Context, req resource.CreateRequest, 
 	if !ok {
 		return
 	}
-	out, diags := deploy(ctx, r.providerData(), rev, c, plan.Revision.ValueInt64())
+	out, diags := deploy(ctx, r.providerData(), rev, c, plan.Revision.ValueInt64(), 0)
 	resp.Diagnostics.Append(diags...)
 	if !out.Wrote {
 		return // nothing reached the target: nothing to keep in state
@@ -350,7 +350,11 @@ func (r *agentResource) Update(ctx context.Context, req resource.UpdateRequest, 
 		resp.Diagnostics.Append(resp.State.Set(ctx, &plan)...)
 		return
 	}
-	out, diags := deploy(ctx, r.providerData(), rev, c, plan.Revision.ValueInt64())
+	serving := int64(0)
+	if state.Status.ValueString() == "active" {
+		serving = state.Revision.ValueInt64()
+	}
+	out, diags := deploy(ctx, r.providerData(), rev, c, plan.Revision.ValueInt64(), serving)
 	resp.Diagnostics.Append(diags...)
 	if diags.HasError() {
 		return // a failed update keeps the previous state: the next plan shows the change again

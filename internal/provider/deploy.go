@@ -29,7 +29,8 @@ type deployOutcome struct {
 }
 
 // deploy hands an admitted revision to the executor of its compute kind.
-func deploy(ctx context.Context, data *Data, rev *admission.Revision, c admission.Compute, revision int64) (deployOutcome, diag.Diagnostics) {
+// serving is the revision state says is active (0 on create).
+func deploy(ctx context.Context, data *Data, rev *admission.Revision, c admission.Compute, revision, serving int64) (deployOutcome, diag.Diagnostics) {
 	var diags diag.Diagnostics
 	out := deployOutcome{Status: types.StringValue("failed"), ActivatedAt: types.StringNull(), Endpoint: types.StringNull()}
 	fields := map[string]any{"work.id": rev.Agent, "work.operation": "deploy", "work.attempt": 1, "revision": revision, "compute_kind": c.Kind}
@@ -52,7 +53,7 @@ func deploy(ctx context.Context, data *Data, rev *admission.Revision, c admissio
 		return out, diags
 	}
 	start := time.Now()
-	res, err := exec.Deploy(ctx, rev, revision)
+	res, err := exec.Deploy(ctx, rev, revision, serving)
 	if err != nil {
 		var nw *kube.NotWritten
 		out.Wrote = !errors.As(err, &nw)
