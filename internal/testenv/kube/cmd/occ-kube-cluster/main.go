@@ -1,0 +1,79 @@
+// Command occ-kube-cluster starts the test environment's Kubernetes cluster
+// (package testenv/kube) for people who want to look at it with kubectl,
+// and keeps it up until SIGINT or SIGTERM. `make cluster-up` runs it in the
+// background and `make cluster-down` stops it.
+//
+//	occ-kube-cluster -dir .dev/cluster
+//
+// It writes DIR/kubeconfig (admin, client certificate) and DIR/cluster.env
+// (KUBECONFIG, the API server URL, the admin token) once the cluster is
+// ready, and removes them and the cluster's data when it stops.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+
+	"github.com/occ-platform/terraform-provider-occ/internal/testenv/kube"
+)
+
+func main() {
+	dir := flag.String("dir", ".dev/cluster", "directory for the kubeconfig, the environment file and the cluster's data")
+	nodes := flag.Int("nodes", 1, "number of kwok Nodes")
+	flag.Parse()
+	if err := run(*dir, *nodes); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+}
+
+func run(dir string, nodes int) error {
+	dir, err := filepath.Abs(dir)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
+	c, err := kube.Start(ctx, kube.Options{
+		Dir:   dir,
+		Nodes: nodes,
+		Logf:  func(format string, args ...any) { fmt.Fprintf(os.Stderr, format+"\n", args...) },
+	})
+	if err != nil {
+		return err
+	}
+	defer c.Stop()
+
+	kubeconfig := filepath.Join(dir, "kubeconfig")
+	envFile := filepath.Join(dir, "cluster.env")
+	defer os.Remove(kubeconfig)
+	defer os.Remove(envFile)
+	data, err := c.Kubeconfig()
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(kubeconfig, data, 0o600); err != nil {
+		return err
+	}
+	env := fmt.Sprintf("KUBECONFIG=%s\nOCC_TESTENV_KUBE_HOST=%s\nOCC_TESTENV_KUBE_TOKEN=%s\n", kubeconfig, c.Host, c.Token)
+	if err := os.WriteFile(envFile, []byte(env), 0o600); err != nil {
+		return err
+	}
+	fmt.Printf("cluster up: Kubernetes %s at %s, node(s) %v\n", c.ServerVersion, c.Host, c.Nodes)
+	fmt.Printf("  export KUBECONFIG=%s\n", kubeconfig)
+	fmt.Printf("  server logs: %s\n", filepath.Join(c.Dir, "logs"))
+	fmt.Printf("stop with Ctrl-C (or make cluster-down)\n")
+
+	<-ctx.Done()
+	fmt.Fprintln(os.Stderr, "stopping the cluster…")
+	return nil
+}

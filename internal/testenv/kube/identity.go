@@ -1,0 +1,130 @@
+package kube
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"time"
+
+	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/rand"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+)
+
+// Identity is a least-privilege client: a ServiceAccount whose only
+// permissions are a Role in one namespace.
+type Identity struct {
+	Namespace      string
+	ServiceAccount string
+	// Username is what the API server sees:
+	// system:serviceaccount:NAMESPACE:NAME.
+	Username string
+	// Host and CAPEM are the cluster's; Token is the ServiceAccount's bearer
+	// token (valid 24 h).
+	Host  string
+	CAPEM []byte
+	Token string
+	// KubeconfigPath is a kubeconfig with the token (default namespace set
+	// to Namespace).
+	KubeconfigPath string
+	Config         *rest.Config
+	Clientset      *kubernetes.Clientset
+}
+
+// AllInNamespace is every verb on every resource, for the namespace of the
+// Role it is in: the widest identity that is still namespaced.
+var AllInNamespace = []rbacv1.PolicyRule{{APIGroups: []string{"*"}, Resources: []string{"*"}, Verbs: []string{"*"}}}
+
+// NamespacedIdentity creates a ServiceAccount in namespace, a Role with
+// rules (AllInNamespace when nil) and a RoleBinding, and returns a client
+// that authenticates as that ServiceAccount with a TokenRequest token.
+// Outside namespace it can do nothing beyond what every authenticated user
+// can (discovery, self reviews): other namespaces and cluster-scoped
+// resources are Forbidden.
+func (c *Cluster) NamespacedIdentity(ctx context.Context, namespace string, rules []rbacv1.PolicyRule) (*Identity, error) {
+	if rules == nil {
+		rules = AllInNamespace
+	}
+	name := "occ-test-" + rand.String(5)
+	core := c.Clientset.CoreV1()
+	if _, err := core.ServiceAccounts(namespace).Create(ctx, &corev1.ServiceAccount{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+	}, metav1.CreateOptions{}); err != nil {
+		return nil, fmt.Errorf("testenv/kube: create ServiceAccount %s/%s: %w", namespace, name, err)
+	}
+	rbac := c.Clientset.RbacV1()
+	if _, err := rbac.Roles(namespace).Create(ctx, &rbacv1.Role{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Rules:      rules,
+	}, metav1.CreateOptions{}); err != nil {
+		return nil, fmt.Errorf("testenv/kube: create Role %s/%s: %w", namespace, name, err)
+	}
+	if _, err := rbac.RoleBindings(namespace).Create(ctx, &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: name},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: name, Namespace: namespace}},
+	}, metav1.CreateOptions{}); err != nil {
+		return nil, fmt.Errorf("testenv/kube: create RoleBinding %s/%s: %w", namespace, name, err)
+	}
+	expiry := int64(24 * 60 * 60)
+	tr, err := core.ServiceAccounts(namespace).CreateToken(ctx, name, &authenticationv1.TokenRequest{
+		Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: &expiry},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("testenv/kube: token for %s/%s: %w", namespace, name, err)
+	}
+	id := &Identity{
+		Namespace:      namespace,
+		ServiceAccount: name,
+		Username:       "system:serviceaccount:" + namespace + ":" + name,
+		Host:           c.Host,
+		CAPEM:          c.CAPEM,
+		Token:          tr.Status.Token,
+		KubeconfigPath: filepath.Join(c.Dir, "identities", namespace+"-"+name+".kubeconfig"),
+		Config: &rest.Config{
+			Host:            c.Host,
+			BearerToken:     tr.Status.Token,
+			TLSClientConfig: rest.TLSClientConfig{CAData: c.CAPEM},
+			QPS:             100,
+			Burst:           200,
+		},
+	}
+	if err := writeKubeconfig(id.KubeconfigPath, id.Host, id.CAPEM, nil, id.Token, namespace); err != nil {
+		return nil, err
+	}
+	if id.Clientset, err = kubernetes.NewForConfig(id.Config); err != nil {
+		return nil, err
+	}
+	return id, nil
+}
+
+// CreateNamespace creates a namespace named prefix-XXXXX and waits until
+// its default ServiceAccount exists (the API server refuses Pods before).
+func (c *Cluster) CreateNamespace(ctx context.Context, prefix string) (string, error) {
+	prefix = strings.TrimSuffix(prefix, "-")
+	if prefix == "" {
+		prefix = "test"
+	}
+	ns, err := c.Clientset.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{
+		ObjectMeta: metav1.ObjectMeta{GenerateName: prefix + "-"},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		return "", err
+	}
+	for {
+		if _, err := c.Clientset.CoreV1().ServiceAccounts(ns.Name).Get(ctx, "default", metav1.GetOptions{}); err == nil {
+			return ns.Name, nil
+		}
+		select {
+		case <-ctx.Done():
+			return "", fmt.Errorf("testenv/kube: namespace %s has no default ServiceAccount: %w\n--- kube-controller-manager log ---\n%s",
+				ns.Name, ctx.Err(), c.LogTail(BinControllerManager, 20))
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
