@@ -22,11 +22,19 @@ resource "occ_configuration" "assistant" {
   document = file("${path.module}/openclaw.json5")
 }
 
+variable "openai_api_key" {
+  description = "The OpenAI key; write-only, it reaches only a Kubernetes Secret."
+  type        = string
+  sensitive   = true
+  ephemeral   = true
+}
+
 resource "occ_credential_source" "openai" {
-  name       = "openai"
-  compute    = occ_compute.local
-  method     = "api_key"
-  secret_ref = { name = "openai", key = "api-key" }
+  name             = "openai"
+  compute          = occ_compute.local
+  method           = "api_key"
+  value_wo         = var.openai_api_key
+  value_wo_version = 1
 }
 
 resource "occ_agent" "assistant" {
@@ -39,6 +47,10 @@ resource "occ_agent" "assistant" {
 
 output "revision" {
   value = occ_agent.assistant.revision
+}
+
+output "endpoint" {
+  value = occ_agent.assistant.endpoint
 }
 
 output "admitted_document" {
