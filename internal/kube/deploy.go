@@ -395,17 +395,32 @@ func (s *gateState) deadline() *Failure {
 }
 
 // follow streams one container's log and reads its startup records; a
-// held code fails the gate at once (PR8).
+// held code fails the gate at once (PR8). A stream that cannot open yet
+// (the runtime has not written anything) or that ends while the gate still
+// waits is opened again, with a short backoff.
 func (e *Executor) follow(ctx context.Context, ns, pod, container string, st *gateState) {
-	stream, err := e.Client.CoreV1().Pods(ns).GetLogs(pod, &corev1.PodLogOptions{Container: container, Follow: true}).Stream(ctx)
-	if err != nil {
-		return // the Pod's status still gates readiness; logs only speed up failure
+	backoff := 100 * time.Millisecond
+	for ctx.Err() == nil {
+		stream, err := e.Client.CoreV1().Pods(ns).GetLogs(pod, &corev1.PodLogOptions{Container: container, Follow: true}).Stream(ctx)
+		if err == nil {
+			held := readRecords(stream, container, st)
+			stream.Close()
+			if held {
+				return
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, 2*time.Second)
 	}
-	defer stream.Close()
-	readRecords(stream, container, st)
 }
 
-func readRecords(r io.Reader, container string, st *gateState) {
+// readRecords reads records until the stream ends; it reports whether a
+// held code (or a record outside the contract) failed the gate.
+func readRecords(r io.Reader, container string, st *gateState) bool {
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 64*1024), 1024*1024)
 	for sc.Scan() {
@@ -416,7 +431,7 @@ func readRecords(r io.Reader, container string, st *gateState) {
 		if err != nil {
 			st.fail(&Failure{Code: CodeBadRecord, Container: container, Reason: err.Error(),
 				Next: "The runtime image writes records outside the contract; use the pinned runtime image or fix the custom image."})
-			return
+			return true
 		}
 		if rec.Container == "" {
 			rec.Container = container
@@ -425,9 +440,10 @@ func readRecords(r io.Reader, container string, st *gateState) {
 		if rec.Code.Held() && (rec.Final || rec.Event == runtimerecord.EventOpenClawProbe || rec.Event == runtimerecord.EventStartupPhase) {
 			st.fail(&Failure{Code: string(rec.Code), Container: rec.Container, Phase: "model_probe", Record: &rec,
 				Reason: "the startup probe held the runtime unready", Next: runtimerecord.Advice(rec.Code)})
-			return
+			return true
 		}
 	}
+	return false
 }
 
 // previousLogs reads the last lines of a crashed container's previous run.
