@@ -33,6 +33,7 @@ block() {
 			printf '\t%s => %s %s\n' "$mod" "$mod" "$staging_version"
 		done
 	echo ")"
+	echo
 	echo "// End of generated replaces."
 }
 
