@@ -1,0 +1,551 @@
+package sshexec
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/crypto/ssh"
+	"golang.org/x/crypto/ssh/agent"
+	"golang.org/x/crypto/ssh/knownhosts"
+)
+
+// Target is one host and how to log in to it.
+type Target struct {
+	Host string
+	Port int
+	User string
+	// HostKey is the host's public key as an authorized_keys line
+	// ("ssh-ed25519 AAAA…"). It is what the host must present.
+	HostKey string
+	// KnownHostsFile is used when HostKey is empty (an imported agent whose
+	// compute is not known yet): the host must be in it.
+	KnownHostsFile string
+	// InsecureIgnoreHostKey accepts any host key. Only when asked.
+	InsecureIgnoreHostKey bool
+}
+
+// Addr is host:port.
+func (t Target) Addr() string {
+	port := t.Port
+	if port == 0 {
+		port = 22
+	}
+	return net.JoinHostPort(t.Host, strconv.Itoa(port))
+}
+
+func (t Target) key() string {
+	return strings.Join([]string{t.User, t.Addr(), strings.Join(strings.Fields(t.HostKey), " "), t.KnownHostsFile, strconv.FormatBool(t.InsecureIgnoreHostKey)}, "|")
+}
+
+// Credentials are the provider's client credentials.
+type Credentials struct {
+	// PrivateKey is a PEM or OpenSSH private key without passphrase.
+	PrivateKey string
+	// Agent authenticates with the SSH agent at AgentSocket (default
+	// $SSH_AUTH_SOCK).
+	Agent       bool
+	AgentSocket string
+}
+
+// Options tune a Pool. The zero value is fine.
+type Options struct {
+	// MaxSessions bounds the sessions (commands) one connection runs at
+	// once; OpenSSH allows 10 per connection by default. Default 8.
+	MaxSessions int
+	// KeepAlive is the interval of keepalive requests; a connection that
+	// does not answer one within the same interval is closed. Default 15 s.
+	KeepAlive time.Duration
+	// IdleTimeout closes a connection that ran nothing for that long.
+	// Default 2 minutes.
+	IdleTimeout time.Duration
+	// ConnectTimeout caps the TCP connect and the SSH handshake (the
+	// context may end them earlier). Default 30 s.
+	ConnectTimeout time.Duration
+}
+
+func (o Options) withDefaults() Options {
+	if o.MaxSessions <= 0 {
+		o.MaxSessions = 8
+	}
+	if o.KeepAlive <= 0 {
+		o.KeepAlive = 15 * time.Second
+	}
+	if o.IdleTimeout <= 0 {
+		o.IdleTimeout = 2 * time.Minute
+	}
+	if o.ConnectTimeout <= 0 {
+		o.ConnectTimeout = 30 * time.Second
+	}
+	return o
+}
+
+// Pool holds one connection per target, reused by every operation on that
+// host within the process.
+type Pool struct {
+	creds Credentials
+	opts  Options
+
+	mu      sync.Mutex
+	entries map[string]*poolEntry
+	closed  bool
+
+	authOnce sync.Once
+	auth     []ssh.AuthMethod
+	authErr  error
+	offered  []string // fingerprints of the client keys offered
+}
+
+type poolEntry struct {
+	mu   sync.Mutex // held while dialing, so concurrent users share one dial
+	conn *Conn
+}
+
+// NewPool returns a pool that logs in with creds.
+func NewPool(creds Credentials, opts Options) *Pool {
+	return &Pool{creds: creds, opts: opts.withDefaults(), entries: map[string]*poolEntry{}}
+}
+
+// Close closes every connection.
+func (p *Pool) Close() error {
+	p.mu.Lock()
+	p.closed = true
+	entries := p.entries
+	p.entries = map[string]*poolEntry{}
+	p.mu.Unlock()
+	for _, e := range entries {
+		e.mu.Lock()
+		if e.conn != nil {
+			e.conn.Close()
+		}
+		e.mu.Unlock()
+	}
+	return nil
+}
+
+// Get returns the connection to t, dialing it when there is none or the
+// previous one died. ctx bounds the dial only.
+func (p *Pool) Get(ctx context.Context, t Target) (*Conn, error) {
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		return nil, &Error{Class: ClassConfig, Addr: t.Addr(), User: t.User, Op: "connect", Err: errors.New("the connection pool is closed")}
+	}
+	e := p.entries[t.key()]
+	if e == nil {
+		e = &poolEntry{}
+		p.entries[t.key()] = e
+	}
+	p.mu.Unlock()
+
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.conn != nil && e.conn.alive() {
+		return e.conn, nil
+	}
+	c, err := p.dial(ctx, t)
+	if err != nil {
+		return nil, err
+	}
+	e.conn = c
+	return c, nil
+}
+
+func (p *Pool) authMethods() ([]ssh.AuthMethod, []string, error) {
+	p.authOnce.Do(func() {
+		if k := strings.TrimSpace(p.creds.PrivateKey); k != "" {
+			signer, err := ssh.ParsePrivateKey([]byte(k))
+			var missing *ssh.PassphraseMissingError
+			switch {
+			case errors.As(err, &missing):
+				p.authErr = errors.New("the private key is protected by a passphrase, which the provider does not take; load it into an SSH agent and set agent = true")
+				return
+			case err != nil:
+				p.authErr = fmt.Errorf("the private key cannot be parsed: %v", err)
+				return
+			}
+			p.auth = append(p.auth, ssh.PublicKeys(signer))
+			p.offered = append(p.offered, ssh.FingerprintSHA256(signer.PublicKey()))
+		}
+		if p.creds.Agent {
+			sock := p.creds.AgentSocket
+			if sock == "" {
+				sock = os.Getenv("SSH_AUTH_SOCK")
+			}
+			if sock == "" {
+				p.authErr = errors.New("agent = true, but SSH_AUTH_SOCK is not set")
+				return
+			}
+			conn, err := net.Dial("unix", sock)
+			if err != nil {
+				p.authErr = fmt.Errorf("cannot reach the SSH agent at %s: %v", sock, err)
+				return
+			}
+			ag := agent.NewClient(conn)
+			if keys, err := ag.List(); err == nil {
+				for _, k := range keys {
+					p.offered = append(p.offered, ssh.FingerprintSHA256(k))
+				}
+			}
+			p.auth = append(p.auth, ssh.PublicKeysCallback(ag.Signers))
+		}
+		if len(p.auth) == 0 {
+			p.authErr = errors.New("no SSH credentials: set private_key, or agent = true, in the provider's ssh block")
+		}
+	})
+	return p.auth, p.offered, p.authErr
+}
+
+// hostKeyCheck returns the host key callback for t and the host key
+// algorithms to ask for. mismatch receives a mismatch the callback saw.
+func hostKeyCheck(t Target, mismatch *Error) (ssh.HostKeyCallback, []string, error) {
+	switch {
+	case t.InsecureIgnoreHostKey:
+		return ssh.InsecureIgnoreHostKey(), nil, nil
+	case strings.TrimSpace(t.HostKey) != "":
+		want, _, _, _, err := ssh.ParseAuthorizedKey([]byte(t.HostKey))
+		if err != nil {
+			return nil, nil, fmt.Errorf("host_key is not a public key line (\"ssh-ed25519 AAAA…\"): %v", err)
+		}
+		cb := func(_ string, _ net.Addr, got ssh.PublicKey) error {
+			if bytes.Equal(got.Marshal(), want.Marshal()) {
+				return nil
+			}
+			*mismatch = Error{Class: ClassHostKeyMismatch, Want: ssh.FingerprintSHA256(want), Got: ssh.FingerprintSHA256(got)}
+			return mismatch
+		}
+		return cb, algorithmsFor(want.Type()), nil
+	case t.KnownHostsFile != "":
+		kh, err := knownhosts.New(t.KnownHostsFile)
+		if err != nil {
+			return nil, nil, fmt.Errorf("known_hosts file: %v", err)
+		}
+		cb := func(host string, remote net.Addr, got ssh.PublicKey) error {
+			err := kh(host, remote, got)
+			var ke *knownhosts.KeyError
+			if errors.As(err, &ke) {
+				if len(ke.Want) == 0 {
+					return fmt.Errorf("the host is not in %s; add its key (ssh-keyscan, checked against the host) or import after the compute is in state", t.KnownHostsFile)
+				}
+				*mismatch = Error{Class: ClassHostKeyMismatch, Want: ssh.FingerprintSHA256(ke.Want[0].Key), Got: ssh.FingerprintSHA256(got)}
+				return mismatch
+			}
+			return err
+		}
+		return cb, nil, nil
+	}
+	return nil, nil, errors.New("no host key to verify the host with: set the compute's ssh.host_key")
+}
+
+// algorithmsFor lists the host key algorithms that verify a key type.
+func algorithmsFor(keyType string) []string {
+	if keyType == ssh.KeyAlgoRSA {
+		return []string{ssh.KeyAlgoRSASHA512, ssh.KeyAlgoRSASHA256, ssh.KeyAlgoRSA}
+	}
+	return []string{keyType}
+}
+
+func (p *Pool) dial(ctx context.Context, t Target) (*Conn, error) {
+	fail := func(class Class, err error) error {
+		return &Error{Class: class, Addr: t.Addr(), User: t.User, Op: "connect", Err: err}
+	}
+	if t.User == "" {
+		return nil, fail(ClassConfig, errors.New("no SSH user: set ssh.user in the provider or in the compute"))
+	}
+	if t.Host == "" {
+		return nil, fail(ClassConfig, errors.New("no host"))
+	}
+	auth, offered, err := p.authMethods()
+	if err != nil {
+		return nil, fail(ClassConfig, err)
+	}
+	var mismatch Error
+	hostKey, algos, err := hostKeyCheck(t, &mismatch)
+	if err != nil {
+		return nil, fail(ClassConfig, err)
+	}
+	cfg := &ssh.ClientConfig{User: t.User, Auth: auth, HostKeyCallback: hostKey, HostKeyAlgorithms: algos, Timeout: p.opts.ConnectTimeout}
+
+	dctx, cancel := context.WithTimeout(ctx, p.opts.ConnectTimeout)
+	defer cancel()
+	var d net.Dialer
+	tcp, err := d.DialContext(dctx, "tcp", t.Addr())
+	if err != nil {
+		return nil, fail(ClassUnreachable, err)
+	}
+	if dl, ok := dctx.Deadline(); ok {
+		_ = tcp.SetDeadline(dl)
+	}
+	stop := context.AfterFunc(dctx, func() { _ = tcp.Close() })
+	cc, chans, reqs, err := ssh.NewClientConn(tcp, t.Addr(), cfg)
+	stopped := stop()
+	if err != nil {
+		tcp.Close()
+		switch {
+		case mismatch.Class == ClassHostKeyMismatch:
+			mismatch.Addr, mismatch.User, mismatch.Op = t.Addr(), t.User, "connect"
+			return nil, &mismatch
+		case strings.Contains(err.Error(), "unable to authenticate"):
+			return nil, fail(ClassAuthRefused, fmt.Errorf("the host accepted none of the offered keys (%s)", strings.Join(offered, ", ")))
+		case !stopped:
+			return nil, fail(ClassUnreachable, fmt.Errorf("SSH handshake did not complete: %w", context.Cause(dctx)))
+		}
+		return nil, fail(ClassUnreachable, err)
+	}
+	if !stopped {
+		cc.Close()
+		return nil, fail(ClassUnreachable, fmt.Errorf("SSH handshake did not complete: %w", context.Cause(dctx)))
+	}
+	_ = tcp.SetDeadline(time.Time{})
+	c := &Conn{target: t, client: ssh.NewClient(cc, chans, reqs), sem: make(chan struct{}, p.opts.MaxSessions),
+		dead: make(chan struct{}), keepAlive: p.opts.KeepAlive, idle: p.opts.IdleTimeout}
+	c.touch()
+	go func() {
+		_ = c.client.Wait()
+		c.markDead()
+	}()
+	go c.keepalive()
+	return c, nil
+}
+
+// Conn is one SSH connection to a host.
+type Conn struct {
+	target    Target
+	client    *ssh.Client
+	sem       chan struct{}
+	dead      chan struct{}
+	deadOnce  sync.Once
+	active    atomic.Int32
+	lastUsed  atomic.Int64
+	keepAlive time.Duration
+	idle      time.Duration
+}
+
+// Target is the host this connection reaches.
+func (c *Conn) Target() Target { return c.target }
+
+func (c *Conn) alive() bool {
+	select {
+	case <-c.dead:
+		return false
+	default:
+		return true
+	}
+}
+
+func (c *Conn) markDead() { c.deadOnce.Do(func() { close(c.dead) }) }
+
+// Close closes the connection.
+func (c *Conn) Close() {
+	c.markDead()
+	_ = c.client.Close()
+}
+
+func (c *Conn) touch() { c.lastUsed.Store(time.Now().UnixNano()) }
+
+// keepalive sends keepalive@openssh.com requests; a connection that does
+// not answer, or that has been idle too long, is closed.
+func (c *Conn) keepalive() {
+	tick := time.NewTicker(c.keepAlive)
+	defer tick.Stop()
+	for {
+		select {
+		case <-c.dead:
+			return
+		case <-tick.C:
+		}
+		if c.active.Load() == 0 && time.Since(time.Unix(0, c.lastUsed.Load())) > c.idle {
+			c.Close()
+			return
+		}
+		answered := make(chan error, 1)
+		go func() {
+			_, _, err := c.client.SendRequest("keepalive@openssh.com", true, nil)
+			answered <- err
+		}()
+		select {
+		case err := <-answered:
+			if err != nil {
+				c.Close()
+				return
+			}
+		case <-time.After(c.keepAlive):
+			c.Close()
+			return
+		case <-c.dead:
+			return
+		}
+	}
+}
+
+func (c *Conn) acquire(ctx context.Context) error {
+	select {
+	case c.sem <- struct{}{}:
+		c.active.Add(1)
+		c.touch()
+		return nil
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	}
+}
+
+func (c *Conn) release() {
+	c.touch()
+	c.active.Add(-1)
+	<-c.sem
+}
+
+// Output is a command's outcome.
+type Output struct {
+	Stdout, Stderr string
+	// Exit is the exit status; -1 when the command ended without one.
+	Exit int
+}
+
+// shQuote quotes s for a POSIX shell.
+func shQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
+
+// command is the command line that runs script with args under /bin/sh,
+// through passwordless sudo unless the user is root.
+func (c *Conn) command(script string, args []string) string {
+	var b strings.Builder
+	if c.target.User != "root" {
+		b.WriteString("sudo -n -- ")
+	}
+	b.WriteString("/bin/sh -c ")
+	b.WriteString(shQuote(script))
+	b.WriteString(" occ")
+	for _, a := range args {
+		b.WriteByte(' ')
+		b.WriteString(shQuote(a))
+	}
+	return b.String()
+}
+
+// Run runs script with args as root (sudo -n when the user is not root),
+// stdin may be nil. A non-zero exit is in Output.Exit, not an error; the
+// error is for a lost connection or ctx ending (the command is killed).
+func (c *Conn) Run(ctx context.Context, op, script string, stdin io.Reader, args ...string) (Output, error) {
+	res := Output{Exit: -1}
+	lost := func(err error) error {
+		return &Error{Class: ClassUnreachable, Addr: c.target.Addr(), User: c.target.User, Op: op, Err: err}
+	}
+	if err := c.acquire(ctx); err != nil {
+		return res, lost(err)
+	}
+	defer c.release()
+	sess, err := c.client.NewSession()
+	if err != nil {
+		if !c.alive() {
+			return res, lost(fmt.Errorf("the connection was lost: %w", err))
+		}
+		if errors.Is(err, io.EOF) {
+			c.Close()
+		}
+		return res, lost(fmt.Errorf("cannot open a session: %w", err))
+	}
+	defer sess.Close()
+	var stdout, stderr bytes.Buffer
+	sess.Stdout, sess.Stderr, sess.Stdin = &stdout, &stderr, stdin
+	done := make(chan error, 1)
+	go func() { done <- sess.Run(c.command(script, args)) }()
+	select {
+	case err = <-done:
+	case <-ctx.Done():
+		// Closing the channel does not end a remote command that ignores
+		// its stdin; the signal does where sshd supports it. Do not wait.
+		_ = sess.Signal(ssh.SIGKILL)
+		sess.Close()
+		return res, lost(fmt.Errorf("stopped: %w", context.Cause(ctx)))
+	}
+	res.Stdout, res.Stderr = stdout.String(), stderr.String()
+	var exit *ssh.ExitError
+	switch {
+	case err == nil:
+		res.Exit = 0
+	case errors.As(err, &exit) && exit.Signal() == "":
+		res.Exit = exit.ExitStatus()
+	default:
+		// A session that ends without an exit status lost its transport:
+		// drop the connection, so that the next Get dials again.
+		c.Close()
+		return res, lost(fmt.Errorf("the command did not complete (connection lost): %w", err))
+	}
+	return res, nil
+}
+
+// RunOK is Run where a non-zero exit is a ClassCommandFailed *Error with
+// the exit status and the end of stderr.
+func (c *Conn) RunOK(ctx context.Context, op, script string, stdin io.Reader, args ...string) (Output, error) {
+	res, err := c.Run(ctx, op, script, stdin, args...)
+	if err == nil && res.Exit != 0 {
+		err = &Error{Class: ClassCommandFailed, Addr: c.target.Addr(), User: c.target.User, Op: op, ExitCode: res.Exit, Stderr: tail(res.Stderr, 10, 2000)}
+	}
+	return res, err
+}
+
+// tail returns the last n lines of s, at most max bytes.
+func tail(s string, n, max int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	out := strings.Join(lines, "\n")
+	if len(out) > max {
+		out = "…" + out[len(out)-max:]
+	}
+	return out
+}
+
+// uploadScript writes stdin to $1 atomically: a temporary file in the same
+// directory, checked against the expected sha256 (a connection that drops
+// mid-transfer ends stdin early, and a short file must never be renamed
+// into place), mode and group set, fsynced, renamed, and the directory
+// fsynced.
+const uploadScript = `set -eu
+dest=$1 sum=$2 mode=$3 group=$4
+dir=$(dirname -- "$dest")
+tmp=$(mktemp -- "$dir/.occ-upload.XXXXXX")
+trap 'rm -f -- "$tmp"' EXIT
+cat > "$tmp"
+got=$(sha256sum -- "$tmp")
+got=${got%% *}
+if [ "$got" != "$sum" ]; then
+	echo "incomplete upload of $dest: sha256 $got, want $sum" >&2
+	exit 75
+fi
+chmod -- "$mode" "$tmp"
+if [ -n "$group" ]; then chgrp -- "$group" "$tmp"; fi
+sync -- "$tmp"
+mv -f -- "$tmp" "$dest"
+trap - EXIT
+sync -- "$dir"
+`
+
+// Upload writes data to dest on the host atomically (see uploadScript):
+// either dest is the complete new content, or it is what it was.
+func (c *Conn) Upload(ctx context.Context, dest string, data []byte, mode, group string) error {
+	_, err := c.RunOK(ctx, "write "+dest, uploadScript, bytes.NewReader(data), dest, sha256Hex(data), mode, group)
+	return err
+}
+
+// DialContext opens a TCP connection from the host to addr (a port on the
+// host's loopback), tunnelled over the SSH connection: nothing is opened
+// to the outside.
+func (c *Conn) DialContext(ctx context.Context, network, addr string) (net.Conn, error) {
+	c.touch()
+	conn, err := c.client.DialContext(ctx, network, addr)
+	if err != nil {
+		return nil, err
+	}
+	return conn, nil
+}

@@ -1,0 +1,321 @@
+package sshexec
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/occ-platform/terraform-provider-occ/internal/render"
+	"github.com/occ-platform/terraform-provider-occ/internal/testenv/sshhost"
+)
+
+// These tests run against the machine's real sshd (a private instance on a
+// loopback port, internal/testenv/sshhost); they skip when it cannot start.
+
+func targetOf(t *testing.T, addr, user, hostKey string) Target {
+	t.Helper()
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, _ := strconv.Atoi(port)
+	return Target{Host: host, Port: p, User: user, HostKey: hostKey}
+}
+
+func plainSSHD(t *testing.T, extra string) (*sshhost.SSHD, Target, *Pool) {
+	t.Helper()
+	s := sshhost.StartPlainSSHDT(t, sshhost.PlainSSHDOptions{ExtraConfig: extra})
+	pool := NewPool(Credentials{PrivateKey: string(s.ClientKey)}, Options{})
+	t.Cleanup(func() { pool.Close() })
+	return s, targetOf(t, s.Addr, s.User, s.HostKey), pool
+}
+
+func ctxT(t *testing.T, d time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func TestHostKeyMismatchShowsBothFingerprints(t *testing.T) {
+	s, tg, pool := plainSSHD(t, "")
+	other, err := sshhost.NewKeyPair("other")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tg.HostKey = other.AuthorizedKey
+	_, err = pool.Get(ctxT(t, 20*time.Second), tg)
+	var e *Error
+	if !errors.As(err, &e) || e.Class != ClassHostKeyMismatch {
+		t.Fatalf("err = %v, want %s", err, ClassHostKeyMismatch)
+	}
+	if !strings.Contains(err.Error(), s.HostKeys.Fingerprint()) || !strings.Contains(err.Error(), other.Fingerprint()) {
+		t.Errorf("the error does not show both fingerprints: %v", err)
+	}
+	if e.Advice() == "" {
+		t.Error("no advice")
+	}
+}
+
+func TestWrongClientKeyIsAuthRefused(t *testing.T) {
+	s, tg, _ := plainSSHD(t, "")
+	wrong, err := sshhost.NewKeyPair("wrong")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := NewPool(Credentials{PrivateKey: string(wrong.PrivatePEM)}, Options{})
+	defer pool.Close()
+	_, err = pool.Get(ctxT(t, 20*time.Second), tg)
+	if !IsClass(err, ClassAuthRefused) || !strings.Contains(err.Error(), wrong.Fingerprint()) {
+		t.Fatalf("err = %v, want %s naming the offered key", err, ClassAuthRefused)
+	}
+	var e *Error
+	errors.As(err, &e)
+	if !strings.Contains(e.Advice(), "authorized_keys") || !strings.Contains(e.Advice(), s.User) {
+		t.Errorf("advice = %q", e.Advice())
+	}
+}
+
+func TestUnreachableAndSettingsErrors(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	key, _ := sshhost.NewKeyPair("k")
+	pool := NewPool(Credentials{PrivateKey: string(key.PrivatePEM)}, Options{})
+	defer pool.Close()
+	tg := targetOf(t, addr, "root", key.AuthorizedKey)
+	if _, err := pool.Get(ctxT(t, 10*time.Second), tg); !IsClass(err, ClassUnreachable) {
+		t.Errorf("closed port: %v", err)
+	}
+	tg.HostKey = ""
+	if _, err := pool.Get(ctxT(t, 10*time.Second), tg); !IsClass(err, ClassConfig) || !strings.Contains(err.Error(), "host_key") {
+		t.Errorf("no host key: %v", err)
+	}
+	if _, err := NewPool(Credentials{}, Options{}).Get(ctxT(t, 10*time.Second), targetOf(t, addr, "root", key.AuthorizedKey)); !IsClass(err, ClassConfig) {
+		t.Errorf("no credentials: %v", err)
+	}
+}
+
+func TestKnownHostsFileVerifiesImports(t *testing.T) {
+	s, tg, pool := plainSSHD(t, "")
+	dir := t.TempDir()
+	good := filepath.Join(dir, "good")
+	host, port, _ := net.SplitHostPort(s.Addr)
+	if err := os.WriteFile(good, []byte("["+host+"]:"+port+" "+s.HostKey+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tg.HostKey, tg.KnownHostsFile = "", good
+	c, err := pool.Get(ctxT(t, 20*time.Second), tg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out, err := c.RunOK(ctxT(t, 10*time.Second), "echo", "echo ok", nil); err != nil || out.Stdout != "ok\n" {
+		t.Fatalf("%v %q", err, out.Stdout)
+	}
+	other, _ := sshhost.NewKeyPair("other")
+	bad := filepath.Join(dir, "bad")
+	os.WriteFile(bad, []byte("["+host+"]:"+port+" "+other.AuthorizedKey+"\n"), 0o600)
+	tg.KnownHostsFile = bad
+	if _, err := pool.Get(ctxT(t, 20*time.Second), tg); !IsClass(err, ClassHostKeyMismatch) || !strings.Contains(err.Error(), other.Fingerprint()) {
+		t.Errorf("wrong known key: %v", err)
+	}
+	empty := filepath.Join(dir, "empty")
+	os.WriteFile(empty, nil, 0o600)
+	tg.KnownHostsFile = empty
+	if _, err := pool.Get(ctxT(t, 20*time.Second), tg); err == nil || !strings.Contains(err.Error(), "not in") {
+		t.Errorf("unknown host: %v", err)
+	}
+}
+
+func TestCommandFailedCarriesExitAndStderrTail(t *testing.T) {
+	_, tg, pool := plainSSHD(t, "")
+	c, err := pool.Get(ctxT(t, 20*time.Second), tg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = c.RunOK(ctxT(t, 10*time.Second), "fail on purpose", `for i in $(seq 1 30); do echo "noise $i" >&2; done; echo "the real reason: $1" >&2; exit 3`, nil, "it's broken")
+	var e *Error
+	if !errors.As(err, &e) || e.Class != ClassCommandFailed || e.ExitCode != 3 {
+		t.Fatalf("err = %v", err)
+	}
+	if !strings.HasSuffix(e.Stderr, "the real reason: it's broken") || strings.Contains(e.Stderr, "noise 5\n") {
+		t.Errorf("stderr tail = %q", e.Stderr)
+	}
+	if !strings.Contains(err.Error(), "exit status 3") || !strings.Contains(err.Error(), "fail on purpose") {
+		t.Errorf("message = %v", err)
+	}
+}
+
+// TestPoolReusesOneConnectionAndBoundsSessions: every operation on a host
+// shares one connection, and at most MaxSessions commands run at once.
+func TestPoolReusesOneConnectionAndBoundsSessions(t *testing.T) {
+	s, tg, _ := plainSSHD(t, "")
+	proxy := sshhost.NewCutProxyT(t, s.Addr)
+	tg = targetOf(t, proxy.Addr, s.User, s.HostKey)
+	pool := NewPool(Credentials{PrivateKey: string(s.ClientKey)}, Options{MaxSessions: 2})
+	defer pool.Close()
+	ctx := ctxT(t, 30*time.Second)
+	var running, peak atomic.Int32
+	var wg sync.WaitGroup
+	start := time.Now()
+	for i := 0; i < 6; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c, err := pool.Get(ctx, tg)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			if _, err := c.RunOK(ctx, "sleep", "sleep 0.3", nil); err != nil {
+				t.Error(err)
+			}
+			_ = running.Load()
+		}()
+	}
+	wg.Wait()
+	_ = peak.Load()
+	t.Logf("6 sessions, 2 at a time: %v", time.Since(start))
+	if proxy.Accepted() != 1 {
+		t.Errorf("%d connections, want 1", proxy.Accepted())
+	}
+	// 6 commands of 0.3 s, 2 at a time: at least 0.9 s.
+	if d := time.Since(start); d < 850*time.Millisecond {
+		t.Errorf("6 sessions finished in %v: not bounded to 2 at a time", d)
+	}
+}
+
+// TestDeadConnectionIsReplaced: a connection cut under the pool is noticed
+// and the next Get dials again.
+func TestDeadConnectionIsReplaced(t *testing.T) {
+	s, tg, _ := plainSSHD(t, "")
+	proxy := sshhost.NewCutProxyT(t, s.Addr)
+	tg = targetOf(t, proxy.Addr, s.User, s.HostKey)
+	pool := NewPool(Credentials{PrivateKey: string(s.ClientKey)}, Options{KeepAlive: 200 * time.Millisecond})
+	defer pool.Close()
+	ctx := ctxT(t, 30*time.Second)
+	c1, err := pool.Get(ctx, tg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy.CutNow()
+	for i := 0; c1.alive() && i < 50; i++ {
+		time.Sleep(100 * time.Millisecond)
+	}
+	if c1.alive() {
+		t.Fatal("the cut connection still looks alive after 5 s")
+	}
+	c2, err := pool.Get(ctx, tg)
+	if err != nil || c2 == c1 {
+		t.Fatalf("no new connection: %v", err)
+	}
+	if _, err := c2.RunOK(ctx, "true", "true", nil); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestContextEndsACommand(t *testing.T) {
+	_, tg, pool := plainSSHD(t, "")
+	c, err := pool.Get(ctxT(t, 20*time.Second), tg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	_, err = c.Run(ctxT(t, 300*time.Millisecond), "sleep", "sleep 30", nil)
+	if err == nil || time.Since(start) > 5*time.Second {
+		t.Fatalf("err = %v after %v", err, time.Since(start))
+	}
+}
+
+// TestUploadCutMidTransferKeepsTheOldFile: a connection dropped during an
+// upload never leaves a partial file in place (SS1: atomic writes).
+func TestUploadCutMidTransferKeepsTheOldFile(t *testing.T) {
+	s, tg, _ := plainSSHD(t, "")
+	proxy := sshhost.NewCutProxyT(t, s.Addr)
+	tg = targetOf(t, proxy.Addr, s.User, s.HostKey)
+	pool := NewPool(Credentials{PrivateKey: string(s.ClientKey)}, Options{})
+	defer pool.Close()
+	ctx := ctxT(t, 60*time.Second)
+	dest := filepath.Join(t.TempDir(), "openclaw.json")
+	if err := os.WriteFile(dest, []byte("old"), 0o640); err != nil {
+		t.Fatal(err)
+	}
+	c, err := pool.Get(ctx, tg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	big := bytes.Repeat([]byte("0123456789abcdef"), 256<<10) // 4 MiB
+	proxy.CutAfter(512 << 10)
+	err = c.Upload(ctx, dest, big, "0640", "")
+	if !IsClass(err, ClassUnreachable) {
+		t.Fatalf("cut upload: err = %v, want %s", err, ClassUnreachable)
+	}
+	if b, _ := os.ReadFile(dest); string(b) != "old" {
+		t.Fatalf("after the cut the file holds %d bytes, want the old content", len(b))
+	}
+	proxy.Disarm()
+	c, err = pool.Get(ctx, tg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Upload(ctx, dest, big, "0640", ""); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(dest); !bytes.Equal(b, big) {
+		t.Fatalf("the retried upload wrote %d bytes, want %d", len(b), len(big))
+	}
+	if fi, _ := os.Stat(dest); fi.Mode().Perm() != 0o640 {
+		t.Errorf("mode %v", fi.Mode())
+	}
+}
+
+// TestReadinessThroughTheTunnel: /readyz on the host's loopback is read
+// over the SSH connection, retried until 200; a host that refuses to
+// forward fails at once.
+func TestReadinessThroughTheTunnel(t *testing.T) {
+	var calls atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/readyz" || calls.Add(1) < 3 {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			return
+		}
+		w.Write([]byte(`{"ready":true}`))
+	}))
+	defer srv.Close()
+	_, portText, _ := net.SplitHostPort(srv.Listener.Addr().String())
+	port, _ := strconv.ParseInt(portText, 10, 64)
+
+	_, tg, pool := plainSSHD(t, "")
+	c, err := pool.Get(ctxT(t, 20*time.Second), tg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := &watch{e: &Executor{PollInterval: 50 * time.Millisecond}, conn: c, h: &render.SystemdHost{Port: port}}
+	if err := w.readyz(ctxT(t, 20*time.Second)); err != nil || calls.Load() != 3 {
+		t.Fatalf("readyz: %v after %d calls", err, calls.Load())
+	}
+
+	_, tg2, pool2 := plainSSHD(t, "Match all\n  AllowTcpForwarding no")
+	c2, err := pool2.Get(ctxT(t, 20*time.Second), tg2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	w2 := &watch{e: &Executor{PollInterval: 50 * time.Millisecond}, conn: c2, h: &render.SystemdHost{Port: port}}
+	if err := w2.readyz(ctxT(t, 20*time.Second)); err == nil || !forwardingRefused(err) || time.Since(start) > 5*time.Second {
+		t.Fatalf("forwarding refused: %v after %v", err, time.Since(start))
+	}
+}

@@ -1,0 +1,470 @@
+package sshexec
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/hashicorp/go-retryablehttp"
+
+	"github.com/occ-platform/terraform-provider-occ/internal/admission"
+	"github.com/occ-platform/terraform-provider-occ/internal/render"
+	"github.com/occ-platform/terraform-provider-occ/internal/runtimerecord"
+)
+
+// Executor deploys, reads and deletes agents on SSH hosts.
+type Executor struct {
+	Pool *Pool
+	// Now is the clock; tests may replace it.
+	Now func() time.Time
+	// Log receives phase messages (never secrets); nil discards them.
+	Log func(msg string, fields map[string]any)
+	// PollInterval is how often the unit and the gateway are looked at
+	// while waiting; default 500 ms.
+	PollInterval time.Duration
+	// JournalLines is how many journal lines a Failure carries; default 40.
+	JournalLines int
+}
+
+// Result is an activated revision.
+type Result struct {
+	ActivatedAt time.Time
+	Endpoint    string
+	Digest      string
+}
+
+func (e *Executor) log(msg string, fields map[string]any) {
+	if e.Log != nil {
+		e.Log(msg, fields)
+	}
+}
+
+func (e *Executor) now() time.Time {
+	if e.Now != nil {
+		return e.Now()
+	}
+	return time.Now()
+}
+
+func (e *Executor) poll() time.Duration {
+	if e.PollInterval > 0 {
+		return e.PollInterval
+	}
+	return 500 * time.Millisecond
+}
+
+// preflightScript checks what must hold before anything is written: root
+// through sudo (the command itself), a running systemd, and a gateway port
+// that no other unit's process listens on. It prints the host's clock.
+const preflightScript = `unit=$1 port=$2
+command -v systemctl >/dev/null 2>&1 || { echo "systemctl not found: the host must run systemd" >&2; exit 69; }
+[ -d /run/systemd/system ] || { echo "systemd is not the running init system" >&2; exit 69; }
+if command -v ss >/dev/null 2>&1; then
+	owners=$(ss -ltnpH "sport = :$port" 2>/dev/null | grep -o 'pid=[0-9]*' | cut -d= -f2 | sort -u)
+	if [ -n "$owners" ]; then
+		for p in $owners; do
+			if ! grep -q "/$unit\$" "/proc/$p/cgroup" 2>/dev/null; then
+				echo "port $port on the host's loopback is taken by another process (pid $p, $(cat /proc/$p/comm 2>/dev/null)); set gateway.port in the agent's configuration to a free port" >&2
+				exit 73
+			fi
+		done
+	fi
+fi
+date +%s%6N
+`
+
+// prepareScript creates the service user when missing and the agent's and
+// revision's directories (root-owned, readable by the service group only).
+// A concurrent useradd may hold /etc/passwd's lock: retried.
+const prepareScript = `set -eu
+user=$1 agentdir=$2 revdir=$3
+if ! id -u "$user" >/dev/null 2>&1; then
+	i=0
+	until useradd --system --user-group --no-create-home --home-dir /nonexistent --shell /usr/sbin/nologin --comment "OCC agent gateway" "$user"; do
+		id -u "$user" >/dev/null 2>&1 && break
+		i=$((i + 1))
+		[ "$i" -lt 10 ] || { echo "useradd $user failed" >&2; exit 1; }
+		sleep 1
+	done
+fi
+mkdir -p -m 0755 -- "$(dirname -- "$agentdir")"
+mkdir -p -- "$agentdir" "$revdir"
+chown root:"$user" -- "$agentdir" "$revdir"
+chmod 0750 -- "$agentdir" "$revdir"
+rm -f -- "$agentdir"/.occ-upload.* "$revdir"/.occ-upload.* "$agentdir/.current.tmp"
+`
+
+// activateScript switches the current link to the revision atomically
+// (a new link renamed over the old one), reloads systemd, enables the unit
+// and restarts it. It prints the host's clock before the restart, and the
+// restart's exit status.
+const activateScript = `set -eu
+agentdir=$1 rev=$2 unit=$3
+ln -sfn -- "$rev" "$agentdir/.current.tmp"
+mv -fT -- "$agentdir/.current.tmp" "$agentdir/current"
+sync -- "$agentdir"
+systemctl daemon-reload
+systemctl enable --quiet -- "$unit"
+systemctl reset-failed -- "$unit" 2>/dev/null || true
+echo "since=$(date +%s%6N)"
+set +e
+systemctl restart -- "$unit"
+echo "restart=$?"
+`
+
+// pruneScript removes revision directories beyond the newest $2, never the
+// current one. Only rN directories are touched.
+const pruneScript = `agentdir=$1 keep=$2 current=$3
+ls -1 -- "$agentdir" | grep -E '^r[0-9]+$' | sed 's/^r//' | sort -n | head -n "-$keep" | while read -r n; do
+	[ "r$n" = "$current" ] || rm -rf -- "$agentdir/r$n"
+done
+`
+
+// Deploy installs revision n of an admitted revision on the host and
+// blocks until its gateway answers /readyz: the configuration is written
+// atomically to its own revision directory (earlier revisions stay), the
+// unit is written, the current link is switched and the unit restarted
+// (AC1: the predecessor serves until then). A unit that fails fails the
+// deployment at once with the journal lines of this activation; so does
+// ctx ending. Once ready, the activation audit record is written (AC4).
+// Errors before the first write are *NotWritten.
+func (e *Executor) Deploy(ctx context.Context, t Target, rev *admission.Revision, n int64) (Result, error) {
+	h, err := render.Systemd(rev, n)
+	if err != nil {
+		return Result{}, &NotWritten{Err: err}
+	}
+	fields := map[string]any{"revision": n, "unit": h.Unit}
+	phase := func(p string) map[string]any {
+		return mergeFields(fields, map[string]any{"work.operation": p})
+	}
+	conn, err := e.Pool.Get(ctx, t)
+	if err != nil {
+		return Result{}, &NotWritten{Err: err}
+	}
+	e.log("checking the host", phase("preflight"))
+	if _, err := conn.RunOK(ctx, "preflight", preflightScript, nil, h.Unit, strconv.FormatInt(h.Port, 10)); err != nil {
+		return Result{}, &NotWritten{Err: err}
+	}
+
+	e.log("writing the revision", phase("write"))
+	if _, err := conn.RunOK(ctx, "prepare "+h.RevisionDir, prepareScript, nil, h.User, h.AgentDir, h.RevisionDir); err != nil {
+		return Result{}, err
+	}
+	if err := conn.Upload(ctx, h.ConfigPath, h.Config, "0640", h.User); err != nil {
+		return Result{}, err
+	}
+	if err := conn.Upload(ctx, h.RevisionDir+"/"+render.RevisionRecord, h.RevisionInfo, "0640", h.User); err != nil {
+		return Result{}, err
+	}
+	if err := conn.Upload(ctx, h.UnitPath, []byte(h.UnitText), "0644", ""); err != nil {
+		return Result{}, err
+	}
+
+	e.log("activating the revision", phase("activate"))
+	res, err := conn.RunOK(ctx, "activate "+h.Unit, activateScript, nil, h.AgentDir, render.RevisionDirName(n), h.Unit)
+	if err != nil {
+		return Result{}, err
+	}
+	out := keyValues(res.Stdout)
+	since := time.Time{}
+	if us, err := strconv.ParseInt(out["since"], 10, 64); err == nil {
+		since = time.UnixMicro(us).UTC()
+	}
+	w := &watch{e: e, conn: conn, h: h, since: since}
+	if out["restart"] != "0" {
+		return Result{}, w.failure(ctx, CodeStartFailed, "systemctl restart failed", "start")
+	}
+	e.log("waiting for the gateway's /readyz", phase("gate"))
+	if err := w.untilReady(ctx); err != nil {
+		return Result{}, err
+	}
+
+	at := e.now().UTC().Truncate(time.Second)
+	rec, err := json.Marshal(render.Activation{Agent: h.Agent, Revision: n, RevisionID: h.RevisionID, Digest: h.Digest, ActivatedAt: at, Endpoint: h.Endpoint})
+	if err != nil {
+		return Result{}, err
+	}
+	if err := conn.Upload(ctx, h.RevisionDir+"/"+render.ActivationFile, append(rec, '\n'), "0640", h.User); err != nil {
+		return Result{}, fmt.Errorf("revision %d is ready, but its activation record was not written: %w", n, err)
+	}
+	// Retiring old revisions is a safe effect: a failure leaves only
+	// unused directories, which the next activation removes.
+	if _, err := conn.RunOK(ctx, "prune revisions", pruneScript, nil, h.AgentDir, strconv.Itoa(render.KeepRevisions), render.RevisionDirName(n)); err != nil {
+		e.log("pruning earlier revisions failed; the next activation retries", mergeFields(phase("prune"), map[string]any{"work.outcome": "failed"}))
+	}
+	return Result{ActivatedAt: at, Endpoint: h.Endpoint, Digest: h.Digest}, nil
+}
+
+// watch follows one activation.
+type watch struct {
+	e     *Executor
+	conn  *Conn
+	h     *render.SystemdHost
+	since time.Time
+	state UnitState
+}
+
+// untilReady waits until /readyz answers 200 through the SSH connection
+// while the unit keeps running; a unit that fails ends the wait at once.
+func (w *watch) untilReady(ctx context.Context) error {
+	rctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	ready := make(chan error, 1)
+	go func() { ready <- w.readyz(rctx) }()
+	tick := time.NewTicker(w.e.poll())
+	defer tick.Stop()
+	for ticks := 1; ; ticks++ {
+		select {
+		case err := <-ready:
+			if err != nil {
+				if ctx.Err() != nil {
+					return w.deadline(ctx)
+				}
+				return w.failure(ctx, CodeNoTunnel, fmt.Sprintf("the gateway's /readyz on the host's loopback port %d cannot be reached through the SSH connection: %v", w.h.Port, err), "readiness")
+			}
+			// Ready: the answer must come from this unit's gateway, which
+			// must still be running (another process on the port would
+			// answer too).
+			st, err := w.unitState(ctx)
+			if err != nil {
+				return err
+			}
+			if st.Failed() {
+				return w.failure(ctx, CodeCrashed, "the unit "+st.String(), "startup")
+			}
+			if msg, err := w.portOwner(ctx); err != nil {
+				return err
+			} else if msg != "" {
+				return w.failure(ctx, CodeStartFailed, msg, "readiness")
+			}
+			return nil
+		case <-tick.C:
+			st, err := w.unitState(ctx)
+			if err != nil {
+				if ctx.Err() != nil {
+					return w.deadline(ctx)
+				}
+				return err
+			}
+			if st.Failed() {
+				code := CodeCrashed
+				if st.ActiveState == "failed" && st.NRestarts == 0 && st.ExecMainCode == 1 && st.ExecMainStatus >= 200 {
+					code = CodeStartFailed // systemd could not even start it (EXEC, NAMESPACE, …)
+				}
+				return w.failure(ctx, code, "the unit "+st.String(), "startup")
+			}
+			// The journal is read less often than the unit's state.
+			if ticks%4 == 0 {
+				if f := w.heldRecord(ctx); f != nil {
+					return f
+				}
+			}
+		case <-ctx.Done():
+			return w.deadline(ctx)
+		}
+	}
+}
+
+// readyz polls GET /readyz on the host's loopback through the SSH
+// connection until it answers 200; it gives up at once only when the
+// host's sshd refuses to forward.
+func (w *watch) readyz(ctx context.Context) error {
+	c := retryablehttp.NewClient()
+	c.Logger = nil
+	c.HTTPClient = &http.Client{
+		Transport: &http.Transport{DialContext: w.conn.DialContext, DisableKeepAlives: true, ResponseHeaderTimeout: 5 * time.Second},
+		Timeout:   10 * time.Second,
+	}
+	c.RetryMax = math.MaxInt32
+	c.RetryWaitMin, c.RetryWaitMax = w.e.poll(), 2*time.Second
+	c.Backoff = retryablehttp.LinearJitterBackoff
+	c.CheckRetry = func(ctx context.Context, resp *http.Response, err error) (bool, error) {
+		if ctx.Err() != nil {
+			return false, ctx.Err()
+		}
+		if err != nil {
+			if forwardingRefused(err) {
+				return false, err
+			}
+			return true, nil // not listening yet
+		}
+		return resp.StatusCode != http.StatusOK, nil
+	}
+	c.ErrorHandler = retryablehttp.PassthroughErrorHandler
+	req, err := retryablehttp.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("http://127.0.0.1:%d/readyz", w.h.Port), nil)
+	if err != nil {
+		return err
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		return err
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("/readyz answered %s", resp.Status)
+	}
+	return nil
+}
+
+// forwardingRefused recognises sshd refusing a direct-tcpip channel
+// (AllowTcpForwarding no).
+func forwardingRefused(err error) bool {
+	return strings.Contains(err.Error(), "administratively prohibited")
+}
+
+func (w *watch) unitState(ctx context.Context) (UnitState, error) {
+	res, err := w.conn.RunOK(ctx, "systemctl show "+w.h.Unit, "systemctl show -p "+unitProperties+` -- "$1"`, nil, w.h.Unit)
+	if err != nil {
+		return w.state, err
+	}
+	w.state = ParseUnitState(res.Stdout)
+	return w.state, nil
+}
+
+// portOwnerScript prints nothing when the gateway port's listener belongs
+// to the unit (its process is in the unit's cgroup, v1 or v2), a sentence
+// when it belongs to another process.
+const portOwnerScript = `unit=$1 port=$2
+command -v ss >/dev/null 2>&1 || exit 0
+owners=$(ss -ltnpH "sport = :$port" 2>/dev/null | grep -o 'pid=[0-9]*' | cut -d= -f2 | sort -u)
+[ -n "$owners" ] || exit 0
+for p in $owners; do
+	grep -q "/$unit\$" "/proc/$p/cgroup" 2>/dev/null && exit 0
+done
+echo "/readyz on port $port was answered by another process (pid $owners), not by the unit's gateway; set gateway.port in the agent's configuration to a free port"
+`
+
+func (w *watch) portOwner(ctx context.Context) (string, error) {
+	res, err := w.conn.RunOK(ctx, "check the gateway port", portOwnerScript, nil, w.h.Unit, strconv.FormatInt(w.h.Port, 10))
+	if err != nil {
+		return "", err
+	}
+	return strings.TrimSpace(res.Stdout), nil
+}
+
+// heldRecord fails the gate at once on a held startup code in the journal
+// (PR8). The pinned gateway writes no startup records on SSH (there is no
+// startup wrapper and no probe, SS2); a wrapper that does is honoured.
+func (w *watch) heldRecord(ctx context.Context) *Failure {
+	entries, err := w.journal(ctx)
+	if err != nil {
+		return nil
+	}
+	records, bad := StartupRecords(entries)
+	if bad != nil {
+		return w.withJournal(&Failure{Code: CodeBadRecord, Phase: "startup", Reason: bad.Error(),
+			Next: "The runtime on the host writes startup records outside the contract; use the pinned OpenClaw or fix the wrapper."}, entries)
+	}
+	for i := range records {
+		r := records[i]
+		if r.Code.Held() && (r.Final || r.Event == runtimerecord.EventOpenClawProbe || r.Event == runtimerecord.EventStartupPhase) {
+			return w.withJournal(&Failure{Code: string(r.Code), Phase: string(runtimerecord.PhaseModelProbe), Record: &r,
+				Reason: "the startup probe held the runtime unready", Next: runtimerecord.Advice(r.Code)}, entries)
+		}
+	}
+	return nil
+}
+
+// journal reads this activation's journal entries of the unit (its output
+// and systemd's records about it).
+func (w *watch) journal(ctx context.Context) ([]JournalEntry, error) {
+	sinceArg := "@0"
+	if !w.since.IsZero() {
+		sinceArg = "@" + strconv.FormatInt(w.since.Unix(), 10)
+	}
+	res, err := w.conn.RunOK(ctx, "journalctl -u "+w.h.Unit, `journalctl -u "$1" -o json --no-pager --since "$2" -n 2000`, nil, w.h.Unit, sinceArg)
+	if err != nil {
+		return nil, err
+	}
+	return ParseJournal(res.Stdout, w.since), nil
+}
+
+// failure describes a unit that did not become ready, with the journal
+// lines since this activation started.
+func (w *watch) failure(ctx context.Context, code, reason, phase string) error {
+	// The context may be spent (deadline): diagnostics get a short one.
+	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 20*time.Second)
+	defer cancel()
+	if st, err := w.unitState(dctx); err == nil {
+		w.state = st
+	}
+	entries, _ := w.journal(dctx)
+	f := &Failure{Code: code, Phase: phase, Reason: reason}
+	if strings.HasPrefix(reason, "the unit ") {
+		f.Reason = "the unit " + w.state.String()
+	}
+	f.Next = advice(w.state, entries, w.h)
+	return w.withJournal(f, entries)
+}
+
+func (w *watch) withJournal(f *Failure, entries []JournalEntry) *Failure {
+	f.Agent, f.Revision, f.Unit, f.State = w.h.Agent, w.h.Revision, w.h.Unit, w.state
+	max := w.e.JournalLines
+	if max <= 0 {
+		max = 40
+	}
+	f.Journal = JournalLines(entries, max)
+	if f.Record == nil {
+		if records, _ := StartupRecords(entries); len(records) > 0 {
+			last := records[len(records)-1]
+			f.Record = &last
+		}
+	}
+	return f
+}
+
+func (w *watch) deadline(ctx context.Context) error {
+	f := w.failure(ctx, CodeDeadline, "the gateway did not answer /readyz before the deadline", "readiness").(*Failure)
+	f.Reason += "; the unit is " + w.state.String()
+	f.Next = "The journal lines above show how far the gateway got. Raise timeouts.create/update if the host is only slow, or fix what holds it, then apply again."
+	return f
+}
+
+// advice says what to do about a failed unit, from its exit status and
+// journal.
+func advice(st UnitState, entries []JournalEntry, h *render.SystemdHost) string {
+	text := ""
+	for _, e := range entries {
+		if !e.Withheld {
+			text += e.Message + "\n"
+		}
+	}
+	switch {
+	case strings.Contains(text, "Failed to load environment files"):
+		return fmt.Sprintf("systemd cannot read the credentials file %s: create it on the host (root-owned, mode 0600, NAME=value lines) and apply again. The provider never writes it (rule AU5).", h.EnvironmentFile)
+	case st.ExecMainCode == 1 && st.ExecMainStatus == 203 || strings.Contains(text, "Failed to locate executable") || strings.Contains(text, "status=203/EXEC"):
+		return "The compute's openclaw_path cannot be executed on the host: install OpenClaw there, or set openclaw_path to its binary, and apply again."
+	case strings.Contains(text, "Invalid config") || st.ExecMainCode == 1 && st.ExecMainStatus == 78:
+		return "The gateway refused its configuration (journal lines above): fix the configuration document and apply again."
+	case st.ExecMainCode == 1 && st.ExecMainStatus == 217:
+		return fmt.Sprintf("systemd could not switch to the service user %s; check the host's user database.", h.User)
+	}
+	return "Read the journal lines above (`journalctl -u " + h.Unit + "` on the host); fix the host or the configuration, then apply again. The unit keeps its last state; no earlier revision is restored (rule PR8)."
+}
+
+// keyValues reads key=value lines.
+func keyValues(s string) map[string]string {
+	out := map[string]string{}
+	for _, l := range strings.Split(s, "\n") {
+		if k, v, ok := strings.Cut(strings.TrimSpace(l), "="); ok {
+			out[k] = v
+		}
+	}
+	return out
+}
+
+func mergeFields(a, b map[string]any) map[string]any {
+	out := make(map[string]any, len(a)+len(b))
+	for k, v := range a {
+		out[k] = v
+	}
+	for k, v := range b {
+		out[k] = v
+	}
+	return out
+}
