@@ -182,6 +182,13 @@ func Systemd(rev *admission.Revision, n int64) (*SystemdHost, error) {
 		Endpoint:        fmt.Sprintf("http://127.0.0.1:%d", port),
 		EnvironmentFile: path.Clean(rev.Source.EnvironmentFile),
 	}
+	// AU5: the credentials file stays outside what the provider writes
+	// and removes.
+	for _, managed := range []string{h.AgentDir, h.StateDir} {
+		if h.EnvironmentFile == managed || strings.HasPrefix(h.EnvironmentFile, managed+"/") {
+			return nil, fmt.Errorf("render: the credentials file %s is inside %s, which the provider manages; keep it elsewhere (for example /etc/occ/%s.env)", h.EnvironmentFile, managed, a)
+		}
+	}
 	h.RevisionDir = path.Join(h.AgentDir, RevisionDirName(n))
 	h.ConfigPath = path.Join(h.RevisionDir, ConfigFile)
 	h.CurrentLink = path.Join(h.AgentDir, CurrentLink)

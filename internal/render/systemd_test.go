@@ -166,8 +166,10 @@ func TestAU5_SystemdRefusesAnythingButEmbeddedRuntime(t *testing.T) {
 		"newline in path": func(r *admission.Revision) {
 			r.ComputeSettings.OpenClawPath = "/usr/bin/openclaw\nExecStartPre=/bin/sh"
 		},
-		"config_dir /": func(r *admission.Revision) { r.ComputeSettings.ConfigDir = "/" },
-		"revision 0":   nil,
+		"config_dir /":      func(r *admission.Revision) { r.ComputeSettings.ConfigDir = "/" },
+		"file in agent dir": func(r *admission.Revision) { r.Source.EnvironmentFile = "/etc/openclaw/support/openclaw.env" },
+		"file in state dir": func(r *admission.Revision) { r.Source.EnvironmentFile = "/var/lib/occ-agent/support/.env" },
+		"revision 0":        nil,
 	}
 	for name, mutate := range cases {
 		t.Run(name, func(t *testing.T) {
