@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -405,4 +407,68 @@ resource "occ_agent" "a" {
 			},
 		}},
 	})
+}
+
+// TestAccAgent_SentinelNeverLogged: a credential value given as value_wo
+// appears in no state, no plan, and no TF_LOG=trace output of the provider
+// or the framework, through a whole deploy (AU7).
+func TestAccAgent_SentinelNeverLogged(t *testing.T) {
+	env := newKubeEnv(t)
+	dir := t.TempDir()
+	t.Setenv("TF_LOG", "TRACE")
+	t.Setenv("TF_LOG_PATH_MASK", dir+"/%s.log")
+	// The value comes from the environment, as in a CI pipeline, so that the
+	// test's own configuration (which the framework logs) does not hold it.
+	t.Setenv("TF_VAR_key", testSentinel)
+	config := env.provider + env.compute("") + `
+variable "key" {
+  type      = string
+  sensitive = true
+}
+resource "occ_configuration" "c" {
+  name     = "support"
+  document = jsonencode(` + anthropicDoc + `)
+}
+resource "occ_credential_source" "s" {
+  name             = "anthropic"
+  compute          = occ_compute.k
+  method           = "api_key"
+  value_wo         = var.key
+  value_wo_version = 1
+}
+resource "occ_agent" "a" {
+  name          = "support"
+  compute       = occ_compute.k
+  configuration = occ_configuration.c
+  harness_auth  = { source = occ_credential_source.s }
+  timeouts      = { create = "90s" }
+}`
+	resource.Test(t, resource.TestCase{
+		PreCheck:                 func() { testAccPreCheck(t) },
+		ProtoV6ProviderFactories: testAccProtoV6ProviderFactories,
+		Steps: []resource.TestStep{{
+			Config:            config,
+			ConfigPlanChecks:  resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{sentinelAbsentFromPlan{testSentinel}}},
+			ConfigStateChecks: []statecheck.StateCheck{sentinelAbsentFromState{testSentinel}, statecheck.ExpectKnownValue("occ_agent.a", tfjsonpath.New("status"), knownvalue.StringExact("active"))},
+		}},
+	})
+	logs, err := os.ReadDir(dir)
+	if err != nil || len(logs) == 0 {
+		t.Fatalf("no trace log was written (%v): the check would prove nothing", err)
+	}
+	total := 0
+	for _, l := range logs {
+		b, err := os.ReadFile(filepath.Join(dir, l.Name()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		total += len(b)
+		if i := strings.Index(string(b), testSentinel); i >= 0 {
+			lo, hi := max(0, i-600), min(len(b), i+200)
+			t.Errorf("the credential value appears in the trace log %s: …%s…", l.Name(), strings.ReplaceAll(string(b[lo:hi]), testSentinel, "<SENTINEL>"))
+		}
+	}
+	if total < 10000 {
+		t.Errorf("the trace log holds only %d bytes: trace logging did not run", total)
+	}
 }
