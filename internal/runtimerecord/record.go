@@ -84,7 +84,7 @@ var FailureClasses = []string{"network", "timeout", "tls", "dns", "auth", "rate_
 var CauseKinds = []string{"provider_error", "transport", "protocol", "tool_event", "empty_output", "process_exit", "config"}
 
 // CauseDetails is the closed set of cause details.
-var CauseDetails = []string{"http_4xx", "http_5xx", "http_429", "connection_reset", "connection_refused", "tls_handshake", "dns", "stream_incomplete", "no_text", "tool_call", "nonzero_exit", "signal", "invalid_model", "unsupported"}
+var CauseDetails = []string{"http_4xx", "http_5xx", "http_429", "connection_reset", "connection_refused", "connection_failed", "tls_handshake", "dns", "stream_incomplete", "stream_error", "no_text", "tool_call", "nonzero_exit", "signal", "invalid_model", "unsupported"}
 
 // BodyShapes is the closed set of an upfront 401's body shapes (PR7).
 var BodyShapes = []string{"json-error-code", "json-error-no-code", "json-no-error", "non-json", "empty"}
