@@ -27,6 +27,9 @@ type Probe struct {
 	// Transport: "http-streaming" (embedded OpenClaw), "responses-websocket"
 	// (dedicated Codex), or "responses-https" (compatible endpoints) (PR3).
 	Transport string `json:"transport"`
+	// BaseURL is a compatible Codex endpoint's literal base URL (PR3,
+	// PR11), which the probe calls; empty for the provider's default.
+	BaseURL string `json:"base_url,omitempty"`
 }
 
 // Budget is the probe's wall-clock budget: Codex's fixed budget (PR4), or
@@ -261,6 +264,7 @@ func probeFor(res Resolution, mode string, doc occconfig.Document) Probe {
 		p.Transport = "responses-websocket"
 		if CustomCodexEndpoint(doc) {
 			p.Transport = "responses-https"
+			p.BaseURL, _ = occconfig.String(doc, pathCodexBaseURL)
 		}
 	}
 	return p
