@@ -1,0 +1,101 @@
+// Command occ-runtime is the startup wrapper of the OCC runtime images:
+// the entrypoint of the gateway and harness containers. It runs the
+// startup phases (login, model probe, ..., process spawn), writes the
+// startup records on stdout, and then either becomes the runtime (exec)
+// or, on a held failure, stays alive and unready until the container is
+// restarted. See internal/startup and templates/guides/startup-probe.md.tmpl.
+//
+//	occ-runtime --container=gateway --harness=openclaw --probe=/etc/openclaw/probe.json -- openclaw gateway run
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/occ-platform/terraform-provider-occ/internal/startup"
+)
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+type endpoints map[string]string
+
+func (e endpoints) String() string { return "" }
+func (e endpoints) Set(v string) error {
+	k, u, ok := strings.Cut(v, "=")
+	if !ok || k == "" || u == "" {
+		return errors.New("want provider=URL")
+	}
+	e[k] = u
+	return nil
+}
+
+func run(args []string, stdout, stderr io.Writer) int {
+	start := time.Now()
+	fs := flag.NewFlagSet("occ-runtime", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var o startup.Options
+	defaults := endpoints{}
+	fs.StringVar(&o.Container, "container", "", "container name: gateway, harness or node")
+	fs.StringVar(&o.Harness, "harness", "", "harness: openclaw or codex")
+	fs.StringVar(&o.ProbeFile, "probe", "", "admitted probe settings (JSON); none: no model probe")
+	fs.StringVar(&o.WaitPeer, "wait-peer", "", "peer a dedicated gateway waits for (the gateway waits itself, PR10)")
+	fs.StringVar(&o.CgroupDir, "cgroup", "/sys/fs/cgroup", "cgroup directory for the CPU limit and throttling")
+	fs.StringVar(&o.CodexBin, "codex", "", "codex binary for login and probe (default: the runtime command)")
+	fs.Var(defaults, "default-endpoint", "provider=URL: a built-in provider's default endpoint (tests, mirrors); repeatable")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	o.Command = fs.Args()
+	o.DefaultBaseURLs = defaults
+	o.Records = stdout
+	o.Start = start
+
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	stopped := make(chan os.Signal, 1)
+	go func() {
+		s := <-sigs
+		stopped <- s
+		cancel()
+	}()
+
+	res, rec, err := startup.Run(ctx, o)
+	if ctx.Err() != nil || errors.Is(err, startup.ErrStopped) {
+		return exitFor(<-stopped) // SIGTERM exits at once
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "occ-runtime: %v\n", err)
+		return 1
+	}
+	if res.Held != "" {
+		// PR5: the runtime is never spawned; nothing listens, so the
+		// readiness probe fails until the container is restarted, and
+		// nothing retries the model call.
+		fmt.Fprintf(stderr, "occ-runtime: startup held: %s; the runtime stays unready until the container restarts\n", res.Held)
+		return exitFor(<-stopped)
+	}
+	if err := startup.Spawn(rec, res, os.Environ()); err != nil {
+		fmt.Fprintf(stderr, "occ-runtime: %v\n", err)
+		return 1
+	}
+	return 0 // not reached: Spawn execs
+}
+
+func exitFor(s os.Signal) int {
+	if n, ok := s.(syscall.Signal); ok {
+		return 128 + int(n)
+	}
+	return 1
+}
