@@ -6,6 +6,7 @@
 #   ${OCC_TESTENV_CACHE:-$HOME/.cache/occ-testenv}/current/<name> -> ../bin/<name>-<version>
 #
 # Usage: testenv/build.sh [kube|tofu|all]    build what is missing (default all)
+#        testenv/build.sh kubectl            kubectl too (optional, for make cluster-up)
 #        testenv/build.sh path NAME          print the cached path of NAME
 #        testenv/build.sh list               print NAME VERSION PATH for each
 #
@@ -60,6 +61,7 @@ declare -A version=(
 	[etcd]="$ETCD_VERSION"
 	[kwok]="$KWOK_VERSION"
 	[tofu]="$TOFU_VERSION"
+	[kubectl]="$K8S_VERSION"
 )
 # Measured on 2 cores: the first figure with the machine otherwise idle
 # (TESTENV.md), the second while other builds and tests ran.
@@ -70,6 +72,7 @@ declare -A eta=(
 	[etcd]="under 1 min cold"
 	[kwok]="about 1.5 min cold, up to 3 min on a busy machine"
 	[tofu]="about 3 min cold, up to 15 min on a busy machine"
+	[kubectl]="about 1 min once kube-apiserver is built"
 )
 kube_names=(kube-apiserver etcd kube-controller-manager kube-scheduler kwok)
 tofu_names=(tofu)
@@ -84,7 +87,7 @@ export GOTOOLCHAIN="${GOTOOLCHAIN:-local}"
 build_one() { # NAME OUTFILE
 	local name="$1" out="$2"
 	case "$name" in
-	kube-apiserver | kube-controller-manager | kube-scheduler)
+	kube-apiserver | kube-controller-manager | kube-scheduler | kubectl)
 		go -C "$here" build -ldflags "$K8S_LDFLAGS" -o "$out" "k8s.io/kubernetes/cmd/$name"
 		;;
 	etcd)
@@ -115,6 +118,7 @@ version_check() {
 	# (an empty CLI configuration: the machine's may name a missing file,
 	# which makes tofu print warnings first)
 	tofu) got="$(TF_CLI_CONFIG_FILE=/dev/null CHECKPOINT_DISABLE=1 "$file" version 2>&1 | grep -m1 '^OpenTofu v' || true)" ;;
+	kubectl) got="$("$file" version --client 2>&1 | head -3 | tr '\n' ' ')" ;;
 	*) got="$("$file" --version 2>&1 | head -3 | tr '\n' ' ')" ;;
 	esac
 	if [[ "$got" != *"$want"* ]]; then
@@ -152,16 +156,17 @@ path)
 	exit 0
 	;;
 list)
-	for name in "${kube_names[@]}" "${tofu_names[@]}"; do
+	for name in "${kube_names[@]}" "${tofu_names[@]}" kubectl; do
 		printf '%-24s %-8s %s\n' "$name" "${version[$name]}" "$(path_of "$name")"
 	done
 	exit 0
 	;;
 kube) names=("${kube_names[@]}") ;;
+kubectl) names=(kubectl) ;;
 tofu) names=("${tofu_names[@]}") ;;
 all) names=("${kube_names[@]}" "${tofu_names[@]}") ;;
 *)
-	echo "usage: $0 [kube|tofu|all|path NAME|list]" >&2
+	echo "usage: $0 [kube|tofu|kubectl|all|path NAME|list]" >&2
 	exit 2
 	;;
 esac

@@ -13,13 +13,16 @@ TOFU        ?= $(TESTENV_BIN)/tofu
 CLUSTER_DIR := $(DEV_DIR)/cluster
 CLUSTER_CMD := $(DEV_DIR)/bin/occ-kube-cluster
 
-.PHONY: testenv-kube testenv-tofu cluster cluster-up cluster-down testacc-tofu
+.PHONY: testenv-kube testenv-tofu testenv-kubectl cluster cluster-up cluster-down testacc-tofu
 
 testenv-kube: ## Build etcd, kube-apiserver, -controller-manager, -scheduler and kwok once (about 9 min cold on 2 cores).
 	testenv/build.sh kube
 
 testenv-tofu: ## Build OpenTofu once (about 3 min cold).
 	testenv/build.sh tofu
+
+testenv-kubectl: ## Build kubectl once (optional; for poking at make cluster-up).
+	testenv/build.sh kubectl
 
 $(CLUSTER_CMD): FORCE
 	go build -o $@ ./internal/testenv/kube/cmd/occ-kube-cluster

@@ -70,10 +70,18 @@ func run(dir string, nodes int) error {
 	}
 	fmt.Printf("cluster up: Kubernetes %s at %s, node(s) %v\n", c.ServerVersion, c.Host, c.Nodes)
 	fmt.Printf("  export KUBECONFIG=%s\n", kubeconfig)
+	if kubectl := filepath.Join(kube.BinDir(), "kubectl"); fileExists(kubectl) {
+		fmt.Printf("  %s get nodes   (kubectl from make testenv-kubectl)\n", kubectl)
+	}
 	fmt.Printf("  server logs: %s\n", filepath.Join(c.Dir, "logs"))
 	fmt.Printf("stop with Ctrl-C (or make cluster-down)\n")
 
 	<-ctx.Done()
 	fmt.Fprintln(os.Stderr, "stopping the cluster…")
 	return nil
+}
+
+func fileExists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
 }
