@@ -117,12 +117,20 @@ func (e JournalEntry) Line() string {
 			text = g.Level + " " + text
 		}
 	}
-	if i := strings.IndexByte(text, '\n'); i >= 0 {
-		rest := strings.Count(text[i+1:], "\n") + 1
-		text = strings.TrimSpace(text[:i]) + fmt.Sprintf(" […%d more line(s)]", rest)
+	// One diagnostic line per entry: a multi-line message (the gateway's
+	// configuration errors name the offending key on a later line) is
+	// joined with " | ".
+	if strings.Contains(text, "\n") {
+		var parts []string
+		for _, l := range strings.Split(text, "\n") {
+			if l = strings.TrimSpace(l); l != "" {
+				parts = append(parts, l)
+			}
+		}
+		text = strings.Join(parts, " | ")
 	}
-	if len(text) > 400 {
-		text = text[:400] + "…"
+	if len(text) > 600 {
+		text = text[:600] + "…"
 	}
 	ts := ""
 	if !e.Time.IsZero() {
