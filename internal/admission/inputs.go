@@ -87,6 +87,11 @@ type Compute struct {
 	Port         int64
 	OpenClawPath string
 	ConfigDir    string
+	// How to reach the SSH host: used by the executor, never frozen into a
+	// revision (ComputeSettings leaves them out).
+	HostKey               string
+	User                  string
+	InsecureIgnoreHostKey bool
 }
 
 // SandboxDriver is the Compute's optional sandbox driver (ND4).

@@ -378,6 +378,9 @@ func (r *agentResource) Read(ctx context.Context, req resource.ReadRequest, resp
 	if resp.Diagnostics.HasError() {
 		return
 	}
+	if r.readSSH(ctx, &state, resp) {
+		return
+	}
 	ns, name, ok := agentLocation(ctx, state)
 	if !ok {
 		return // not on Kubernetes (or not known yet): state is what we have
@@ -436,6 +439,9 @@ func (r *agentResource) Delete(ctx context.Context, req resource.DeleteRequest, 
 	if resp.Diagnostics.HasError() {
 		return
 	}
+	if r.deleteSSH(ctx, state, resp) {
+		return
+	}
 	ns, name, ok := agentLocation(ctx, state)
 	if !ok {
 		return
@@ -454,10 +460,14 @@ func (r *agentResource) Delete(ctx context.Context, req resource.DeleteRequest, 
 	}
 }
 
-// ImportState adopts an agent by NAMESPACE/NAME; Read fills its revision
-// from the cluster, and the next plan adds the configuration without a
-// redeploy when the running revision matches.
+// ImportState adopts an agent by NAMESPACE/NAME (or, on SSH, HOST/NAME:
+// see importSSH); Read fills its revision from the cluster or host, and the
+// next plan adds the configuration without a redeploy when the running
+// revision matches.
 func (r *agentResource) ImportState(ctx context.Context, req resource.ImportStateRequest, resp *resource.ImportStateResponse) {
+	if r.importSSH(ctx, req, resp) {
+		return
+	}
 	ns, name, ok := strings.Cut(req.ID, "/")
 	if !ok || len(ns) > 63 || !dnsLabelRe.MatchString(ns) || len(name) > 63 || !dnsLabelRe.MatchString(name) {
 		resp.Diagnostics.AddError("INVALID_REQUEST: unexpected import ID", fmt.Sprintf("import ID %q must be NAMESPACE/NAME, such as occ-acme/support", req.ID))

@@ -79,10 +79,10 @@ func TestAccAgent_UnknownInputsDeferToApply(t *testing.T) {
 	})
 }
 
-// TestAccAgent_SSHApplySaysDeploymentUnavailable: apply to an SSH compute
-// re-admits and then says plainly that it cannot deploy there yet; nothing
-// is written, nothing is kept in state.
-func TestAccAgent_SSHApplySaysDeploymentUnavailable(t *testing.T) {
+// TestAccAgent_SSHApplyWithoutLoginWritesNothing: apply to an SSH compute
+// without an SSH user says so before connecting; nothing is written,
+// nothing is kept in state.
+func TestAccAgent_SSHApplyWithoutLoginWritesNothing(t *testing.T) {
 	resource.Test(t, resource.TestCase{
 		PreCheck:                 func() { testAccPreCheck(t) },
 		ProtoV6ProviderFactories: testAccProtoV6ProviderFactories,
@@ -108,7 +108,7 @@ resource "occ_agent" "a" {
   configuration = occ_configuration.c
   harness_auth  = { source = occ_credential_source.s }
 }`,
-			ExpectError: mustRegexp(`UNAVAILABLE: deployment to SSH computes is not available yet[\s\S]*nothing was written`),
+			ExpectError: mustRegexp(`INVALID_REQUEST: cannot connect to SSH host 127.0.0.1:22[\s\S]*no SSH user[\s\S]*Nothing was written`),
 		}},
 	})
 }

@@ -169,6 +169,7 @@ func computeFromModel(ctx context.Context, m computeModel, diags *diag.Diagnosti
 		c.Kind = admission.KindSSH
 		c.Host, c.Port = s.Host.ValueString(), s.Port.ValueInt64()
 		c.OpenClawPath, c.ConfigDir = s.OpenClawPath.ValueString(), s.ConfigDir.ValueString()
+		c.HostKey, c.User, c.InsecureIgnoreHostKey = s.HostKey.ValueString(), s.User.ValueString(), s.InsecureIgnoreHostKey.ValueBool()
 	}
 	return c, c.Kind != ""
 }

@@ -34,13 +34,8 @@ func deploy(ctx context.Context, data *Data, rev *admission.Revision, c admissio
 	var diags diag.Diagnostics
 	out := deployOutcome{Status: types.StringValue("failed"), ActivatedAt: types.StringNull(), Endpoint: types.StringNull()}
 	fields := map[string]any{"work.id": rev.Agent, "work.operation": "deploy", "work.attempt": 1, "revision": revision, "compute_kind": c.Kind}
-	if c.Kind != admission.KindKubernetes {
-		tflog.Info(ctx, "deployment refused: no executor", withOutcome(fields, "unavailable"))
-		diags.AddError("UNAVAILABLE: deployment to SSH computes is not available yet",
-			fmt.Sprintf("Agent %q was admitted as revision %d (%s, %s %s), but this version of the provider cannot deploy to SSH computes yet: "+
-				"nothing was written to the host. `terraform plan` shows the exact revision that would run.",
-				rev.Agent, revision, rev.HarnessVersion, rev.Harness, rev.ExecutionMode))
-		return out, diags
+	if c.Kind == admission.KindSSH {
+		return deploySSH(ctx, data, rev, c, revision, fields)
 	}
 	exec, err := data.KubeExecutor(ctx)
 	if err != nil {

@@ -16,6 +16,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-log/tflog"
 
 	"github.com/occ-platform/terraform-provider-occ/internal/kube"
+	"github.com/occ-platform/terraform-provider-occ/internal/sshexec"
 )
 
 // Address is the provider's registry address.
@@ -60,9 +61,10 @@ type providerKubernetesModel struct {
 }
 
 type providerSSHModel struct {
-	User       types.String `tfsdk:"user"`
-	PrivateKey types.String `tfsdk:"private_key"`
-	Agent      types.Bool   `tfsdk:"agent"`
+	User           types.String `tfsdk:"user"`
+	PrivateKey     types.String `tfsdk:"private_key"`
+	Agent          types.Bool   `tfsdk:"agent"`
+	KnownHostsFile types.String `tfsdk:"known_hosts_file"`
 }
 
 // Data is what Configure hands to resources and data sources. The
@@ -79,6 +81,9 @@ type Data struct {
 
 	nsMu    sync.Mutex
 	nsReady map[string]bool
+
+	sshOnce sync.Once
+	sshPool *sshexec.Pool
 }
 
 // PrepareNamespace makes sure a tenant namespace exists (creating it when
@@ -188,6 +193,8 @@ func (p *occProvider) Schema(_ context.Context, _ provider.SchemaRequest, resp *
 					"user":        schema.StringAttribute{Optional: true, MarkdownDescription: "The login user; a compute's own `ssh.user` wins."},
 					"private_key": schema.StringAttribute{Optional: true, Sensitive: true, MarkdownDescription: "A PEM or OpenSSH private key."},
 					"agent":       schema.BoolAttribute{Optional: true, MarkdownDescription: "Authenticate with the agent at `SSH_AUTH_SOCK`."},
+					"known_hosts_file": schema.StringAttribute{Optional: true,
+						MarkdownDescription: "A known_hosts file that verifies hosts whose compute is not in state yet: only `terraform import` of an agent uses it. Default `~/.ssh/known_hosts`."},
 				},
 			},
 		},
