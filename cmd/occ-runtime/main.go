@@ -39,8 +39,8 @@ func (e endpoints) Set(v string) error {
 	return nil
 }
 
-func run(args []string, stdout, stderr io.Writer) int {
-	start := time.Now()
+// parseArgs reads the wrapper's command line: flags, then -- and the runtime.
+func parseArgs(args []string, stderr io.Writer) (startup.Options, error) {
 	fs := flag.NewFlagSet("occ-runtime", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var o startup.Options
@@ -53,10 +53,19 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&o.CodexBin, "codex", "", "codex binary for login and probe (default: the runtime command)")
 	fs.Var(defaults, "default-endpoint", "provider=URL: a built-in provider's default endpoint (tests, mirrors); repeatable")
 	if err := fs.Parse(args); err != nil {
-		return 2
+		return o, err
 	}
 	o.Command = fs.Args()
 	o.DefaultBaseURLs = defaults
+	return o, nil
+}
+
+func run(args []string, stdout, stderr io.Writer) int {
+	start := time.Now()
+	o, err := parseArgs(args, stderr)
+	if err != nil {
+		return 2
+	}
 	o.Records = stdout
 	o.Start = start
 
