@@ -177,7 +177,7 @@ func (e *Executor) Deploy(ctx context.Context, t Target, rev *admission.Revision
 	}
 	w := &watch{e: e, conn: conn, h: h, since: since}
 	if out["restart"] != "0" {
-		return Result{}, w.failure(ctx, CodeStartFailed, "systemctl restart failed", "start")
+		return Result{}, w.failure(ctx, CodeStartFailed, "systemd could not start the unit (systemctl restart failed)", "start")
 	}
 	e.log("waiting for the gateway's /readyz", phase("gate"))
 	if err := w.untilReady(ctx); err != nil {
@@ -235,7 +235,7 @@ func (w *watch) untilReady(ctx context.Context) error {
 				return err
 			}
 			if st.Failed() {
-				return w.failure(ctx, CodeCrashed, "the unit "+st.String(), "startup")
+				return w.failure(ctx, CodeCrashed, exitedReason(st), "startup")
 			}
 			if msg, err := w.portOwner(ctx); err != nil {
 				return err
@@ -256,7 +256,7 @@ func (w *watch) untilReady(ctx context.Context) error {
 				if st.ActiveState == "failed" && st.NRestarts == 0 && st.ExecMainCode == 1 && st.ExecMainStatus >= 200 {
 					code = CodeStartFailed // systemd could not even start it (EXEC, NAMESPACE, …)
 				}
-				return w.failure(ctx, code, "the unit "+st.String(), "startup")
+				return w.failure(ctx, code, exitedReason(st), "startup")
 			}
 			// The journal is read less often than the unit's state.
 			if ticks%4 == 0 {
@@ -395,9 +395,6 @@ func (w *watch) failure(ctx context.Context, code, reason, phase string) error {
 	}
 	entries, _ := w.journal(dctx)
 	f := &Failure{Code: code, Phase: phase, Reason: reason}
-	if strings.HasPrefix(reason, "the unit ") {
-		f.Reason = "the unit " + w.state.String()
-	}
 	f.Next = advice(w.state, entries, w.h)
 	return w.withJournal(f, entries)
 }
@@ -423,6 +420,17 @@ func (w *watch) deadline(ctx context.Context) error {
 	f.Reason += "; the unit is " + w.state.String()
 	f.Next = "The journal lines above show how far the gateway got. Raise timeouts.create/update if the host is only slow, or fix what holds it, then apply again."
 	return f
+}
+
+// exitedReason says what happened to a unit that failed while starting.
+func exitedReason(st UnitState) string {
+	switch {
+	case st.ActiveState == "inactive" || st.ActiveState == "deactivating":
+		return "the unit was stopped before the gateway was ready"
+	case st.ActiveState == "failed" && st.NRestarts == 0 && st.ExecMainCode == 1 && st.ExecMainStatus >= 200:
+		return "systemd could not start the gateway"
+	}
+	return "the gateway exited before it was ready"
 }
 
 // advice says what to do about a failed unit, from its exit status and
