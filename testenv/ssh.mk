@@ -21,3 +21,9 @@ testenv-ssh: ## SSH test hosts: apt packages and the cached nspawn rootfs (with 
 
 testenv-ssh-clean: ## Remove the cached nspawn rootfs (the next testenv-ssh rebuilds it).
 	rm -rf $(OCC_TESTENV_CACHE)/rootfs
+
+# The SSH demo (issue 5): examples/quickstart-ssh applied to a booted host.
+.PHONY: demo-ssh
+demo-ssh: export TF_CLI_CONFIG_FILE := $(TF_DEV_CONFIG)
+demo-ssh: build devconfig check-terraform testenv-ssh ## Apply examples/quickstart-ssh to a systemd host (nspawn, real OpenClaw); print the revision; show the second plan is empty.
+	TERRAFORM="$(TERRAFORM)" scripts/demo-ssh.sh

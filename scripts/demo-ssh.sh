@@ -1,0 +1,103 @@
+#!/usr/bin/env bash
+# make demo-ssh: apply examples/quickstart-ssh to a real systemd host and
+# show that a second plan is empty.
+#
+# The host is the test environment's systemd-nspawn container (make
+# testenv-ssh builds it): a real systemd, a real sshd on a free loopback
+# port, the real OpenClaw gateway. The demo writes the operator's
+# credentials file on it (a placeholder key: no model is called, and the
+# provider does not validate model authentication, rule SS2), applies,
+# prints the activated revision, plans again, then destroys and stops the
+# host. OCC_DEMO_KEEP=1 leaves both running and says how to stop them.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$PWD
+terraform="${TERRAFORM:-terraform}"
+work="$root/.dev/demo-ssh"
+hostdir="$work/host"
+
+[ "$(id -u)" -eq 0 ] || { echo "demo-ssh: must run as root (systemd-nspawn)" >&2; exit 1; }
+
+started=$SECONDS
+step() { printf '==> [+%3ss] %s\n' "$((SECONDS - started))" "$*"; }
+
+rm -rf "$work"
+mkdir -p "$work" "$hostdir"
+step "building the host command"
+go build -o "$root/.dev/bin/occ-ssh-host" ./internal/testenv/sshhost/cmd/occ-ssh-host
+
+step "starting the systemd host (testenv-ssh rootfs)"
+"$root/.dev/bin/occ-ssh-host" -dir "$hostdir" >"$work/host.log" 2>&1 </dev/null &
+host_pid=$!
+echo "$host_pid" >"$work/host.pid"
+
+cleanup() {
+	local rc=$?
+	if [ "${OCC_DEMO_KEEP:-}" = 1 ] && [ "$rc" -eq 0 ]; then
+		echo "==> kept running. Destroy with: (cd $work/tf && $terraform destroy -auto-approve); stop the host with: kill $host_pid"
+		return
+	fi
+	if [ -f "$work/tf/terraform.tfstate" ] && kill -0 "$host_pid" 2>/dev/null; then
+		step "terraform destroy"
+		(cd "$work/tf" && "$terraform" destroy -auto-approve -input=false >"$work/destroy.log" 2>&1) ||
+			echo "demo-ssh: destroy failed, see $work/destroy.log" >&2
+	fi
+	if kill -0 "$host_pid" 2>/dev/null; then
+		step "stopping the host (pid $host_pid)"
+		kill -TERM "$host_pid"
+		wait "$host_pid" 2>/dev/null || true
+	fi
+	exit "$rc"
+}
+trap cleanup EXIT
+
+for _ in $(seq 1 1800); do
+	[ -f "$hostdir/host.env" ] && break
+	if ! kill -0 "$host_pid" 2>/dev/null; then
+		echo "demo-ssh: the host did not start:" >&2
+		cat "$work/host.log" >&2
+		exit 1
+	fi
+	sleep 0.1
+done
+[ -f "$hostdir/host.env" ] || { echo "demo-ssh: the host did not answer within 180 s; see $work/host.log" >&2; exit 1; }
+# shellcheck disable=SC1091
+. "$hostdir/host.env"
+head -n 1 "$work/host.log"
+
+# The operator's part: the credentials file, written on the host over SSH
+# with the host key verified. The provider never reads or writes it.
+printf '[%s]:%s %s\n' "$OCC_SSH_HOST" "$OCC_SSH_PORT" "$OCC_SSH_HOST_KEY" >"$work/known_hosts"
+step "writing the credentials file /etc/occ/assistant.env on the host (operator's step)"
+ssh -q -i "$OCC_SSH_KEY_FILE" -p "$OCC_SSH_PORT" -o UserKnownHostsFile="$work/known_hosts" -o StrictHostKeyChecking=yes \
+	-o BatchMode=yes "$OCC_SSH_USER@$OCC_SSH_HOST" \
+	"sudo install -d -m 0755 /etc/occ && sudo sh -c 'umask 077; printf \"ANTHROPIC_API_KEY=sk-ant-demo-placeholder\\n\" > /etc/occ/assistant.env'"
+
+mkdir -p "$work/tf"
+cp examples/quickstart-ssh/*.tf examples/quickstart-ssh/*.json5 "$work/tf/"
+vars=(-input=false -var "host=$OCC_SSH_HOST" -var "port=$OCC_SSH_PORT" -var "host_key=$OCC_SSH_HOST_KEY"
+	-var "ssh_user=$OCC_SSH_USER" -var "private_key_file=$OCC_SSH_KEY_FILE")
+cd "$work/tf"
+# A later destroy needs the same variables.
+printf 'host = "%s"\nport = %s\nhost_key = "%s"\nssh_user = "%s"\nprivate_key_file = "%s"\n' \
+	"$OCC_SSH_HOST" "$OCC_SSH_PORT" "$OCC_SSH_HOST_KEY" "$OCC_SSH_USER" "$OCC_SSH_KEY_FILE" >terraform.tfvars
+
+step "terraform apply (blocks until the gateway answers /readyz)"
+t0=$SECONDS
+"$terraform" apply -auto-approve "${vars[@]}"
+step "activated in $((SECONDS - t0)) s"
+echo "revision: $("$terraform" output -raw revision)"
+echo "status:   $("$terraform" output -raw status)"
+echo "endpoint: $("$terraform" output -raw endpoint) (on the host's loopback)"
+
+step "a second plan"
+set +e
+"$terraform" plan -detailed-exitcode "${vars[@]}" >"$work/plan.log" 2>&1
+code=$?
+set -e
+case "$code" in
+0) echo "second plan: no changes" ;;
+2) echo "second plan is NOT empty:" >&2; cat "$work/plan.log" >&2; exit 1 ;;
+*) echo "second plan failed:" >&2; cat "$work/plan.log" >&2; exit 1 ;;
+esac
+step "done"
