@@ -105,33 +105,117 @@ func TestDeploy_Figures(t *testing.T) {
 	}
 }
 
-// TestDeploy_HeldCodeFailsAtOnce: an AUTHENTICATION_FAILED record on the
-// container's log fails the deploy without waiting for the deadline (PR8).
-func TestDeploy_HeldCodeFailsAtOnce(t *testing.T) {
+// rules PR6, PR7, PR8: every held code on a container's log fails the deploy
+// at once, with the record's structured fields, without waiting for the
+// deadline; the Service is never created.
+func TestPR8_HeldCodesFailAtOnce(t *testing.T) {
+	c := testkube.Shared(t)
+	cases := []struct {
+		code   string
+		record string
+		check  func(*Failure) bool
+	}{
+		{"AUTHENTICATION_FAILED", `{"event":"openclaw.model_probe","container":"gateway","code":"AUTHENTICATION_FAILED","final":true,"providerCode":401,"responseHeaderMarker":["www-authenticate"],"bodyShape":"json-error-code","providerErrorCode":"invalid_api_key","providerErrorType":"other"}`,
+			func(f *Failure) bool { return f.Record.ProviderCode == 401 && f.Record.BodyShape == "json-error-code" && f.Record.ProviderErrorCode == "invalid_api_key" }},
+		{"MODEL_PROBE_TIMEOUT", `{"event":"openclaw.model_probe","container":"gateway","code":"MODEL_PROBE_TIMEOUT","final":true}`, nil},
+		{"MODEL_PROBE_FAILED", `{"event":"openclaw.model_probe","container":"gateway","code":"MODEL_PROBE_FAILED","final":true,"causeKind":"provider_error","causeDetail":"http_5xx"}`,
+			func(f *Failure) bool { return f.Record.CauseKind == "provider_error" && f.Record.CauseDetail == "http_5xx" }},
+		{"MODEL_PROBE_CPU_STARVED", `{"event":"openclaw.model_probe","container":"gateway","code":"MODEL_PROBE_CPU_STARVED","final":true}`, nil},
+		{"UNAVAILABLE", `{"event":"codex.model_probe","container":"gateway","attempt":2,"exitCode":1,"code":"UNAVAILABLE","final":true,"failureClass":"server_error"}`,
+			func(f *Failure) bool { return f.Record.Attempt == 2 && *f.Record.ExitCode == 1 && f.Record.FailureClass == "server_error" }},
+		{"LOGIN_FAILED", `{"event":"runtime.startup_phase","container":"gateway","phase":"login","outcome":"failed","code":"LOGIN_FAILED","failureClass":"network"}`,
+			func(f *Failure) bool { return f.Record.FailureClass == "network" }},
+	}
+	for _, tc := range cases {
+		t.Run(tc.code, func(t *testing.T) {
+			ns := c.TestNamespace(t)
+			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+			defer cancel()
+			go func() {
+				for ctx.Err() == nil {
+					pods, err := c.Clientset.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: render.LabelAgent + "=bench"})
+					if err == nil && len(pods.Items) > 0 {
+						_ = c.SetPodLogs(ctx, ns, pods.Items[0].Name, "gateway", []string{`{"time":"x","level":"info","message":"starting"}`, tc.record})
+						return
+					}
+					time.Sleep(50 * time.Millisecond)
+				}
+			}()
+			start := time.Now()
+			_, err := (&Executor{Client: c.Clientset}).Deploy(ctx, testRevision(t, ns, testkube.Behavior(testkube.BehaviorNeverReady, 0)), 1, 0)
+			f, ok := err.(*Failure)
+			if !ok || f.Code != tc.code || f.Record == nil || f.Next == "" || f.Container != "gateway" {
+				t.Fatalf("deploy error = %v, want a %s failure with its record, container and advice", err, tc.code)
+			}
+			if tc.check != nil && !tc.check(f) {
+				t.Errorf("record fields lost: %+v", *f.Record)
+			}
+			if d := time.Since(start); d > 30*time.Second {
+				t.Errorf("the held code took %s: the deploy waited for something else", d)
+			}
+			if _, err := c.Clientset.CoreV1().Services(ns).Get(ctx, "bench", metav1.GetOptions{}); err == nil {
+				t.Error("a held revision was activated")
+			}
+		})
+	}
+}
+
+func serviceRevision(t *testing.T, c *testkube.Cluster, ns string) string {
+	t.Helper()
+	svc, err := c.Clientset.CoreV1().Services(ns).Get(context.Background(), "bench", metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("read Service: %v", err)
+	}
+	return svc.Spec.Selector[render.LabelRevision]
+}
+
+// rule AC3: a failed replacement leaves the Service on the revision it
+// served, and an older revision can never take the Service back.
+func TestAC3_GuardedActivation(t *testing.T) {
+	c := testkube.Shared(t)
+	ns := c.TestNamespace(t)
+	exec := &Executor{Client: c.Clientset}
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	if _, err := exec.Deploy(ctx, testRevision(t, ns, nil), 1, 0); err != nil {
+		t.Fatalf("revision 1: %v", err)
+	}
+	// Revision 2 never becomes ready: it fails at its deadline, and the
+	// Service keeps selecting revision 1.
+	short, cancelShort := context.WithTimeout(ctx, 4*time.Second)
+	defer cancelShort()
+	_, err := exec.Deploy(short, testRevision(t, ns, testkube.Behavior(testkube.BehaviorNeverReady, 0)), 2, 1)
+	if f, ok := err.(*Failure); !ok || f.Code != CodeDeadline || f.Phase == "" {
+		t.Fatalf("revision 2 error = %v, want a deadline failure naming the last phase", err)
+	}
+	if got := serviceRevision(t, c, ns); got != "1" {
+		t.Fatalf("after a failed replacement the Service selects revision %s, want 1", got)
+	}
+	// Revision 3 activates; a stale apply of revision 2 cannot move the Service back.
+	if _, err := exec.Deploy(ctx, testRevision(t, ns, map[string]string{"example.com/r": "3"}), 3, 1); err != nil {
+		t.Fatalf("revision 3: %v", err)
+	}
+	_, err = exec.Deploy(ctx, testRevision(t, ns, map[string]string{"example.com/r": "2"}), 2, 1)
+	if f, ok := err.(*Failure); !ok || f.Code != CodeStale {
+		t.Fatalf("stale revision 2 error = %v, want %s", err, CodeStale)
+	}
+	if got := serviceRevision(t, c, ns); got != "3" {
+		t.Fatalf("a stale apply moved the Service to revision %s", got)
+	}
+}
+
+// An image that cannot be pulled fails at once with the reason.
+func TestDeploy_ImagePullFailsFast(t *testing.T) {
 	c := testkube.Shared(t)
 	ns := c.TestNamespace(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	go func() {
-		for ctx.Err() == nil {
-			pods, err := c.Clientset.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: render.LabelAgent + "=bench"})
-			if err == nil && len(pods.Items) > 0 {
-				_ = c.SetPodLogs(ctx, ns, pods.Items[0].Name, "gateway", []string{
-					`{"event":"openclaw.model_probe","container":"gateway","code":"MODEL_PROBE_TIMEOUT","final":true}`,
-				})
-				return
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
-	}()
 	start := time.Now()
-	_, err := (&Executor{Client: c.Clientset}).Deploy(ctx, testRevision(t, ns, testkube.Behavior(testkube.BehaviorNeverReady, 0)), 1, 0)
-	f, ok := err.(*Failure)
-	if !ok || f.Code != "MODEL_PROBE_TIMEOUT" || f.Record == nil {
-		t.Fatalf("deploy error = %v, want a MODEL_PROBE_TIMEOUT failure with its record", err)
+	_, err := (&Executor{Client: c.Clientset}).Deploy(ctx, testRevision(t, ns, testkube.Behavior(testkube.BehaviorImagePullBackOff, 0)), 1, 0)
+	if f, ok := err.(*Failure); !ok || f.Code != CodeImagePull || f.Next == "" {
+		t.Fatalf("deploy error = %v, want %s with advice", err, CodeImagePull)
 	}
-	t.Logf("held code surfaced %s after the deploy started", time.Since(start).Round(time.Millisecond))
-	if time.Since(start) > 30*time.Second {
-		t.Errorf("the held code took %s: the deploy waited for something else", time.Since(start))
+	if d := time.Since(start); d > 30*time.Second {
+		t.Errorf("image pull failure took %s", d)
 	}
 }
