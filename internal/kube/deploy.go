@@ -2,10 +2,10 @@ package kube
 
 import (
 	"bufio"
-	"encoding/json"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"

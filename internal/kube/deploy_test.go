@@ -116,13 +116,19 @@ func TestPR8_HeldCodesFailAtOnce(t *testing.T) {
 		check  func(*Failure) bool
 	}{
 		{"AUTHENTICATION_FAILED", `{"event":"openclaw.model_probe","container":"gateway","code":"AUTHENTICATION_FAILED","final":true,"providerCode":401,"responseHeaderMarker":["www-authenticate"],"bodyShape":"json-error-code","providerErrorCode":"invalid_api_key","providerErrorType":"other"}`,
-			func(f *Failure) bool { return f.Record.ProviderCode == 401 && f.Record.BodyShape == "json-error-code" && f.Record.ProviderErrorCode == "invalid_api_key" }},
+			func(f *Failure) bool {
+				return f.Record.ProviderCode == 401 && f.Record.BodyShape == "json-error-code" && f.Record.ProviderErrorCode == "invalid_api_key"
+			}},
 		{"MODEL_PROBE_TIMEOUT", `{"event":"openclaw.model_probe","container":"gateway","code":"MODEL_PROBE_TIMEOUT","final":true}`, nil},
 		{"MODEL_PROBE_FAILED", `{"event":"openclaw.model_probe","container":"gateway","code":"MODEL_PROBE_FAILED","final":true,"causeKind":"provider_error","causeDetail":"http_5xx"}`,
-			func(f *Failure) bool { return f.Record.CauseKind == "provider_error" && f.Record.CauseDetail == "http_5xx" }},
+			func(f *Failure) bool {
+				return f.Record.CauseKind == "provider_error" && f.Record.CauseDetail == "http_5xx"
+			}},
 		{"MODEL_PROBE_CPU_STARVED", `{"event":"openclaw.model_probe","container":"gateway","code":"MODEL_PROBE_CPU_STARVED","final":true}`, nil},
 		{"UNAVAILABLE", `{"event":"codex.model_probe","container":"gateway","attempt":2,"exitCode":1,"code":"UNAVAILABLE","final":true,"failureClass":"server_error"}`,
-			func(f *Failure) bool { return f.Record.Attempt == 2 && *f.Record.ExitCode == 1 && f.Record.FailureClass == "server_error" }},
+			func(f *Failure) bool {
+				return f.Record.Attempt == 2 && *f.Record.ExitCode == 1 && f.Record.FailureClass == "server_error"
+			}},
 		{"LOGIN_FAILED", `{"event":"runtime.startup_phase","container":"gateway","phase":"login","outcome":"failed","code":"LOGIN_FAILED","failureClass":"network"}`,
 			func(f *Failure) bool { return f.Record.FailureClass == "network" }},
 	}
