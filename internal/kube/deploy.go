@@ -148,12 +148,28 @@ func (e *Executor) Deploy(ctx context.Context, rev *admission.Revision, n, servi
 			return Result{}, fmt.Errorf("apply ConfigMap %s: %w", *cm.Name, err)
 		}
 	}
+	dedicated := rev.ExecutionMode == admission.ModeDedicated
+	if dedicated && serving > 0 {
+		// AC2: a dedicated replacement first stops every earlier revision,
+		// even a healthy one; the Agent is unavailable until the new one is ready.
+		e.log("stopping earlier revisions", map[string]any{"work.operation": "stop-earlier", "revision": n})
+		if err := e.stopEarlier(ctx, ns, rev.Agent, n); err != nil {
+			return Result{}, err
+		}
+	}
 	components := map[string]bool{}
 	for _, d := range objs.Deployments {
 		if _, err := e.Client.AppsV1().Deployments(ns).Apply(ctx, d, applyOpts); err != nil {
 			return Result{}, fmt.Errorf("apply Deployment %s: %w", *d.Name, err)
 		}
 		components[d.Spec.Template.Labels[render.LabelComponent]] = true
+	}
+	if dedicated && serving == 0 {
+		// PR10: on a first dedicated deploy the Agent's Service selects the
+		// gateway from the start and lists it only once it is ready.
+		if _, err := e.Client.CoreV1().Services(ns).Create(ctx, serviceFrom(objs, n, time.Time{}), metav1.CreateOptions{FieldManager: render.FieldManager}); err != nil && !apierrors.IsAlreadyExists(err) {
+			return Result{}, fmt.Errorf("create Service %s: %w", *objs.Service.Name, err)
+		}
 	}
 	e.log("waiting for the revision's startup probe", map[string]any{"work.operation": "gate", "revision": n})
 	if err := e.gate(ctx, rev.Agent, ns, n, components); err != nil {
@@ -164,6 +180,53 @@ func (e *Executor) Deploy(ctx context.Context, rev *admission.Revision, n, servi
 		return Result{}, err
 	}
 	return Result{ActivatedAt: at, Endpoint: fmt.Sprintf("http://%s.%s.svc:%d", render.ServiceName(rev.Agent), ns, render.GatewayPort)}, nil
+}
+
+// stopEarlier scales every earlier revision's workloads of the agent to zero
+// and waits, with a watch, until their Pods are gone.
+func (e *Executor) stopEarlier(ctx context.Context, ns, agent string, n int64) error {
+	deps, err := e.Client.AppsV1().Deployments(ns).List(ctx, metav1.ListOptions{LabelSelector: labels.SelectorFromSet(labels.Set{render.LabelAgent: agent}).String()})
+	if err != nil {
+		return fmt.Errorf("list the agent's workloads: %w", err)
+	}
+	for _, d := range deps.Items {
+		if d.Labels[render.LabelRevision] == strconv.FormatInt(n, 10) || (d.Spec.Replicas != nil && *d.Spec.Replicas == 0) {
+			continue
+		}
+		patch := []byte(`{"spec":{"replicas":0}}`)
+		if _, err := e.Client.AppsV1().Deployments(ns).Patch(ctx, d.Name, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: render.FieldManager}); err != nil {
+			return fmt.Errorf("stop %s: %w", d.Name, err)
+		}
+	}
+	req, _ := labels.NewRequirement(render.LabelRevision, selection.NotEquals, []string{strconv.FormatInt(n, 10)})
+	agentReq, _ := labels.NewRequirement(render.LabelAgent, selection.Equals, []string{agent})
+	sel := labels.NewSelector().Add(*agentReq, *req).String()
+	for {
+		pods, err := e.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: sel})
+		if err != nil {
+			return fmt.Errorf("list earlier Pods: %w", err)
+		}
+		if len(pods.Items) == 0 {
+			return nil
+		}
+		w, err := e.Client.CoreV1().Pods(ns).Watch(ctx, metav1.ListOptions{LabelSelector: sel, ResourceVersion: pods.ResourceVersion})
+		if err != nil {
+			return fmt.Errorf("watch earlier Pods: %w", err)
+		}
+		gone := len(pods.Items)
+		for ev := range w.ResultChan() {
+			if ev.Type == watch.Deleted {
+				gone--
+			}
+			if gone <= 0 {
+				break
+			}
+		}
+		w.Stop()
+		if ctx.Err() != nil {
+			return fmt.Errorf("waiting for earlier revisions to stop: %w", ctx.Err())
+		}
+	}
 }
 
 func (e *Executor) ensureAppServerToken(ctx context.Context, ns, agent string) error {

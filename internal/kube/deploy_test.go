@@ -4,10 +4,12 @@ import (
 	"context"
 	"net/http"
 	"os"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
@@ -223,5 +225,92 @@ func TestDeploy_ImagePullFailsFast(t *testing.T) {
 	}
 	if d := time.Since(start); d > 30*time.Second {
 		t.Errorf("image pull failure took %s", d)
+	}
+}
+
+func codexRevision(t *testing.T, ns, model string) *admission.Revision {
+	t.Helper()
+	doc, err := occconfig.Parse(`{agents: {defaults: {model: "` + model + `"}}}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rev, errs := admission.Admit(admission.Input{
+		Agent:         admission.Agent{Name: "bench", Harness: admission.HarnessCodex, ExecutionMode: admission.ModeDedicated},
+		Configuration: admission.Configuration{ID: "c", Name: "c", Generation: 1, Document: doc},
+		Compute:       admission.Compute{ID: "k", Name: "k", Kind: admission.KindKubernetes, Namespace: ns, CPUMillis: 1000, MemoryLimit: "1Gi"},
+		Source:        admission.CredentialSource{ID: "s", Name: "s", Method: admission.MethodAPIKey, Generation: 1, ComputeID: "k", SecretRef: &admission.SecretRef{Name: "llm", Key: "k"}},
+	})
+	if len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	return rev
+}
+
+// rules AC2, PR10: a dedicated replacement stops every earlier revision
+// before the new one's Pods exist; a first dedicated deploy's Service exists
+// while the revision starts.
+func TestAC2_DedicatedReplacementStopsEarlierRevisionsFirst(t *testing.T) {
+	c := testkube.Shared(t)
+	ns := c.TestNamespace(t)
+	exec := &Executor{Client: c.Clientset}
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	if _, err := exec.Deploy(ctx, codexRevision(t, ns, "codex/gpt-5-codex"), 1, 0); err != nil {
+		t.Fatalf("revision 1: %v", err)
+	}
+	// Watch Pods and Deployments together: the moment any workload is
+	// changed to revision 2, no Pod of revision 1 may still exist.
+	var mu sync.Mutex
+	alive := map[string]string{} // pod -> revision
+	violations := make(chan string, 16)
+	pw, err := c.Clientset.CoreV1().Pods(ns).Watch(ctx, metav1.ListOptions{LabelSelector: render.LabelAgent + "=bench"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pw.Stop()
+	dw, err := c.Clientset.AppsV1().Deployments(ns).Watch(ctx, metav1.ListOptions{LabelSelector: render.LabelAgent + "=bench"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dw.Stop()
+	go func() {
+		for ev := range pw.ResultChan() {
+			if p, ok := ev.Object.(*corev1.Pod); ok {
+				mu.Lock()
+				if ev.Type == watch.Deleted {
+					delete(alive, p.Name)
+				} else {
+					alive[p.Name] = p.Labels[render.LabelRevision]
+				}
+				mu.Unlock()
+			}
+		}
+	}()
+	go func() {
+		for ev := range dw.ResultChan() {
+			d, ok := ev.Object.(*appsv1.Deployment)
+			if !ok || ev.Type != watch.Modified || d.Spec.Template.Labels[render.LabelRevision] != "2" {
+				continue
+			}
+			mu.Lock()
+			for name, r := range alive {
+				if r == "1" {
+					violations <- d.Name + " changed to revision 2 while Pod " + name + " of revision 1 ran"
+				}
+			}
+			mu.Unlock()
+		}
+	}()
+	time.Sleep(300 * time.Millisecond) // the watches' initial events
+	if _, err := exec.Deploy(ctx, codexRevision(t, ns, "codex/gpt-5.1-codex"), 2, 1); err != nil {
+		t.Fatalf("revision 2: %v", err)
+	}
+	select {
+	case v := <-violations:
+		t.Fatal(v)
+	case <-time.After(500 * time.Millisecond):
+	}
+	if got := serviceRevision(t, c, ns); got != "2" {
+		t.Fatalf("Service selects revision %s, want 2", got)
 	}
 }
