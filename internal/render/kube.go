@@ -49,6 +49,9 @@ const (
 	Workspace     = "/home/node/workspace" // MR7
 	CodexConfig   = "/etc/codex"
 	CodexHome     = "/var/lib/codex"
+	// CodexTokenDir holds a managed ServiceAccount's projected token.
+	CodexTokenDir      = "/var/run/secrets/occ/codex"
+	CodexTokenAudience = "codex"
 	// Wrapper is the startup wrapper in the runtime images (cmd/occ-runtime).
 	Wrapper = "/usr/local/bin/occ-runtime"
 )
@@ -173,6 +176,10 @@ func dedicatedCodex(rev *admission.Revision, n int64) (*Objects, error) {
 			corev1ac.EnvVarSource().WithSecretKeyRef(corev1ac.SecretKeySelector().WithName(AppServerTokenSecret(a)).WithKey("token"))),
 	}
 	switch c := rev.Credential; {
+	case c.Method == admission.MethodCodexPAT && rev.Source.ServiceAccount != "":
+		// A managed ServiceAccount: the harness runs as it, and the token is
+		// a projected, audience-bound, expiring ServiceAccount token (AU2).
+		hEnv = append(hEnv, envValue("CODEX_LOGIN_MODE", "codex_pat"), envValue("CODEX_ACCESS_TOKEN_FILE", CodexTokenDir+"/token"))
 	case c.Method == admission.MethodCodexPAT:
 		hEnv = append(hEnv, envValue("CODEX_LOGIN_MODE", "codex_pat"), secretEnv("CODEX_ACCESS_TOKEN", rev.Source))
 	case c.Method == admission.MethodAPIKey:
@@ -190,6 +197,13 @@ func dedicatedCodex(rev *admission.Revision, n int64) (*Objects, error) {
 		corev1ac.Volume().WithName("tmp").WithEmptyDir(corev1ac.EmptyDirVolumeSource()),
 		corev1ac.Volume().WithName("codex-home").WithEmptyDir(corev1ac.EmptyDirVolumeSource()),
 	)
+	if sa := rev.Source.ServiceAccount; sa != "" && rev.Credential.Method == admission.MethodCodexPAT {
+		spec := harness.Spec.Template.Spec
+		spec.WithServiceAccountName(sa).WithVolumes(corev1ac.Volume().WithName("codex-token").WithProjected(
+			corev1ac.ProjectedVolumeSource().WithSources(corev1ac.VolumeProjection().WithServiceAccountToken(
+				corev1ac.ServiceAccountTokenProjection().WithAudience(CodexTokenAudience).WithExpirationSeconds(3600).WithPath("token")))))
+		spec.Containers[0].WithVolumeMounts(corev1ac.VolumeMount().WithName("codex-token").WithMountPath(CodexTokenDir).WithReadOnly(true))
+	}
 	return &Objects{
 		Namespace: ns,
 		ServiceAccounts: []*corev1ac.ServiceAccountApplyConfiguration{

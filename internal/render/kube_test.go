@@ -226,3 +226,40 @@ func TestRender_RefusesOtherTopologies(t *testing.T) {
 		t.Error("rendered an SSH revision for Kubernetes")
 	}
 }
+
+// rule AU2: codex_pat from a managed ServiceAccount: the harness runs as it
+// and reads a projected, audience-bound token; no Secret is referenced.
+func TestAU2_CodexPATFromManagedServiceAccount(t *testing.T) {
+	in := codexInput(t, admission.MethodCodexPAT)
+	in.Source.SecretRef, in.Source.ServiceAccount = nil, "codex-login"
+	rev := admit(t, in)
+	objs, err := Kubernetes(rev, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var harness *corev1ac.PodSpecApplyConfiguration
+	for _, d := range objs.Deployments {
+		if d.Spec.Template.Labels[LabelComponent] == ComponentHarness {
+			harness = d.Spec.Template.Spec
+		}
+	}
+	if *harness.ServiceAccountName != "codex-login" {
+		t.Errorf("harness runs as %s, want the managed ServiceAccount", *harness.ServiceAccountName)
+	}
+	env := envOf(&harness.Containers[0])
+	if *env["CODEX_LOGIN_MODE"].Value != "codex_pat" || *env["CODEX_ACCESS_TOKEN_FILE"].Value != CodexTokenDir+"/token" {
+		t.Errorf("login env = %v / %v", *env["CODEX_LOGIN_MODE"].Value, env["CODEX_ACCESS_TOKEN_FILE"].Value)
+	}
+	if _, ok := env["CODEX_ACCESS_TOKEN"]; ok {
+		t.Error("a Secret-backed token is referenced too")
+	}
+	found := false
+	for _, v := range harness.Volumes {
+		if v.Projected != nil && *v.Projected.Sources[0].ServiceAccountToken.Audience == CodexTokenAudience {
+			found = true
+		}
+	}
+	if !found {
+		t.Error("no projected ServiceAccount token volume")
+	}
+}

@@ -92,6 +92,12 @@ func (c *Codex) Login(ctx context.Context) LoginResult {
 		flag, secret = "--with-api-key", c.Getenv("OPENAI_API_KEY")
 	case LoginPAT:
 		flag, secret = "--with-access-token", c.Getenv("CODEX_ACCESS_TOKEN")
+		if secret == "" && c.Getenv("CODEX_ACCESS_TOKEN_FILE") != "" {
+			// A managed ServiceAccount's projected token (AU2).
+			if b, err := os.ReadFile(c.Getenv("CODEX_ACCESS_TOKEN_FILE")); err == nil {
+				secret = string(b)
+			}
+		}
 	default:
 		return LoginResult{Code: runtimerecord.CodeLoginFailed, Class: ClassConfig}
 	}
