@@ -350,6 +350,15 @@ func TestAccAgent_CrashLoopFailsFast(t *testing.T) {
 // TestAccAgent_DedicatedCodexGatewayHoldsNoCredential: dedicated Codex with
 // codex_pat; the gateway Pod spec holds no model credential (AU2, AU6, HM4).
 func TestAccAgent_DedicatedCodexGatewayHoldsNoCredential(t *testing.T) {
+	for _, tc := range []struct{ method, harnessEnv, loginMode string }{
+		{"codex_pat", "CODEX_ACCESS_TOKEN", "codex_pat"},
+		{"api_key", "OPENAI_API_KEY", "api_key_stdin"},
+	} {
+		t.Run(tc.method, func(t *testing.T) { testDedicatedCodex(t, tc.method, tc.harnessEnv, tc.loginMode) })
+	}
+}
+
+func testDedicatedCodex(t *testing.T, method, harnessEnv, loginMode string) {
 	env := newKubeEnv(t)
 	env.secret(t, "pat", "token", testSentinel)
 	config := env.provider + env.compute("") + `
@@ -360,7 +369,7 @@ resource "occ_configuration" "c" {
 resource "occ_credential_source" "s" {
   name       = "pat"
   compute    = occ_compute.k
-  method     = "codex_pat"
+  method     = "` + method + `"
   secret_ref = { name = "pat", key = "token" }
 }
 resource "occ_agent" "a" {
@@ -400,8 +409,8 @@ resource "occ_agent" "a" {
 					}
 				}
 				hspec, _ := json.Marshal(h.Spec.Template.Spec)
-				if !strings.Contains(string(hspec), "CODEX_ACCESS_TOKEN") || !strings.Contains(string(hspec), `"codex_pat"`) {
-					return fmt.Errorf("harness lacks CODEX_ACCESS_TOKEN / CODEX_LOGIN_MODE=codex_pat")
+				if !strings.Contains(string(hspec), harnessEnv) || !strings.Contains(string(hspec), `"`+loginMode+`"`) {
+					return fmt.Errorf("harness lacks %s / CODEX_LOGIN_MODE=%s", harnessEnv, loginMode)
 				}
 				return nil
 			},
