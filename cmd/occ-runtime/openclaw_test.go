@@ -312,7 +312,7 @@ func TestPR1_OpenClawRealGateway(t *testing.T) {
 	p := startWrapper(t, env, append(s.args, "--", "openclaw", "gateway", "run")...)
 	p.waitFor(15*time.Second, "process_spawn", phaseDone(runtimerecord.PhaseProcessSpawn))
 	url := fmt.Sprintf("http://127.0.0.1:%d/readyz", port)
-	deadline := time.Now().Add(90 * time.Second)
+	deadline := time.Now().Add(240 * time.Second) // a bound on a hang: the gateway takes 10 s idle, over a minute under load
 	for {
 		resp, err := http.Get(url)
 		if err == nil {
