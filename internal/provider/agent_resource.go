@@ -84,7 +84,7 @@ func agentSchema(ctx context.Context) schema.Schema {
 			"everything again before its first write (rule AD6).",
 		Attributes: map[string]schema.Attribute{
 			"id": schema.StringAttribute{Computed: true, MarkdownDescription: "`NAMESPACE/NAME` on Kubernetes, `HOST/NAME` on SSH."},
-			"name": schema.StringAttribute{Required: true, Validators: []validator.String{agentName{}},
+			"name": schema.StringAttribute{Required: true, Validators: []validator.String{agentName()},
 				PlanModifiers:       []planmodifier.String{stringplanmodifier.RequiresReplace()},
 				MarkdownDescription: "The Agent's name, a DNS-1035 label (it names the Agent's Service). Changing it replaces the Agent."},
 			"compute": schema.ObjectAttribute{Required: true, AttributeTypes: refType(computeSchema(), nil, nil),

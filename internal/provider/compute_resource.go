@@ -56,7 +56,7 @@ func computeSchema() schema.Schema {
 		Attributes: map[string]schema.Attribute{
 			"id": schema.StringAttribute{Computed: true, MarkdownDescription: "The compute's identity (its name).",
 				PlanModifiers: []planmodifier.String{stringplanmodifier.UseStateForUnknown()}},
-			"name": schema.StringAttribute{Required: true, Validators: []validator.String{dnsLabel{}},
+			"name": schema.StringAttribute{Required: true, Validators: []validator.String{dnsLabel()},
 				PlanModifiers:       []planmodifier.String{stringplanmodifier.RequiresReplace()},
 				MarkdownDescription: "The compute's name, a DNS label. Changing it replaces the compute."},
 			"kind": schema.StringAttribute{Computed: true, MarkdownDescription: "`kubernetes` or `ssh`, from the block that is set. A compute cannot change kind in place."},
@@ -64,7 +64,7 @@ func computeSchema() schema.Schema {
 				Optional:            true,
 				MarkdownDescription: "A Kubernetes tenant namespace.",
 				Attributes: map[string]schema.Attribute{
-					"namespace": schema.StringAttribute{Required: true, Validators: []validator.String{dnsLabel{}},
+					"namespace": schema.StringAttribute{Required: true, Validators: []validator.String{dnsLabel()},
 						MarkdownDescription: "The tenant namespace the Agents run in; created when missing."},
 					"runtime_image": schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString(admission.PinnedRuntimeImage),
 						Validators:          []validator.String{stringvalidator.LengthAtLeast(1)},

@@ -77,7 +77,7 @@ func configurationSchema() schema.Schema {
 		Attributes: map[string]schema.Attribute{
 			"id": schema.StringAttribute{Computed: true, MarkdownDescription: "The configuration's identity (its name).",
 				PlanModifiers: []planmodifier.String{stringplanmodifier.UseStateForUnknown()}},
-			"name": schema.StringAttribute{Required: true, Validators: []validator.String{dnsLabel{}},
+			"name": schema.StringAttribute{Required: true, Validators: []validator.String{dnsLabel()},
 				PlanModifiers:       []planmodifier.String{stringplanmodifier.RequiresReplace()},
 				MarkdownDescription: "The configuration's name, a DNS label. Changing it replaces the configuration (a new identity)."},
 			"document": schema.StringAttribute{Required: true,
@@ -87,7 +87,7 @@ func configurationSchema() schema.Schema {
 				MarkdownDescription: "Kubernetes Secrets that supply channel and gateway feature credentials (memory embeddings included), " +
 					"by binding name. Never the harness's model credential (rule AU6).",
 				NestedObject: schema.NestedAttributeObject{Attributes: map[string]schema.Attribute{
-					"secret": schema.StringAttribute{Required: true, Validators: []validator.String{dnsLabel{}}, MarkdownDescription: "The Secret's name."},
+					"secret": schema.StringAttribute{Required: true, Validators: []validator.String{dnsLabel()}, MarkdownDescription: "The Secret's name."},
 					"key":    schema.StringAttribute{Required: true, Validators: []validator.String{stringvalidator.LengthAtLeast(1)}, MarkdownDescription: "The key inside the Secret."},
 				}},
 			},

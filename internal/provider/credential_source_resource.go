@@ -80,7 +80,7 @@ func credentialSourceSchema() schema.Schema {
 		Attributes: map[string]schema.Attribute{
 			"id": schema.StringAttribute{Computed: true, MarkdownDescription: "The source's identity (its name).",
 				PlanModifiers: []planmodifier.String{stringplanmodifier.UseStateForUnknown()}},
-			"name": schema.StringAttribute{Required: true, Validators: []validator.String{dnsLabel{}},
+			"name": schema.StringAttribute{Required: true, Validators: []validator.String{dnsLabel()},
 				PlanModifiers:       []planmodifier.String{stringplanmodifier.RequiresReplace()},
 				MarkdownDescription: "The source's name, a DNS label. Changing it replaces the source."},
 			"compute": schema.ObjectAttribute{Optional: true, AttributeTypes: refType(computeSchema(), nil, nil),
@@ -96,10 +96,10 @@ func credentialSourceSchema() schema.Schema {
 			"secret_ref": schema.SingleNestedAttribute{Optional: true,
 				MarkdownDescription: "An existing Secret in the compute's namespace.",
 				Attributes: map[string]schema.Attribute{
-					"name": schema.StringAttribute{Required: true, Validators: []validator.String{dnsLabel{}}, MarkdownDescription: "The Secret's name."},
+					"name": schema.StringAttribute{Required: true, Validators: []validator.String{dnsLabel()}, MarkdownDescription: "The Secret's name."},
 					"key":  schema.StringAttribute{Required: true, Validators: []validator.String{stringvalidator.LengthAtLeast(1)}, MarkdownDescription: "The key inside it."},
 				}},
-			"service_account": schema.StringAttribute{Optional: true, Validators: []validator.String{dnsLabel{}},
+			"service_account": schema.StringAttribute{Optional: true, Validators: []validator.String{dnsLabel()},
 				MarkdownDescription: "`codex_pat` only: a managed ServiceAccount whose token authenticates Codex (rule AU2)."},
 			"source_type": schema.StringAttribute{Optional: true, Validators: []validator.String{stringvalidator.OneOf(admission.SourceTypes...)},
 				MarkdownDescription: "`credential_source` only: `openai_api_key`, or `codex_oauth` (experimental, dedicated Codex only) (rule AU3)."},

@@ -17,44 +17,41 @@ import (
 
 // Named, reusable validators for the provider's attributes.
 
-var dnsLabelRe = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
+var (
+	dnsLabelRe = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
+	dns1035Re  = regexp.MustCompile(`^[a-z]([-a-z0-9]*[a-z0-9])?$`)
+)
+
+// label accepts a name Kubernetes can use: at most 63 characters matching re.
+type label struct {
+	re      *regexp.Regexp
+	desc    string // what the value must be
+	summary string // the diagnostic summary
+	why     string // why the rule holds, appended to the detail
+}
 
 // dnsLabel accepts an RFC 1123 label: what Kubernetes names namespaces,
 // Secrets and labels with.
-type dnsLabel struct{}
-
-func (dnsLabel) Description(context.Context) string {
-	return "must be a DNS label: at most 63 lowercase letters, digits and '-', starting and ending with a letter or digit"
+func dnsLabel() label {
+	return label{re: dnsLabelRe, summary: "INVALID_REQUEST: not a DNS label",
+		desc: "must be a DNS label: at most 63 lowercase letters, digits and '-', starting and ending with a letter or digit"}
 }
-func (v dnsLabel) MarkdownDescription(ctx context.Context) string { return v.Description(ctx) }
-func (v dnsLabel) ValidateString(ctx context.Context, req validator.StringRequest, resp *validator.StringResponse) {
-	if req.ConfigValue.IsNull() || req.ConfigValue.IsUnknown() {
-		return
-	}
-	s := req.ConfigValue.ValueString()
-	if len(s) > 63 || !dnsLabelRe.MatchString(s) {
-		addAttrError(&resp.Diagnostics, req.Path, "INVALID_REQUEST: not a DNS label",
-			fmt.Sprintf("%q %s, such as %q.", s, v.Description(ctx), "support-bot"))
-	}
-}
-
-var dns1035Re = regexp.MustCompile(`^[a-z]([-a-z0-9]*[a-z0-9])?$`)
 
 // agentName accepts an RFC 1035 label: an Agent's name names its Service.
-type agentName struct{}
-
-func (agentName) Description(context.Context) string {
-	return "must be a DNS-1035 label: at most 63 lowercase letters, digits and '-', starting with a letter and ending with a letter or digit"
+func agentName() label {
+	return label{re: dns1035Re, summary: "INVALID_REQUEST: not a valid agent name", why: " (it names the agent's Service)",
+		desc: "must be a DNS-1035 label: at most 63 lowercase letters, digits and '-', starting with a letter and ending with a letter or digit"}
 }
-func (v agentName) MarkdownDescription(ctx context.Context) string { return v.Description(ctx) }
-func (v agentName) ValidateString(ctx context.Context, req validator.StringRequest, resp *validator.StringResponse) {
+
+func (v label) Description(context.Context) string             { return v.desc }
+func (v label) MarkdownDescription(ctx context.Context) string { return v.Description(ctx) }
+func (v label) ValidateString(ctx context.Context, req validator.StringRequest, resp *validator.StringResponse) {
 	if req.ConfigValue.IsNull() || req.ConfigValue.IsUnknown() {
 		return
 	}
 	s := req.ConfigValue.ValueString()
-	if len(s) > 63 || !dns1035Re.MatchString(s) {
-		addAttrError(&resp.Diagnostics, req.Path, "INVALID_REQUEST: not a valid agent name",
-			fmt.Sprintf("%q %s (it names the agent's Service), such as %q.", s, v.Description(ctx), "support-bot"))
+	if len(s) > 63 || !v.re.MatchString(s) {
+		addAttrError(&resp.Diagnostics, req.Path, v.summary, fmt.Sprintf("%q %s%s, such as %q.", s, v.desc, v.why, "support-bot"))
 	}
 }
 
