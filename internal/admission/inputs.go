@@ -99,9 +99,17 @@ type SandboxDriver struct {
 	Name            string
 	Facets          []string
 	RequiredProfile string
+	// GatewayNamespace and GatewayService locate the driver's gateway in
+	// the cluster; they shape no revision.
+	GatewayNamespace string
+	GatewayService   string
 	// Unavailable is true while the driver's gateway is not ready (ND5);
 	// known only from a live read, false at plan.
 	Unavailable bool
+	// NotInstalled is true when a live read found the driver's API (the
+	// agent-sandbox Sandbox resource) not served by the cluster: the
+	// compute then has no qualifying driver (ND5). False at plan.
+	NotInstalled bool
 }
 
 // CredentialGateway is the Compute's optional credential gateway (AU3, AU4).

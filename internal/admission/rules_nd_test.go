@@ -92,6 +92,8 @@ func TestND5_InstallationCapabilities(t *testing.T) {
 	}
 	outage := withDriver(fullDriver())
 	outage.SandboxDriver.Unavailable = true
+	notInstalled := withDriver(fullDriver())
+	notInstalled.SandboxDriver.NotInstalled = true
 	sshWithDriver := sshCompute()
 	sshWithDriver.SandboxDriver = fullDriver()
 	tests := []struct {
@@ -108,6 +110,7 @@ func TestND5_InstallationCapabilities(t *testing.T) {
 		{"custom image without support", custom(false), []string{ModeEmbedded}, "", false},
 		{"partial driver", withDriver(partialDriver()), []string{ModeEmbedded}, "", false},
 		{"driver outage", outage, []string{ModeEmbedded, ModeDedicated}, NativeWorkersPinned, true},
+		{"declared driver not installed", notInstalled, []string{ModeEmbedded}, "", false},
 		{"ssh", sshCompute(), []string{ModeEmbedded}, "", false},
 		{"ssh with a driver", sshWithDriver, []string{ModeEmbedded}, "", false},
 	}
@@ -122,6 +125,17 @@ func TestND5_InstallationCapabilities(t *testing.T) {
 
 	// Deploy agrees with the installation: dedicated OpenClaw is admitted
 	// exactly where the installation lists it, else RESOURCE_CONFLICT naming the driver.
+	// A declared driver the cluster does not serve fails closed at apply
+	// for every dedicated harness, naming the driver (AD6, ND5).
+	for _, in := range []Input{dedicatedOpenClawInput(), dedicatedCodexInput()} {
+		in.Compute.SandboxDriver = fullDriver()
+		in.Compute.SandboxDriver.NotInstalled = true
+		_, errs := Admit(in)
+		checkRefusal(t, errs, refusal{ResourceConflict, "ND5", attrCompute, ""})
+		if !strings.Contains(errs[0].Message, "not installed") || !strings.Contains(errs[0].Message, DriverOpenShell) {
+			t.Errorf("not-installed refusal: %s", errs[0].Message)
+		}
+	}
 	noDriver := dedicatedOpenClawInput()
 	noDriver.Compute.SandboxDriver = nil
 	_, errs := Admit(noDriver)

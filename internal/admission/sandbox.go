@@ -40,7 +40,7 @@ func MissingFacets(d *SandboxDriver) []string {
 // Kubernetes with all three facets and enforced worker placement (ND4).
 func QualifyingDriver(c Compute) bool {
 	d := c.SandboxDriver
-	return c.Kind == KindKubernetes && d != nil && d.Name == DriverOpenShell &&
+	return c.Kind == KindKubernetes && d != nil && d.Name == DriverOpenShell && !d.NotInstalled &&
 		len(MissingFacets(d)) == 0 && d.RequiredProfile != ""
 }
 
@@ -86,6 +86,11 @@ func CheckSandbox(harness, mode string, c Compute) Errors {
 	if c.SandboxDriver != nil && c.SandboxDriver.Name != DriverOpenShell {
 		errs = append(errs, invalid("OS1", []string{"compute"}, nil, "sandbox driver %q is not known; the bundled driver is %q", c.SandboxDriver.Name, DriverOpenShell))
 	}
+	if mode == ModeDedicated && c.Kind == KindKubernetes && c.SandboxDriver != nil && c.SandboxDriver.NotInstalled {
+		// The compute declares a driver to contain its dedicated harnesses,
+		// and the cluster does not serve it: fail closed (AD6, ND5).
+		return append(errs, conflict("ND5", []string{"compute"}, "the dedicated harness needs the sandbox driver %q, which is not installed in the cluster: %s", c.SandboxDriver.Name, notInstalledText))
+	}
 	if harness != HarnessOpenClaw || mode != ModeDedicated || c.Kind != KindKubernetes {
 		return errs
 	}
@@ -105,6 +110,9 @@ func missingDriverText(d *SandboxDriver) string {
 		return fmt.Sprintf("the compute has none; add kubernetes.sandbox_driver = { name = %q, facets = [\"networking\", \"filesystem\", \"process\"], required_profile = \"…\" }", DriverOpenShell)
 	}
 	var missing []string
+	if d.NotInstalled {
+		missing = append(missing, "it is not installed in the cluster ("+notInstalledText+")")
+	}
 	if d.Name != DriverOpenShell {
 		missing = append(missing, fmt.Sprintf("driver %q is not the bundled %q", d.Name, DriverOpenShell))
 	}
@@ -116,3 +124,6 @@ func missingDriverText(d *SandboxDriver) string {
 	}
 	return fmt.Sprintf("driver %q does not qualify: %s", d.Name, strings.Join(missing, "; "))
 }
+
+// notInstalledText says what a cluster without the driver lacks.
+const notInstalledText = "the agents.x-k8s.io/v1alpha1 Sandbox API is not served; install OpenShell with the agent-sandbox controller, or remove sandbox_driver from the compute"

@@ -622,6 +622,9 @@ func mergeMaps(a, b map[string]string) map[string]string {
 // crash before it leaves only unused ConfigMaps, which the next activation
 // removes (AC4).
 func (e *Executor) retire(ctx context.Context, ns, agent string, n int64) {
+	if n <= 1 {
+		return // no earlier revision can have left configuration behind
+	}
 	req, _ := labels.NewRequirement(render.LabelRevision, selection.NotEquals, []string{strconv.FormatInt(n, 10)})
 	agentReq, _ := labels.NewRequirement(render.LabelAgent, selection.Equals, []string{agent})
 	sel := labels.NewSelector().Add(*agentReq, *req).String()

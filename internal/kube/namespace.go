@@ -11,6 +11,8 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/watch"
 
 	"github.com/occ-platform/terraform-provider-occ/internal/render"
 )
@@ -28,12 +30,31 @@ var RequiredRules = []rbacv1.PolicyRule{
 	{APIGroups: []string{"apps"}, Resources: []string{"deployments"}, Verbs: []string{"get", "create", "patch", "deletecollection"}},
 }
 
+// SandboxRules are what the provider needs in a tenant namespace beside
+// RequiredRules when its compute has a sandbox driver: the Sandboxes it
+// provisions dedicated harnesses with.
+var SandboxRules = []rbacv1.PolicyRule{
+	{APIGroups: []string{"agents.x-k8s.io"}, Resources: []string{"sandboxes"}, Verbs: []string{"get", "list", "watch", "create", "patch", "delete", "deletecollection"}},
+}
+
+// DriverGatewayRules are what the provider needs in the sandbox driver's
+// gateway namespace: reading whether the gateway is ready (ND5).
+var DriverGatewayRules = []rbacv1.PolicyRule{
+	{APIGroups: []string{""}, Resources: []string{"services"}, Verbs: []string{"get"}},
+	{APIGroups: []string{"discovery.k8s.io"}, Resources: []string{"endpointslices"}, Verbs: []string{"list", "watch"}},
+}
+
 // CheckPermissions asks the API server, with one SelfSubjectAccessReview per
 // verb and resource, whether the provider's identity may do everything it
 // will do in ns; the error lists every missing permission.
 func (e *Executor) CheckPermissions(ctx context.Context, ns string) error {
+	return e.CheckRules(ctx, ns, RequiredRules)
+}
+
+// CheckRules is CheckPermissions for any set of rules.
+func (e *Executor) CheckRules(ctx context.Context, ns string, rules []rbacv1.PolicyRule) error {
 	var missing []string
-	for _, rule := range RequiredRules {
+	for _, rule := range rules {
 		for _, res := range rule.Resources {
 			resource, sub, _ := strings.Cut(res, "/")
 			for _, verb := range rule.Verbs {
@@ -95,11 +116,102 @@ func (e *Executor) EnsureNamespace(ctx context.Context, ns string) (bool, error)
 	return true, nil
 }
 
-// DeleteNamespace removes a namespace the provider created.
+// ForeignObjects lists objects in ns that the provider did not create
+// (kind/name), so that a namespace the provider created is never deleted
+// with someone else's work in it. The CA bundle ConfigMap and the default
+// ServiceAccount every namespace gets are not counted.
+func (e *Executor) ForeignObjects(ctx context.Context, ns string) ([]string, error) {
+	var foreign []string
+	ours := func(kind, name string, l map[string]string) {
+		if l[render.LabelManagedBy] != render.ManagedBy {
+			foreign = append(foreign, kind+"/"+name)
+		}
+	}
+	core := e.Client.CoreV1()
+	opts := metav1.ListOptions{}
+	pods, err := core.Pods(ns).List(ctx, opts)
+	if err != nil {
+		return nil, fmt.Errorf("list Pods in %s: %w", ns, err)
+	}
+	for _, o := range pods.Items {
+		if len(o.OwnerReferences) == 0 {
+			ours("Pod", o.Name, o.Labels)
+		}
+	}
+	deps, err := e.Client.AppsV1().Deployments(ns).List(ctx, opts)
+	if err != nil {
+		return nil, fmt.Errorf("list Deployments in %s: %w", ns, err)
+	}
+	for _, o := range deps.Items {
+		ours("Deployment", o.Name, o.Labels)
+	}
+	secrets, err := core.Secrets(ns).List(ctx, opts)
+	if err != nil {
+		return nil, fmt.Errorf("list Secrets in %s: %w", ns, err)
+	}
+	for _, o := range secrets.Items {
+		if o.Type != corev1.SecretTypeServiceAccountToken {
+			ours("Secret", o.Name, o.Labels)
+		}
+	}
+	cms, err := core.ConfigMaps(ns).List(ctx, opts)
+	if err != nil {
+		return nil, fmt.Errorf("list ConfigMaps in %s: %w", ns, err)
+	}
+	for _, o := range cms.Items {
+		if o.Name != "kube-root-ca.crt" {
+			ours("ConfigMap", o.Name, o.Labels)
+		}
+	}
+	pvcs, err := core.PersistentVolumeClaims(ns).List(ctx, opts)
+	if err != nil {
+		return nil, fmt.Errorf("list PersistentVolumeClaims in %s: %w", ns, err)
+	}
+	for _, o := range pvcs.Items {
+		ours("PersistentVolumeClaim", o.Name, o.Labels)
+	}
+	sort.Strings(foreign)
+	return foreign, nil
+}
+
+// DeleteNamespace removes a namespace the provider created and waits, with
+// a watch, until it is gone (so that the same namespace can be created
+// again at once), or ctx ends.
 func (e *Executor) DeleteNamespace(ctx context.Context, ns string) error {
-	err := e.Client.CoreV1().Namespaces().Delete(ctx, ns, metav1.DeleteOptions{})
-	if err != nil && !apierrors.IsNotFound(err) {
+	nss := e.Client.CoreV1().Namespaces()
+	err := nss.Delete(ctx, ns, metav1.DeleteOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
 		return fmt.Errorf("delete namespace %s: %w", ns, err)
 	}
-	return nil
+	sel := fields.OneTermEqualSelector("metadata.name", ns).String()
+	for {
+		list, err := nss.List(ctx, metav1.ListOptions{FieldSelector: sel})
+		if err != nil {
+			return fmt.Errorf("wait for namespace %s to be deleted: %w", ns, err)
+		}
+		if len(list.Items) == 0 {
+			return nil
+		}
+		w, err := nss.Watch(ctx, metav1.ListOptions{FieldSelector: sel, ResourceVersion: list.ResourceVersion})
+		if err != nil {
+			return fmt.Errorf("wait for namespace %s to be deleted: %w", ns, err)
+		}
+		gone := false
+		for ev := range w.ResultChan() {
+			if ev.Type == watch.Deleted {
+				gone = true
+				break
+			}
+		}
+		w.Stop()
+		if gone {
+			return nil
+		}
+		if ctx.Err() != nil {
+			return fmt.Errorf("namespace %s is still terminating: %w", ns, ctx.Err())
+		}
+	}
 }

@@ -25,3 +25,24 @@ func TestRequiredRulesMatchDocumentedRole(t *testing.T) {
 		t.Errorf("examples/kubernetes-role/role.yaml rules differ from kube.RequiredRules:\n%+v\n%+v", role.Rules, RequiredRules)
 	}
 }
+
+// The documented sandbox Roles are the ones the provider checks for.
+func TestSandboxRulesMatchDocumentedRoles(t *testing.T) {
+	b, err := os.ReadFile("../../examples/kubernetes-role/sandbox-role.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	docs := strings.Split(string(b), "\n---")
+	if len(docs) != 2 {
+		t.Fatalf("sandbox-role.yaml has %d documents, want 2", len(docs))
+	}
+	for i, want := range [][]rbacv1.PolicyRule{SandboxRules, DriverGatewayRules} {
+		var role rbacv1.Role
+		if err := yaml.Unmarshal([]byte(docs[i]), &role); err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(role.Rules, want) {
+			t.Errorf("sandbox-role.yaml document %d rules differ:\n%+v\n%+v", i+1, role.Rules, want)
+		}
+	}
+}

@@ -87,7 +87,7 @@ func agentSchema(ctx context.Context) schema.Schema {
 			"name": schema.StringAttribute{Required: true, Validators: []validator.String{agentName()},
 				PlanModifiers:       []planmodifier.String{stringplanmodifier.RequiresReplace()},
 				MarkdownDescription: "The Agent's name, a DNS-1035 label (it names the Agent's Service). Changing it replaces the Agent."},
-			"compute": schema.ObjectAttribute{Required: true, AttributeTypes: refType(computeSchema(), nil, nil),
+			"compute": schema.ObjectAttribute{Required: true, AttributeTypes: computeRefType(),
 				MarkdownDescription: "Where the Agent runs: `compute = occ_compute.<name>`."},
 			"configuration": schema.ObjectAttribute{Required: true, AttributeTypes: refType(configurationSchema(), []string{"document"}, nil),
 				MarkdownDescription: "The native configuration it runs with: `configuration = occ_configuration.<name>`."},

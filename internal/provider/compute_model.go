@@ -43,9 +43,11 @@ type loggingModel struct {
 }
 
 type sandboxDriverModel struct {
-	Name            types.String `tfsdk:"name"`
-	Facets          types.Set    `tfsdk:"facets"`
-	RequiredProfile types.String `tfsdk:"required_profile"`
+	Name             types.String `tfsdk:"name"`
+	Facets           types.Set    `tfsdk:"facets"`
+	RequiredProfile  types.String `tfsdk:"required_profile"`
+	GatewayNamespace types.String `tfsdk:"gateway_namespace"`
+	GatewayService   types.String `tfsdk:"gateway_service"`
 }
 
 type credentialGatewayModel struct {
@@ -122,11 +124,27 @@ func fullyKnown(v attr.Value) bool {
 // into admission's Compute; known is false when anything admission needs
 // is still unknown.
 func computeFromObject(ctx context.Context, o types.Object, diags *diag.Diagnostics) (admission.Compute, bool) {
-	m, ok := decodeObject[computeModel](ctx, o, diags)
+	m, ok := decodeObject[computeRefModel](ctx, o, diags)
 	if !ok {
 		return admission.Compute{}, false
 	}
-	return computeFromModel(ctx, m, diags)
+	return computeFromModel(ctx, computeModel{ID: m.ID, Name: m.Name, Kind: m.Kind, Kubernetes: m.Kubernetes, SSH: m.SSH}, diags)
+}
+
+// computeRefModel is the compute as other objects take it: without its
+// live installation, so that a driver outage read on refresh changes no
+// Agent's plan (deploy reads the driver itself).
+type computeRefModel struct {
+	ID         types.String `tfsdk:"id"`
+	Name       types.String `tfsdk:"name"`
+	Kind       types.String `tfsdk:"kind"`
+	Kubernetes types.Object `tfsdk:"kubernetes"`
+	SSH        types.Object `tfsdk:"ssh"`
+}
+
+// computeRefType is the attribute type of a by-value compute reference.
+func computeRefType() map[string]attr.Type {
+	return refType(computeSchema(), []string{"installation"}, nil)
 }
 
 func computeFromModel(ctx context.Context, m computeModel, diags *diag.Diagnostics) (admission.Compute, bool) {
@@ -157,7 +175,8 @@ func computeFromModel(ctx context.Context, m computeModel, diags *diag.Diagnosti
 			}
 		}
 		if d, ok := decodeObject[sandboxDriverModel](ctx, k.SandboxDriver, diags); ok {
-			sd := &admission.SandboxDriver{Name: d.Name.ValueString(), RequiredProfile: d.RequiredProfile.ValueString()}
+			sd := &admission.SandboxDriver{Name: d.Name.ValueString(), RequiredProfile: d.RequiredProfile.ValueString(),
+				GatewayNamespace: d.GatewayNamespace.ValueString(), GatewayService: d.GatewayService.ValueString()}
 			diags.Append(d.Facets.ElementsAs(ctx, &sd.Facets, false)...)
 			c.SandboxDriver = sd
 		}

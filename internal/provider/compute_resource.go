@@ -3,6 +3,8 @@ package provider
 import (
 	"context"
 	"fmt"
+	"strings"
+	"time"
 
 	"github.com/hashicorp/terraform-plugin-framework-validators/int64validator"
 	"github.com/hashicorp/terraform-plugin-framework-validators/resourcevalidator"
@@ -20,8 +22,11 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/stringplanmodifier"
 	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
 	"github.com/hashicorp/terraform-plugin-framework/types"
+	"github.com/hashicorp/terraform-plugin-log/tflog"
 
 	"github.com/occ-platform/terraform-provider-occ/internal/admission"
+	"github.com/occ-platform/terraform-provider-occ/internal/kube"
+	"github.com/occ-platform/terraform-provider-occ/internal/sandboxapi"
 )
 
 var (
@@ -30,14 +35,34 @@ var (
 	_ resource.ResourceWithValidateConfig   = (*computeResource)(nil)
 	_ resource.ResourceWithModifyPlan       = (*computeResource)(nil)
 	_ resource.ResourceWithImportState      = (*computeResource)(nil)
+	_ resource.ResourceWithConfigure        = (*computeResource)(nil)
 )
 
 // NewComputeResource is the occ_compute resource: where Agents run, a
-// Kubernetes namespace or an SSH host. It is a logical object: its identity
-// and settings live in state, and occ_agent takes it by value.
+// Kubernetes namespace or an SSH host. Its settings live in state and
+// occ_agent takes it by value; a Kubernetes compute also checks the
+// cluster on create (reachability, permissions, the tenant namespace) and
+// reads its sandbox driver live.
 func NewComputeResource() resource.Resource { return &computeResource{} }
 
-type computeResource struct{}
+type computeResource struct{ data *Data }
+
+// privateNamespaceCreated marks, in private state, a tenant namespace this
+// compute created, which destroy deletes again.
+const privateNamespaceCreated = "namespace_created"
+
+func (r *computeResource) Configure(_ context.Context, req resource.ConfigureRequest, _ *resource.ConfigureResponse) {
+	if d, ok := req.ProviderData.(*Data); ok {
+		r.data = d
+	}
+}
+
+func (r *computeResource) providerData() *Data {
+	if r.data == nil {
+		return &Data{}
+	}
+	return r.data
+}
 
 func (r *computeResource) Metadata(_ context.Context, req resource.MetadataRequest, resp *resource.MetadataResponse) {
 	resp.TypeName = req.ProviderTypeName + "_compute"
@@ -50,9 +75,11 @@ func (r *computeResource) Schema(_ context.Context, _ resource.SchemaRequest, re
 func computeSchema() schema.Schema {
 	return schema.Schema{
 		MarkdownDescription: "Where Agents run: a Kubernetes tenant namespace or an SSH host under systemd. Exactly one of `kubernetes` or " +
-			"`ssh`. The compute is a logical object: planning it never contacts the cluster or the host, and `installation` is derived from " +
-			"the declared settings. Pass it whole to `occ_agent` (`compute = occ_compute.prod`); any change to it plans a new revision of " +
-			"every Agent on it.",
+			"`ssh`. Planning never contacts the cluster or the host. Creating a Kubernetes compute checks that the cluster answers, creates " +
+			"the tenant namespace when it is missing (destroy deletes it again only if this compute created it and it holds nothing the " +
+			"provider did not create), and checks with SelfSubjectAccessReviews every permission the provider will use there; a missing " +
+			"one fails with the list. With a sandbox driver, `installation` is read live from the cluster on create and refresh. Pass the " +
+			"compute whole to `occ_agent` (`compute = occ_compute.prod`); any change to its settings plans a new revision of every Agent on it.",
 		Attributes: map[string]schema.Attribute{
 			"id": schema.StringAttribute{Computed: true, MarkdownDescription: "The compute's identity (its name).",
 				PlanModifiers: []planmodifier.String{stringplanmodifier.UseStateForUnknown()}},
@@ -65,7 +92,8 @@ func computeSchema() schema.Schema {
 				MarkdownDescription: "A Kubernetes tenant namespace.",
 				Attributes: map[string]schema.Attribute{
 					"namespace": schema.StringAttribute{Required: true, Validators: []validator.String{dnsLabel()},
-						MarkdownDescription: "The tenant namespace the Agents run in; created when missing."},
+						PlanModifiers:       []planmodifier.String{stringplanmodifier.RequiresReplace()},
+						MarkdownDescription: "The tenant namespace the Agents run in; created when missing. Changing it replaces the compute (its Agents redeploy into the new namespace)."},
 					"runtime_image": schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString(admission.PinnedRuntimeImage),
 						Validators:          []validator.String{stringvalidator.LengthAtLeast(1)},
 						MarkdownDescription: fmt.Sprintf("The OpenClaw runtime image. Default: the pinned runtime image `%s` (OpenClaw %s), which supports native workers.", admission.PinnedRuntimeImage, admission.PinnedOpenClawVersion)},
@@ -109,6 +137,12 @@ func computeSchema() schema.Schema {
 								MarkdownDescription: "The facets the driver provides: `networking`, `filesystem`, `process`."},
 							"required_profile": schema.StringAttribute{Optional: true, Validators: []validator.String{stringvalidator.LengthAtLeast(1)},
 								MarkdownDescription: "Enforced worker placement (`cloudWorkers.requiredProfile`)."},
+							"gateway_namespace": schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString(sandboxapi.DefaultGatewayNamespace),
+								Validators:          []validator.String{dnsLabel()},
+								MarkdownDescription: "The namespace of the driver's gateway (the OpenShell Helm release). Default `openshell`."},
+							"gateway_service": schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString(sandboxapi.DefaultGatewayService),
+								Validators:          []validator.String{dnsLabel()},
+								MarkdownDescription: "The driver's gateway Service; the driver is available while it has a ready endpoint. Default `openshell`."},
 						},
 					},
 					"credential_gateway": schema.SingleNestedAttribute{
@@ -143,7 +177,7 @@ func computeSchema() schema.Schema {
 			},
 			"installation": schema.SingleNestedAttribute{
 				Computed:            true,
-				MarkdownDescription: "The capabilities an Agent can use on this compute (rule ND5), derived from the declared settings at plan.",
+				MarkdownDescription: "The capabilities an Agent can use on this compute (rule ND5). Without a sandbox driver they follow from the declared settings; with one they are read live from the cluster on create and refresh (a driver that is not installed offers no native workers; `sandbox_driver_unavailable` is true while its gateway is not ready).",
 				Attributes: map[string]schema.Attribute{
 					"execution_modes": schema.ListAttribute{Computed: true, ElementType: types.StringType,
 						MarkdownDescription: "The OpenClaw execution modes an Agent can deploy in."},
@@ -221,16 +255,24 @@ func (r *computeResource) ModifyPlan(ctx context.Context, req resource.ModifyPla
 	default:
 		plan.Kind = types.StringUnknown()
 	}
+	var state *computeModel
 	if !req.State.Raw.IsNull() {
-		var state computeModel
-		resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
+		state = &computeModel{}
+		resp.Diagnostics.Append(req.State.Get(ctx, state)...)
 		if !plan.Kind.IsUnknown() && !state.Kind.IsNull() && !state.Kind.Equal(plan.Kind) {
 			resp.RequiresReplace = append(resp.RequiresReplace, path.Root("kind"))
 		}
 	}
 	plan.Installation = types.ObjectUnknown(installationAttrTypes)
-	if c, known := computeFromModel(ctx, plan, &resp.Diagnostics); known {
+	c, known := computeFromModel(ctx, plan, &resp.Diagnostics)
+	switch {
+	case !known:
+	case c.SandboxDriver == nil:
+		// Nothing to read live: the capabilities follow from the settings.
 		plan.Installation = installationObject(admission.ComputeInstallation(c), &resp.Diagnostics)
+	case state != nil && state.Kubernetes.Equal(plan.Kubernetes) && !state.Installation.IsNull():
+		// Unchanged settings: keep what the last refresh read live.
+		plan.Installation = state.Installation
 	}
 	resp.Diagnostics.Append(resp.Plan.Set(ctx, &plan)...)
 }
@@ -238,21 +280,156 @@ func (r *computeResource) ModifyPlan(ctx context.Context, req resource.ModifyPla
 func (r *computeResource) Create(ctx context.Context, req resource.CreateRequest, resp *resource.CreateResponse) {
 	var plan computeModel
 	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	c, _ := computeFromModel(ctx, plan, &resp.Diagnostics)
+	if c.Kind == admission.KindKubernetes {
+		ctx, cancel := context.WithTimeout(ctx, computeTimeout)
+		defer cancel()
+		exec, err := r.providerData().KubeExecutor(ctx)
+		if err != nil {
+			resp.Diagnostics.AddError("UNAVAILABLE: cannot reach Kubernetes", fmt.Sprintf("%v. Nothing was written. Check the provider's kubernetes settings.", err))
+			return
+		}
+		tflog.Info(ctx, "checking the cluster", map[string]any{"work.id": c.Name, "work.operation": "compute-create", "namespace": c.Namespace})
+		created, err := r.providerData().PrepareCompute(ctx, exec, c)
+		if err != nil {
+			addNamespaceError(&resp.Diagnostics, c.Namespace, err)
+			return
+		}
+		if created {
+			resp.Diagnostics.Append(resp.Private.SetKey(ctx, privateNamespaceCreated, []byte("true"))...)
+		}
+		if c.SandboxDriver != nil {
+			inst, err := liveInstallation(ctx, exec, c)
+			if err != nil {
+				resp.Diagnostics.AddError("UNAVAILABLE: cannot read the sandbox driver", err.Error())
+				if created {
+					_ = exec.DeleteNamespace(ctx, c.Namespace)
+				}
+				return
+			}
+			plan.Installation = installationObject(inst, &resp.Diagnostics)
+		}
+	}
+	if plan.Installation.IsUnknown() {
+		plan.Installation = installationObject(admission.ComputeInstallation(c), &resp.Diagnostics)
+	}
 	resp.Diagnostics.Append(resp.State.Set(ctx, &plan)...)
 }
 
-func (r *computeResource) Read(context.Context, resource.ReadRequest, *resource.ReadResponse) {
-	// Logical object: state is the source of truth until the live reads of
-	// the Kubernetes and SSH executors land.
+// computeTimeout bounds a compute's cluster checks and its namespace deletion.
+const computeTimeout = 5 * time.Minute
+
+// liveInstallation reads the compute's sandbox driver and derives the
+// installation from what the cluster says (ND5).
+func liveInstallation(ctx context.Context, exec *kube.Executor, c admission.Compute) (admission.Installation, error) {
+	st, err := exec.DriverState(ctx, c.SandboxDriver)
+	if err != nil {
+		return admission.Installation{}, err
+	}
+	d := *c.SandboxDriver
+	d.NotInstalled, d.Unavailable = !st.Installed, st.Installed && !st.Ready
+	c.SandboxDriver = &d
+	return admission.ComputeInstallation(c), nil
+}
+
+// Read refreshes the installation of a compute with a sandbox driver from
+// the cluster. A cluster that cannot be reached keeps the last reading,
+// with a warning: planning must not need the cluster.
+func (r *computeResource) Read(ctx context.Context, req resource.ReadRequest, resp *resource.ReadResponse) {
+	var state computeModel
+	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	c, known := computeFromModel(ctx, state, &resp.Diagnostics)
+	if !known || c.Kind != admission.KindKubernetes || c.SandboxDriver == nil {
+		return
+	}
+	exec, err := r.providerData().KubeExecutor(ctx)
+	var inst admission.Installation
+	if err == nil {
+		inst, err = liveInstallation(ctx, exec, c)
+	}
+	if err != nil {
+		resp.Diagnostics.AddWarning("The sandbox driver could not be read; installation is the last reading",
+			fmt.Sprintf("Compute %q: %v", c.Name, err))
+		return
+	}
+	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("installation"), installationObject(inst, &resp.Diagnostics))...)
 }
 
 func (r *computeResource) Update(ctx context.Context, req resource.UpdateRequest, resp *resource.UpdateResponse) {
 	var plan computeModel
 	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	c, _ := computeFromModel(ctx, plan, &resp.Diagnostics)
+	if c.Kind == admission.KindKubernetes && c.SandboxDriver != nil && plan.Installation.IsUnknown() {
+		ctx, cancel := context.WithTimeout(ctx, computeTimeout)
+		defer cancel()
+		exec, err := r.providerData().KubeExecutor(ctx)
+		if err != nil {
+			resp.Diagnostics.AddError("UNAVAILABLE: cannot reach Kubernetes", err.Error())
+			return
+		}
+		if _, err := r.providerData().PrepareCompute(ctx, exec, c); err != nil {
+			addNamespaceError(&resp.Diagnostics, c.Namespace, err)
+			return
+		}
+		inst, err := liveInstallation(ctx, exec, c)
+		if err != nil {
+			resp.Diagnostics.AddError("UNAVAILABLE: cannot read the sandbox driver", err.Error())
+			return
+		}
+		plan.Installation = installationObject(inst, &resp.Diagnostics)
+	}
+	if plan.Installation.IsUnknown() {
+		plan.Installation = installationObject(admission.ComputeInstallation(c), &resp.Diagnostics)
+	}
 	resp.Diagnostics.Append(resp.State.Set(ctx, &plan)...)
 }
 
-func (r *computeResource) Delete(context.Context, resource.DeleteRequest, *resource.DeleteResponse) {}
+// Delete removes the tenant namespace when this compute created it and it
+// holds nothing the provider did not create; otherwise it is kept, with a
+// warning that lists what is in it.
+func (r *computeResource) Delete(ctx context.Context, req resource.DeleteRequest, resp *resource.DeleteResponse) {
+	created, d := req.Private.GetKey(ctx, privateNamespaceCreated)
+	resp.Diagnostics.Append(d...)
+	if string(created) != "true" {
+		return
+	}
+	var state computeModel
+	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
+	c, known := computeFromModel(ctx, state, &resp.Diagnostics)
+	if !known || c.Kind != admission.KindKubernetes {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, computeTimeout)
+	defer cancel()
+	exec, err := r.providerData().KubeExecutor(ctx)
+	if err != nil {
+		resp.Diagnostics.AddError("UNAVAILABLE: cannot reach Kubernetes", fmt.Sprintf("%v. The namespace %s this compute created was not deleted; apply the destroy again.", err, c.Namespace))
+		return
+	}
+	foreign, err := exec.ForeignObjects(ctx, c.Namespace)
+	if err != nil {
+		resp.Diagnostics.AddError("UNAVAILABLE: cannot inspect namespace "+c.Namespace, err.Error())
+		return
+	}
+	if len(foreign) > 0 {
+		resp.Diagnostics.AddWarning("Namespace "+c.Namespace+" was kept",
+			fmt.Sprintf("This compute created the namespace, but it now holds objects the provider did not create, so it was not deleted: %s. Delete it yourself once they are no longer needed.", strings.Join(foreign, ", ")))
+		return
+	}
+	tflog.Info(ctx, "deleting the namespace the compute created", map[string]any{"work.id": c.Name, "work.operation": "compute-delete", "namespace": c.Namespace})
+	if err := exec.DeleteNamespace(ctx, c.Namespace); err != nil {
+		resp.Diagnostics.AddError("UNAVAILABLE: cannot delete namespace "+c.Namespace, err.Error())
+	}
+}
 
 // ImportState adopts a compute by name; the next plan fills its settings
 // from configuration as an in-place update that writes nothing remote.

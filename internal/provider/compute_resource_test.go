@@ -1,7 +1,10 @@
 package provider
 
 import (
+	"context"
+	"fmt"
 	"testing"
+	"time"
 
 	"github.com/hashicorp/terraform-plugin-testing/helper/resource"
 	"github.com/hashicorp/terraform-plugin-testing/knownvalue"
@@ -9,17 +12,56 @@ import (
 	"github.com/hashicorp/terraform-plugin-testing/statecheck"
 	"github.com/hashicorp/terraform-plugin-testing/terraform"
 	"github.com/hashicorp/terraform-plugin-testing/tfjsonpath"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/occ-platform/terraform-provider-occ/internal/render"
 )
 
 const testHostKey = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIHPvWGJQ0YPgQdiedKaM18KfSQNuvDhlMYl5yykHBSiY test-host"
 
+// TestAccCompute_KubernetesLifecycle: create checks the cluster and creates
+// the missing tenant namespace; destroy deletes the namespace it created;
+// a declared driver the cluster does not serve offers no native workers
+// (rule ND5).
 func TestAccCompute_KubernetesLifecycle(t *testing.T) {
+	env := newAdminEnv(t)
+	ns := env.freshNamespace(t)
+	compute := func(extra string) string {
+		return env.provider + fmt.Sprintf(`
+resource "occ_compute" "k" {
+  name       = "prod"
+  kubernetes = {
+    namespace = %q
+    %s
+  }
+}`, ns, extra)
+	}
 	resource.Test(t, resource.TestCase{
 		PreCheck:                 func() { testAccPreCheck(t) },
 		ProtoV6ProviderFactories: testAccProtoV6ProviderFactories,
+		CheckDestroy: func(*terraform.State) error {
+			// Created by the compute, holding only what the provider wrote: gone.
+			_, err := env.cluster.Clientset.CoreV1().Namespaces().Get(context.Background(), ns, metav1.GetOptions{})
+			if !apierrors.IsNotFound(err) {
+				return fmt.Errorf("namespace %s after destroy: err = %v, want NotFound", ns, err)
+			}
+			return nil
+		},
 		Steps: []resource.TestStep{
 			{
-				Config: testComputeK8s,
+				Config: compute(""),
+				Check: func(*terraform.State) error {
+					got, err := env.cluster.Clientset.CoreV1().Namespaces().Get(context.Background(), ns, metav1.GetOptions{})
+					if err != nil {
+						return fmt.Errorf("the compute did not create namespace %s: %v", ns, err)
+					}
+					if got.Labels[render.LabelManagedBy] != render.ManagedBy {
+						return fmt.Errorf("namespace labels = %v", got.Labels)
+					}
+					return nil
+				},
 				ConfigStateChecks: []statecheck.StateCheck{
 					statecheck.ExpectKnownValue("occ_compute.k", tfjsonpath.New("id"), knownvalue.StringExact("prod")),
 					statecheck.ExpectKnownValue("occ_compute.k", tfjsonpath.New("kind"), knownvalue.StringExact("kubernetes")),
@@ -31,23 +73,18 @@ func TestAccCompute_KubernetesLifecycle(t *testing.T) {
 				},
 			},
 			{
-				// Update in place: a qualifying driver makes dedicated OpenClaw available (ND5, ND6).
-				Config: `
-resource "occ_compute" "k" {
-  name = "prod"
-  kubernetes = {
-    namespace      = "occ-acme"
-    cpu_limit      = "3500m"
-    sandbox_driver = { name = "openshell", facets = ["networking", "filesystem", "process"], required_profile = "gpu-a" }
-  }
-}`,
+				// Update in place: a driver whose gateway does not exist in the
+				// cluster is read live as not installed (ND5).
+				Config: compute(`cpu_limit = "3500m"
+    sandbox_driver = { name = "openshell", facets = ["networking", "filesystem", "process"], required_profile = "gpu-a", gateway_namespace = "no-such-openshell" }`),
 				ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{
 					plancheck.ExpectResourceAction("occ_compute.k", plancheck.ResourceActionUpdate),
-					plancheck.ExpectKnownValue("occ_compute.k", tfjsonpath.New("installation").AtMapKey("native_workers_support"), knownvalue.StringExact("pinned-runtime")),
+					plancheck.ExpectUnknownValue("occ_compute.k", tfjsonpath.New("installation")),
 				}},
 				ConfigStateChecks: []statecheck.StateCheck{
 					statecheck.ExpectKnownValue("occ_compute.k", tfjsonpath.New("installation").AtMapKey("execution_modes"),
-						knownvalue.ListExact([]knownvalue.Check{knownvalue.StringExact("embedded"), knownvalue.StringExact("dedicated")})),
+						knownvalue.ListExact([]knownvalue.Check{knownvalue.StringExact("embedded")})),
+					statecheck.ExpectKnownValue("occ_compute.k", tfjsonpath.New("installation").AtMapKey("native_workers_support"), knownvalue.Null()),
 				},
 			},
 			{
@@ -62,7 +99,50 @@ resource "occ_compute" "k" {
 	})
 }
 
+// TestAccCompute_ExistingNamespaceAndPermissions: a compute on a namespace it
+// did not create leaves it on destroy; an identity without the documented
+// Role is refused at create with every missing permission listed.
+func TestAccCompute_ExistingNamespaceAndPermissions(t *testing.T) {
+	env := newKubeEnv(t)
+	resource.Test(t, resource.TestCase{
+		PreCheck:                 func() { testAccPreCheck(t) },
+		ProtoV6ProviderFactories: testAccProtoV6ProviderFactories,
+		CheckDestroy: func(*terraform.State) error {
+			if _, err := env.cluster.Clientset.CoreV1().Namespaces().Get(context.Background(), env.ns, metav1.GetOptions{}); err != nil {
+				return fmt.Errorf("destroy removed a namespace the compute did not create: %v", err)
+			}
+			return nil
+		},
+		Steps: []resource.TestStep{{Config: env.provider + env.compute("")}},
+	})
+
+	ns := env.cluster.TestNamespace(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	readOnly, err := env.cluster.NamespacedIdentity(ctx, ns, []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"configmaps", "pods"}, Verbs: []string{"get", "list", "watch"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	resource.Test(t, resource.TestCase{
+		PreCheck:                 func() { testAccPreCheck(t) },
+		ProtoV6ProviderFactories: testAccProtoV6ProviderFactories,
+		Steps: []resource.TestStep{{
+			Config: fmt.Sprintf(`
+provider "occ" {
+  kubernetes = { config_path = %q }
+}
+resource "occ_compute" "k" {
+  name       = "prod"
+  kubernetes = { namespace = %q }
+}`, readOnly.KubeconfigPath, ns),
+			ExpectError: mustRegexp(`RESOURCE_CONFLICT: missing permissions in namespace ` + ns + `[\s\S]*create deployments \(apps\)[\s\S]*create secrets \(core\)`),
+		}},
+	})
+}
+
 func TestAccCompute_SSH(t *testing.T) {
+	env := newAdminEnv(t)
+	ns := env.freshNamespace(t)
 	resource.Test(t, resource.TestCase{
 		PreCheck:                 func() { testAccPreCheck(t) },
 		ProtoV6ProviderFactories: testAccProtoV6ProviderFactories,
@@ -82,10 +162,10 @@ resource "occ_compute" "h" {
 			},
 			{
 				// A compute cannot change kind in place.
-				Config: testComputeK8s + `
+				Config: env.provider + `
 resource "occ_compute" "h" {
   name       = "edge"
-  kubernetes = { namespace = "edge" }
+  kubernetes = { namespace = "` + ns + `" }
 }`,
 				ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{
 					plancheck.ExpectResourceAction("occ_compute.h", plancheck.ResourceActionReplace),

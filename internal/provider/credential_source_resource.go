@@ -83,7 +83,7 @@ func credentialSourceSchema() schema.Schema {
 			"name": schema.StringAttribute{Required: true, Validators: []validator.String{dnsLabel()},
 				PlanModifiers:       []planmodifier.String{stringplanmodifier.RequiresReplace()},
 				MarkdownDescription: "The source's name, a DNS label. Changing it replaces the source."},
-			"compute": schema.ObjectAttribute{Optional: true, AttributeTypes: refType(computeSchema(), nil, nil),
+			"compute": schema.ObjectAttribute{Optional: true, AttributeTypes: computeRefType(),
 				MarkdownDescription: "The compute the source lives in (`compute = occ_compute.prod`): required for Secret-backed and " +
 					"ServiceAccount sources, whose Secret lives in its namespace. An Agent can only use a source of its own compute (rule AD1)."},
 			"method": schema.StringAttribute{Required: true, Validators: []validator.String{stringvalidator.OneOf(admission.AuthMethods...)},

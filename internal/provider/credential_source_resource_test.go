@@ -12,12 +12,13 @@ import (
 const testSentinel = "sk-SENTINEL-9f3c2a7e-do-not-leak"
 
 func TestAccCredentialSource_Methods(t *testing.T) {
+	env := newKubeEnv(t)
 	resource.Test(t, resource.TestCase{
 		PreCheck:                 func() { testAccPreCheck(t) },
 		ProtoV6ProviderFactories: testAccProtoV6ProviderFactories,
 		Steps: []resource.TestStep{
 			{
-				Config: testComputeK8s + `
+				Config: env.provider + env.compute("") + `
 resource "occ_credential_source" "pat" {
   name            = "codex-pat"
   compute         = occ_compute.k
@@ -47,7 +48,7 @@ resource "occ_credential_source" "rt" {
 			},
 			{
 				// Changing the reference is a new generation.
-				Config: testComputeK8s + `
+				Config: env.provider + env.compute("") + `
 resource "occ_credential_source" "pat" {
   name            = "codex-pat"
   compute         = occ_compute.k

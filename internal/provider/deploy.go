@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/terraform-plugin-framework/diag"
+	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 	"github.com/hashicorp/terraform-plugin-log/tflog"
 
@@ -43,9 +44,14 @@ func deploy(ctx context.Context, data *Data, rev *admission.Revision, c admissio
 		return out, diags
 	}
 	exec.Log = func(msg string, f map[string]any) { tflog.Debug(ctx, msg, mergeFields(fields, f)) }
-	if err := data.PrepareNamespace(ctx, exec, rev.ComputeSettings.Namespace); err != nil {
+	if _, err := data.PrepareCompute(ctx, exec, c); err != nil {
 		addNamespaceError(&diags, rev.ComputeSettings.Namespace, err)
 		return out, diags
+	}
+	if c.SandboxDriver != nil && rev.ExecutionMode == admission.ModeDedicated {
+		if !awaitDriver(ctx, exec, rev, c, &diags) {
+			return out, diags
+		}
 	}
 	start := time.Now()
 	res, err := exec.Deploy(ctx, rev, revision, serving)
@@ -77,6 +83,35 @@ func mergeFields(a, b map[string]any) map[string]any {
 		out[k] = v
 	}
 	return out
+}
+
+// awaitDriver checks the sandbox driver live before the first write of a
+// dedicated revision (AD6): a driver the cluster does not serve is refused
+// with ND5's RESOURCE_CONFLICT; during an outage provisioning waits, with
+// a watch, within the apply's deadline (ND5).
+func awaitDriver(ctx context.Context, exec *kube.Executor, rev *admission.Revision, c admission.Compute, diags *diag.Diagnostics) bool {
+	st, err := exec.DriverState(ctx, c.SandboxDriver)
+	if err != nil {
+		diags.AddError("UNAVAILABLE: cannot read the sandbox driver", err.Error()+". Nothing was written.")
+		return false
+	}
+	if !st.Installed {
+		d := *c.SandboxDriver
+		d.NotInstalled = true
+		c.SandboxDriver = &d
+		addAdmissionErrors(diags, path.Root("compute"), admission.CheckSandbox(rev.Harness, rev.ExecutionMode, c))
+		return false
+	}
+	if st.Ready {
+		return true
+	}
+	tflog.Info(ctx, "waiting for the sandbox driver", map[string]any{"work.id": rev.Agent, "work.operation": "await-driver", "driver": c.SandboxDriver.Name, "detail": st.Detail})
+	if err := exec.WaitForDriver(ctx, c.SandboxDriver); err != nil {
+		diags.AddError(fmt.Sprintf("UNAVAILABLE: the sandbox driver %q stayed unavailable", c.SandboxDriver.Name),
+			fmt.Sprintf("Agent %q: %s; the apply waited for it until its deadline (%v). Nothing was written. Next: restore the driver's gateway, or raise timeouts.create/update, and apply again.", rev.Agent, st.Detail, err))
+		return false
+	}
+	return true
 }
 
 // addDeployError turns an executor failure into a diagnostic that says what

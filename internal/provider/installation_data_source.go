@@ -2,6 +2,7 @@ package provider
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/hashicorp/terraform-plugin-framework/datasource"
 	"github.com/hashicorp/terraform-plugin-framework/datasource/schema"
@@ -11,13 +12,22 @@ import (
 	"github.com/occ-platform/terraform-provider-occ/internal/admission"
 )
 
-var _ datasource.DataSource = (*installationDataSource)(nil)
+var (
+	_ datasource.DataSource              = (*installationDataSource)(nil)
+	_ datasource.DataSourceWithConfigure = (*installationDataSource)(nil)
+)
 
 // NewInstallationDataSource is data.occ_installation: the capabilities of a
 // compute (rule ND5).
 func NewInstallationDataSource() datasource.DataSource { return &installationDataSource{} }
 
-type installationDataSource struct{}
+type installationDataSource struct{ data *Data }
+
+func (d *installationDataSource) Configure(_ context.Context, req datasource.ConfigureRequest, _ *datasource.ConfigureResponse) {
+	if pd, ok := req.ProviderData.(*Data); ok {
+		d.data = pd
+	}
+}
 
 type installationDataModel struct {
 	Compute                  types.Object `tfsdk:"compute"`
@@ -33,10 +43,11 @@ func (d *installationDataSource) Metadata(_ context.Context, req datasource.Meta
 func (d *installationDataSource) Schema(_ context.Context, _ datasource.SchemaRequest, resp *datasource.SchemaResponse) {
 	resp.Schema = schema.Schema{
 		MarkdownDescription: "The capabilities an Agent can use on a compute (rule ND5): the OpenClaw execution modes it can deploy in, " +
-			"native worker support (ND6) and sandbox driver outage. In this version they are derived from the compute's declared settings " +
-			"(the same values as `occ_compute.installation`); a driver outage is reported once the Kubernetes executor reads the driver live.",
+			"native worker support (ND6) and sandbox driver outage, read live: for a compute with a sandbox driver the provider asks the " +
+			"cluster whether the driver is installed (the agent-sandbox API is served and its gateway Service exists) and whether its gateway is ready; " +
+			"without a driver the capabilities follow from the compute's settings.",
 		Attributes: map[string]schema.Attribute{
-			"compute": schema.ObjectAttribute{Required: true, AttributeTypes: refType(computeSchema(), nil, nil),
+			"compute": schema.ObjectAttribute{Required: true, AttributeTypes: computeRefType(),
 				MarkdownDescription: "The compute: `compute = occ_compute.<name>`."},
 			"execution_modes": schema.ListAttribute{Computed: true, ElementType: types.StringType,
 				MarkdownDescription: "The OpenClaw execution modes an Agent can deploy in."},
@@ -60,7 +71,22 @@ func (d *installationDataSource) Read(ctx context.Context, req datasource.ReadRe
 			"Pass the whole compute: compute = occ_compute.<name>.")
 		return
 	}
-	inst := installationObject(admission.ComputeInstallation(c), &resp.Diagnostics)
+	live := admission.ComputeInstallation(c)
+	if c.Kind == admission.KindKubernetes && c.SandboxDriver != nil {
+		pd := d.data
+		if pd == nil {
+			pd = &Data{}
+		}
+		exec, err := pd.KubeExecutor(ctx)
+		if err == nil {
+			live, err = liveInstallation(ctx, exec, c)
+		}
+		if err != nil {
+			resp.Diagnostics.AddError("UNAVAILABLE: cannot read the sandbox driver", fmt.Sprintf("Compute %q: %v", c.Name, err))
+			return
+		}
+	}
+	inst := installationObject(live, &resp.Diagnostics)
 	attrs := inst.Attributes()
 	m.ExecutionModes = attrs["execution_modes"].(types.List)
 	m.NativeWorkersSupport = attrs["native_workers_support"].(types.String)

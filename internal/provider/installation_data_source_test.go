@@ -1,6 +1,7 @@
 package provider
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/hashicorp/terraform-plugin-testing/helper/resource"
@@ -19,40 +20,43 @@ func TestAccInstallation_Capabilities(t *testing.T) {
 		}
 		return knownvalue.ListExact(checks)
 	}
+	env := newAdminEnv(t)
+	ns := env.cluster.TestNamespace(t)
+	env.ns = ns
 	resource.Test(t, resource.TestCase{
 		PreCheck:                 func() { testAccPreCheck(t) },
 		ProtoV6ProviderFactories: testAccProtoV6ProviderFactories,
 		Steps: []resource.TestStep{{
-			Config: testComputeK8s + `
+			Config: strings.ReplaceAll(env.provider+env.compute("")+`
 resource "occ_compute" "sandboxed" {
   name = "sandboxed"
   kubernetes = {
-    namespace      = "sandboxed"
-    sandbox_driver = { name = "openshell", facets = ["networking", "filesystem", "process"], required_profile = "p" }
+    namespace      = "NS"
+    sandbox_driver = { name = "openshell", facets = ["networking", "filesystem", "process"], required_profile = "p", gateway_namespace = "NS" }
   }
 }
 resource "occ_compute" "custom" {
   name = "custom"
   kubernetes = {
-    namespace      = "custom"
+    namespace      = "NS"
     runtime_image  = "registry.example/openclaw:custom"
-    sandbox_driver = { name = "openshell", facets = ["networking", "filesystem", "process"], required_profile = "p" }
+    sandbox_driver = { name = "openshell", facets = ["networking", "filesystem", "process"], required_profile = "p", gateway_namespace = "NS" }
   }
 }
 resource "occ_compute" "declared" {
   name = "declared"
   kubernetes = {
-    namespace             = "declared"
+    namespace             = "NS"
     runtime_image         = "registry.example/openclaw:custom"
     native_worker_support = true
-    sandbox_driver        = { name = "openshell", facets = ["networking", "filesystem", "process"], required_profile = "p" }
+    sandbox_driver        = { name = "openshell", facets = ["networking", "filesystem", "process"], required_profile = "p", gateway_namespace = "NS" }
   }
 }
 resource "occ_compute" "partial" {
   name = "partial"
   kubernetes = {
-    namespace      = "partial"
-    sandbox_driver = { name = "openshell", facets = ["networking", "filesystem"], required_profile = "p" }
+    namespace      = "NS"
+    sandbox_driver = { name = "openshell", facets = ["networking", "filesystem"], required_profile = "p", gateway_namespace = "NS" }
   }
 }
 data "occ_installation" "plain" { compute = occ_compute.k }
@@ -60,16 +64,19 @@ data "occ_installation" "sandboxed" { compute = occ_compute.sandboxed }
 data "occ_installation" "custom" { compute = occ_compute.custom }
 data "occ_installation" "declared" { compute = occ_compute.declared }
 data "occ_installation" "partial" { compute = occ_compute.partial }
-`,
+`, "NS", ns),
 			ConfigStateChecks: []statecheck.StateCheck{
 				statecheck.ExpectKnownValue("data.occ_installation.plain", tfjsonpath.New("execution_modes"), modes("embedded")),
 				statecheck.ExpectKnownValue("data.occ_installation.plain", tfjsonpath.New("native_workers_support"), knownvalue.Null()),
 				statecheck.ExpectKnownValue("data.occ_installation.plain", tfjsonpath.New("sandbox_driver_unavailable"), knownvalue.Bool(false)),
-				statecheck.ExpectKnownValue("data.occ_installation.sandboxed", tfjsonpath.New("execution_modes"), modes("embedded", "dedicated")),
-				statecheck.ExpectKnownValue("data.occ_installation.sandboxed", tfjsonpath.New("native_workers_support"), knownvalue.StringExact("pinned-runtime")),
+				// The declared driver's gateway does not exist in the cluster:
+				// no qualifying driver (ND5).
+				statecheck.ExpectKnownValue("data.occ_installation.sandboxed", tfjsonpath.New("execution_modes"), modes("embedded")),
+				statecheck.ExpectKnownValue("data.occ_installation.sandboxed", tfjsonpath.New("native_workers_support"), knownvalue.Null()),
+				statecheck.ExpectKnownValue("data.occ_installation.sandboxed", tfjsonpath.New("sandbox_driver_unavailable"), knownvalue.Bool(false)),
 				statecheck.ExpectKnownValue("data.occ_installation.custom", tfjsonpath.New("execution_modes"), modes("embedded")),
 				statecheck.ExpectKnownValue("data.occ_installation.custom", tfjsonpath.New("native_workers_support"), knownvalue.Null()),
-				statecheck.ExpectKnownValue("data.occ_installation.declared", tfjsonpath.New("native_workers_support"), knownvalue.StringExact("declared")),
+				statecheck.ExpectKnownValue("data.occ_installation.declared", tfjsonpath.New("native_workers_support"), knownvalue.Null()),
 				statecheck.ExpectKnownValue("data.occ_installation.partial", tfjsonpath.New("execution_modes"), modes("embedded")),
 			},
 		}},

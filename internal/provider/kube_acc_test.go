@@ -52,6 +52,29 @@ provider "occ" {
 `, id.KubeconfigPath)}
 }
 
+// newAdminEnv is the shared real control plane as cluster-admin, for the
+// tests of what a namespaced identity cannot do (creating namespaces).
+func newAdminEnv(t *testing.T) kubeEnv {
+	t.Helper()
+	c := testkube.Shared(t)
+	return kubeEnv{cluster: c, provider: fmt.Sprintf(`
+provider "occ" {
+  kubernetes = { config_path = %q }
+}
+`, c.KubeconfigPath)}
+}
+
+// freshNamespace is a namespace name that does not exist yet (a compute
+// creates it); it is deleted when the test ends if still there.
+func (e kubeEnv) freshNamespace(t *testing.T) string {
+	t.Helper()
+	name := fmt.Sprintf("occ-new-%d", time.Now().UnixNano()%1_000_000_000)
+	t.Cleanup(func() {
+		_ = e.cluster.Clientset.CoreV1().Namespaces().Delete(context.Background(), name, metav1.DeleteOptions{})
+	})
+	return name
+}
+
 func (e kubeEnv) compute(extra string) string {
 	return fmt.Sprintf(`
 resource "occ_compute" "k" {

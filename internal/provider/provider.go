@@ -15,6 +15,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/types"
 	"github.com/hashicorp/terraform-plugin-log/tflog"
 
+	"github.com/occ-platform/terraform-provider-occ/internal/admission"
 	"github.com/occ-platform/terraform-provider-occ/internal/kube"
 	"github.com/occ-platform/terraform-provider-occ/internal/sshexec"
 )
@@ -91,22 +92,50 @@ type Data struct {
 // use there; checked once per namespace per provider instance, so that a
 // deploy costs only its own requests.
 func (d *Data) PrepareNamespace(ctx context.Context, exec *kube.Executor, ns string) error {
+	_, err := d.PrepareCompute(ctx, exec, admission.Compute{Namespace: ns})
+	return err
+}
+
+// PrepareCompute is PrepareNamespace for a Kubernetes compute: with a
+// sandbox driver it also checks the Sandbox permissions in the tenant
+// namespace and the read of the driver's gateway. created is true when
+// this call created the namespace.
+func (d *Data) PrepareCompute(ctx context.Context, exec *kube.Executor, c admission.Compute) (created bool, err error) {
 	d.nsMu.Lock()
 	defer d.nsMu.Unlock()
-	if d.nsReady[ns] {
-		return nil
+	key := c.Namespace
+	if c.SandboxDriver != nil {
+		ns, _ := kube.GatewayOf(c.SandboxDriver)
+		key += "+" + ns
 	}
-	if _, err := exec.EnsureNamespace(ctx, ns); err != nil {
-		return err
+	if d.nsReady[key] {
+		return false, nil
 	}
-	if err := exec.CheckPermissions(ctx, ns); err != nil {
-		return err
+	if created, err = exec.EnsureNamespace(ctx, c.Namespace); err != nil {
+		return false, err
+	}
+	err = exec.CheckPermissions(ctx, c.Namespace)
+	if err == nil && c.SandboxDriver != nil {
+		err = exec.CheckRules(ctx, c.Namespace, kube.SandboxRules)
+		if err == nil {
+			ns, _ := kube.GatewayOf(c.SandboxDriver)
+			err = exec.CheckRules(ctx, ns, kube.DriverGatewayRules)
+		}
+	}
+	if err != nil {
+		if created {
+			// Lose nothing, leave nothing: a namespace this call created
+			// for a compute it cannot use goes again.
+			_ = exec.DeleteNamespace(ctx, c.Namespace)
+		}
+		return false, err
 	}
 	if d.nsReady == nil {
 		d.nsReady = map[string]bool{}
 	}
-	d.nsReady[ns] = true
-	return nil
+	d.nsReady[key] = true
+	d.nsReady[c.Namespace] = true
+	return created, nil
 }
 
 // KubeExecutor returns the provider's Kubernetes executor.
