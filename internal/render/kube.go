@@ -66,6 +66,13 @@ type Objects struct {
 	Service         *corev1ac.ServiceApplyConfiguration
 	// ServingComponent is the component the Service selects.
 	ServingComponent string
+	// Sandboxes hold a sandboxed revision's dedicated harness (OS1, HM5).
+	Sandboxes []*Sandbox
+	// Enrollment is the native node's one-use enrollment (ND2), or nil.
+	Enrollment *Enrollment
+	// InternalService is created once per agent when the revision needs
+	// it (the gateway address a native node enrolls through), or nil.
+	InternalService *corev1ac.ServiceApplyConfiguration
 }
 
 // Names of an agent's objects.
@@ -104,6 +111,8 @@ func Kubernetes(rev *admission.Revision, n int64) (*Objects, error) {
 		return embedded(rev, n)
 	case rev.Harness == admission.HarnessCodex && rev.ExecutionMode == admission.ModeDedicated:
 		return dedicatedCodex(rev, n)
+	case rev.Harness == admission.HarnessOpenClaw && rev.ExecutionMode == admission.ModeDedicated:
+		return nativeOpenClaw(rev, n)
 	default:
 		return nil, fmt.Errorf("render: %s %s is not rendered by this version of the provider", rev.Harness, rev.ExecutionMode)
 	}
@@ -111,7 +120,7 @@ func Kubernetes(rev *admission.Revision, n int64) (*Objects, error) {
 
 func embedded(rev *admission.Revision, n int64) (*Objects, error) {
 	a, ns := rev.Agent, rev.ComputeSettings.Namespace
-	gw := GatewayDocument(rev)
+	gw := GatewayDocument(rev, n)
 	cm, err := configMap(rev, n, ConfigMapName(a, n), ComponentGateway, map[string]any{ConfigFile: gw, ProbeFile: rev.Probe})
 	if err != nil {
 		return nil, err
@@ -143,7 +152,7 @@ func embedded(rev *admission.Revision, n int64) (*Objects, error) {
 
 func dedicatedCodex(rev *admission.Revision, n int64) (*Objects, error) {
 	a, ns := rev.Agent, rev.ComputeSettings.Namespace
-	gw := GatewayDocument(rev)
+	gw := GatewayDocument(rev, n)
 	gwCM, err := configMap(rev, n, ConfigMapName(a, n), ComponentGateway, map[string]any{ConfigFile: gw})
 	if err != nil {
 		return nil, err
@@ -184,6 +193,9 @@ func dedicatedCodex(rev *admission.Revision, n int64) (*Objects, error) {
 		hEnv = append(hEnv, envValue("CODEX_LOGIN_MODE", "codex_pat"), secretEnv("CODEX_ACCESS_TOKEN", rev.Source))
 	case c.Method == admission.MethodAPIKey:
 		hEnv = append(hEnv, envValue("CODEX_LOGIN_MODE", "api_key_stdin"), secretEnv("OPENAI_API_KEY", rev.Source))
+	case c.Placeholder:
+		// The Credential Gateway supplies the key at the egress proxy (AU3).
+		hEnv = append(hEnv, placeholderCredential(rev)...)
 	}
 	harness := deployment(rev, n, HarnessName(a), ComponentHarness, HarnessName(a),
 		container(rev, "harness", rev.ComputeSettings.CodexImage, []string{"--container=harness", "--harness=codex", "--probe=" + CodexConfig + "/" + ProbeFile, "--",
@@ -204,7 +216,7 @@ func dedicatedCodex(rev *admission.Revision, n int64) (*Objects, error) {
 				corev1ac.ServiceAccountTokenProjection().WithAudience(CodexTokenAudience).WithExpirationSeconds(3600).WithPath("token")))))
 		spec.Containers[0].WithVolumeMounts(corev1ac.VolumeMount().WithName("codex-token").WithMountPath(CodexTokenDir).WithReadOnly(true))
 	}
-	return &Objects{
+	objs := &Objects{
 		Namespace: ns,
 		ServiceAccounts: []*corev1ac.ServiceAccountApplyConfiguration{
 			serviceAccount(rev, GatewayName(a), ComponentGateway), serviceAccount(rev, HarnessName(a), ComponentHarness)},
@@ -212,7 +224,13 @@ func dedicatedCodex(rev *admission.Revision, n int64) (*Objects, error) {
 		Deployments:      []*appsv1ac.DeploymentApplyConfiguration{harness, gateway},
 		Service:          service(rev, n, ComponentGateway),
 		ServingComponent: ComponentGateway,
-	}, nil
+	}
+	if Sandboxed(rev) {
+		// The driver provisions the harness: one Sandbox per revision (OS1).
+		objs.Deployments = []*appsv1ac.DeploymentApplyConfiguration{gateway}
+		objs.Sandboxes = []*Sandbox{sandbox(rev, n, HarnessSandboxName(a, n), ComponentHarness, harness.Spec.Template)}
+	}
+	return objs, nil
 }
 
 // GatewayDocument is the gateway's native configuration as it runs on
@@ -220,7 +238,7 @@ func dedicatedCodex(rev *admission.Revision, n int64) (*Objects, error) {
 // with the deployment wiring the platform owns: listen on the Pod network
 // at the contract's port, no mDNS, no update checks, and for dedicated
 // Codex the Codex plugin pointed at the harness over websocket.
-func GatewayDocument(rev *admission.Revision) occconfig.Document {
+func GatewayDocument(rev *admission.Revision, n int64) occconfig.Document {
 	d := occconfig.Clone(rev.GatewayDocument)
 	occconfig.Set(d, occconfig.Keys("gateway", "mode"), "local")
 	occconfig.Set(d, occconfig.Keys("gateway", "bind"), "lan")
@@ -231,7 +249,11 @@ func GatewayDocument(rev *admission.Revision) occconfig.Document {
 		p := occconfig.Keys("plugins", "entries", "codex")
 		occconfig.Set(d, p.Key("enabled"), true)
 		occconfig.Set(d, p.Key("config").Key("appServer").Key("transport"), "websocket")
-		occconfig.Set(d, p.Key("config").Key("appServer").Key("url"), fmt.Sprintf("ws://%s:%d", HarnessName(rev.Agent), AppServerPort))
+		host := HarnessName(rev.Agent)
+		if Sandboxed(rev) {
+			host = HarnessSandboxName(rev.Agent, n)
+		}
+		occconfig.Set(d, p.Key("config").Key("appServer").Key("url"), fmt.Sprintf("ws://%s:%d", host, AppServerPort))
 		occconfig.Set(d, p.Key("config").Key("appServer").Key("authToken"), "${OCC_APP_SERVER_TOKEN}")
 	}
 	return d
@@ -334,23 +356,28 @@ func container(rev *admission.Revision, name, image string, args []string, env [
 }
 
 func deployment(rev *admission.Revision, n int64, name, component, serviceAccount string, c *corev1ac.ContainerApplyConfiguration, volumes ...*corev1ac.VolumeApplyConfiguration) *appsv1ac.DeploymentApplyConfiguration {
-	podLabels := Labels(rev.Agent, n, component)
 	return meta(appsv1ac.Deployment(name, rev.ComputeSettings.Namespace), rev, n, component).
 		WithSpec(appsv1ac.DeploymentSpec().
 			WithReplicas(1).
 			// AC1: one gateway at a time; cutover can stop the serving one.
 			WithStrategy(appsv1ac.DeploymentStrategy().WithType(appsv1.RecreateDeploymentStrategyType)).
 			WithSelector(metav1ac.LabelSelector().WithMatchLabels(Selector(rev.Agent, component))).
-			WithTemplate(corev1ac.PodTemplateSpec().
-				WithLabels(podLabels).
-				WithAnnotations(podAnnotations(rev)).
-				WithSpec(corev1ac.PodSpec().
-					WithServiceAccountName(serviceAccount).
-					WithAutomountServiceAccountToken(false).
-					WithEnableServiceLinks(false).
-					WithSecurityContext(corev1ac.PodSecurityContext().WithFSGroup(1000)).
-					WithContainers(c).
-					WithVolumes(volumes...))))
+			WithTemplate(podTemplate(rev, n, component, serviceAccount, c, volumes...)))
+}
+
+// podTemplate is a component's Pod: its own ServiceAccount without a
+// token, non-root, the identity labels of revision n.
+func podTemplate(rev *admission.Revision, n int64, component, serviceAccount string, c *corev1ac.ContainerApplyConfiguration, volumes ...*corev1ac.VolumeApplyConfiguration) *corev1ac.PodTemplateSpecApplyConfiguration {
+	return corev1ac.PodTemplateSpec().
+		WithLabels(Labels(rev.Agent, n, component)).
+		WithAnnotations(podAnnotations(rev)).
+		WithSpec(corev1ac.PodSpec().
+			WithServiceAccountName(serviceAccount).
+			WithAutomountServiceAccountToken(false).
+			WithEnableServiceLinks(false).
+			WithSecurityContext(corev1ac.PodSecurityContext().WithFSGroup(1000)).
+			WithContainers(c).
+			WithVolumes(volumes...))
 }
 
 // podAnnotations are the operator's annotations plus the revision id (which

@@ -211,7 +211,7 @@ func TestRender_DedicatedCodex(t *testing.T) {
 			if !strings.Contains(toml, `exporter = "none"`) || !strings.Contains(toml, "log_user_prompt = false") { // rule LG3
 				t.Errorf("codex config = %q", toml)
 			}
-			gw := GatewayDocument(rev)
+			gw := GatewayDocument(rev, 1)
 			if tr, _ := occconfig.String(gw, occconfig.Keys("plugins", "entries", "codex", "config", "appServer", "transport")); tr != "websocket" {
 				t.Errorf("gateway does not reach the harness over websocket: %q", tr)
 			}
