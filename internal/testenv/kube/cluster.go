@@ -219,6 +219,13 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 	if err := c.installKwokCRDs(ctx); err != nil {
 		return nil, apiserver.startFailed(err)
 	}
+	// The agent-sandbox API is installed before the controller manager, so
+	// that its garbage collector handles Sandboxes from the start. (A
+	// sandbox driver is "installed" for a compute only where its gateway
+	// Service exists; see StartSandboxDriver.)
+	if err := c.createSandboxCRD(ctx); err != nil {
+		return nil, apiserver.startFailed(err)
+	}
 
 	// kube-controller-manager and kube-scheduler
 	kcm, err := c.start(BinControllerManager, bins[BinControllerManager], []string{

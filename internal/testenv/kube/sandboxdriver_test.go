@@ -1,0 +1,518 @@
+package kube_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/dynamic"
+
+	"github.com/occ-platform/terraform-provider-occ/internal/sandboxapi"
+	"github.com/occ-platform/terraform-provider-occ/internal/testenv/kube"
+)
+
+func TestSandboxCRDInstallIsIdempotentAndValidates(t *testing.T) {
+	t.Parallel()
+	c := kube.Shared(t)
+	ns := c.TestNamespace(t)
+	ctx := sandboxTestCtx(t, time.Minute)
+
+	// Concurrent installs all succeed.
+	var wg sync.WaitGroup
+	errs := make([]error, 3)
+	for i := range errs {
+		wg.Go(func() { errs[i] = c.InstallSandboxCRD(ctx) })
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("InstallSandboxCRD #%d: %v", i, err)
+		}
+	}
+	resources, err := c.Clientset.Discovery().ServerResourcesForGroupVersion(sandboxapi.GroupVersion)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var served *metav1.APIResource
+	for i := range resources.APIResources {
+		if resources.APIResources[i].Name == sandboxapi.Resource {
+			served = &resources.APIResources[i]
+		}
+	}
+	if served == nil || served.Kind != sandboxapi.Kind || !served.Namespaced {
+		t.Fatalf("discovery of %s: %+v, want namespaced %s", sandboxapi.GroupVersion, resources.APIResources, sandboxapi.Kind)
+	}
+
+	// The schema refuses what the API refuses …
+	client := sandboxes(c, ns)
+	for name, mutate := range map[string]func(obj map[string]any){
+		"bad-policy":   func(o map[string]any) { _ = unstructured.SetNestedField(o, "Explode", "spec", "shutdownPolicy") },
+		"two-replicas": func(o map[string]any) { _ = unstructured.SetNestedField(o, int64(2), "spec", "replicas") },
+		"no-template":  func(o map[string]any) { unstructured.RemoveNestedField(o, "spec", "podTemplate") },
+		"bad-time":     func(o map[string]any) { _ = unstructured.SetNestedField(o, "tomorrow", "spec", "shutdownTime") },
+	} {
+		sb := sandboxObject(ns, name, sandboxTemplate{})
+		mutate(sb.Object)
+		if _, err := client.Create(ctx, sb, metav1.CreateOptions{}); !apierrors.IsInvalid(err) {
+			t.Errorf("create %s: err = %v, want Invalid", name, err)
+		}
+	}
+
+	// … and keeps the Pod spec as written, with replicas defaulted to 1.
+	sb := sandboxObject(ns, "ok", sandboxTemplate{})
+	_ = unstructured.SetNestedField(sb.Object, "Retain", "spec", "shutdownPolicy")
+	_ = unstructured.SetNestedField(sb.Object, true, "spec", "service")
+	_ = unstructured.SetNestedField(sb.Object, "30s", "spec", "podTemplate", "spec", "somethingNew")
+	got, err := client.Create(ctx, sb, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r, _, _ := unstructured.NestedInt64(got.Object, "spec", "replicas"); r != 1 {
+		t.Errorf("spec.replicas = %d, want the default 1", r)
+	}
+	if v, _, _ := unstructured.NestedString(got.Object, "spec", "podTemplate", "spec", "somethingNew"); v != "30s" {
+		t.Errorf("unknown Pod spec field not preserved: %v", got.Object["spec"])
+	}
+	containers, _, _ := unstructured.NestedSlice(got.Object, "spec", "podTemplate", "spec", "containers")
+	if len(containers) != 1 {
+		t.Errorf("containers = %v", containers)
+	}
+}
+
+func TestSandboxDriverProvisionsAReadySandboxWithAttachments(t *testing.T) {
+	t.Parallel()
+	c := kube.Shared(t)
+	ns := c.TestNamespace(t)
+	ctx := sandboxTestCtx(t, 2*time.Minute)
+	d := c.StartSandboxDriver(t, kube.SandboxDriverOptions{Namespaces: []string{ns}})
+
+	// The gateway: a selector-less Service and a ready endpoint.
+	if d.GatewayService() != sandboxapi.DefaultGatewayService || !strings.HasPrefix(d.GatewayNamespace(), "openshell-") {
+		t.Fatalf("gateway %s/%s, want openshell-*/%s", d.GatewayNamespace(), d.GatewayService(), sandboxapi.DefaultGatewayService)
+	}
+	svc, err := c.Clientset.CoreV1().Services(d.GatewayNamespace()).Get(ctx, d.GatewayService(), metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(svc.Spec.Selector) != 0 || len(svc.Spec.Ports) != 1 || svc.Spec.Ports[0].Name != "grpc" || svc.Spec.Ports[0].Port != 8080 {
+		t.Fatalf("gateway Service spec %+v", svc.Spec)
+	}
+	if ready := gatewayReady(t, ctx, c, d); !ready {
+		t.Fatal("gateway endpoint not ready at start")
+	}
+
+	attachments := []sandboxapi.Attachment{
+		{Name: "openai", Gateway: "cg-main", SourceType: "openai_api_key", Env: "OPENAI_API_KEY"},
+		{Name: "codex", Gateway: "cg-main", SourceType: "codex_oauth"},
+	}
+	tmpl := sandboxTemplate{
+		labels:         map[string]string{"app.kubernetes.io/name": "agent", "occ-platform.io/agent": "a1"},
+		podAnnotations: map[string]string{"example.com/note": "copied"},
+		annotations:    map[string]string{sandboxapi.AnnotationAttachments: sandboxapi.EncodeAttachments(attachments)},
+	}
+	created, err := sandboxes(c, ns).Create(ctx, sandboxObject(ns, "agent", tmpl), metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	st := waitSandbox(t, c, ns, "agent", 20*time.Second, func(st sandboxStatus) bool {
+		return conditionIs(st, sandboxapi.ConditionReady, metav1.ConditionTrue, kube.SandboxReasonPodReady) &&
+			conditionIs(st, sandboxapi.AttachmentCondition("openai"), metav1.ConditionTrue, kube.SandboxReasonAttached) &&
+			conditionIs(st, sandboxapi.AttachmentCondition("codex"), metav1.ConditionTrue, kube.SandboxReasonAttached)
+	})
+	if st.Replicas != 1 || len(st.PodIPs) == 0 || st.Service != "agent" || st.ServiceFQDN != "agent."+ns+".svc.cluster.local" ||
+		st.Selector != "app.kubernetes.io/name=agent,occ-platform.io/agent=a1" {
+		t.Errorf("status %+v", st)
+	}
+	ready := meta.FindStatusCondition(st.Conditions, sandboxapi.ConditionReady)
+	if ready.ObservedGeneration != created.GetGeneration() {
+		t.Errorf("Ready observedGeneration = %d, want %d", ready.ObservedGeneration, created.GetGeneration())
+	}
+	if msg := meta.FindStatusCondition(st.Conditions, sandboxapi.AttachmentCondition("codex")).Message; msg != "credential gateway cg-main attached codex_oauth" {
+		t.Errorf("codex attachment message = %q", msg)
+	}
+
+	// The Pod: the template's labels and annotations, controlled by the Sandbox.
+	pod, err := c.Clientset.CoreV1().Pods(ns).Get(ctx, "agent", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	owner := metav1.GetControllerOf(pod)
+	if owner == nil || owner.APIVersion != sandboxapi.GroupVersion || owner.Kind != sandboxapi.Kind || owner.Name != "agent" ||
+		owner.UID != created.GetUID() || owner.BlockOwnerDeletion == nil || !*owner.BlockOwnerDeletion {
+		t.Errorf("pod owner references %+v", pod.OwnerReferences)
+	}
+	for k, v := range tmpl.labels {
+		if pod.Labels[k] != v {
+			t.Errorf("pod label %s = %q, want %q", k, pod.Labels[k], v)
+		}
+	}
+	if pod.Annotations["example.com/note"] != "copied" || len(pod.Spec.Containers) != 1 || pod.Spec.Containers[0].Image != sandboxImage {
+		t.Errorf("pod annotations %v containers %+v", pod.Annotations, pod.Spec.Containers)
+	}
+	if got := d.Provisioned(); !slices.Equal(got, []string{ns + "/agent"}) {
+		t.Errorf("Provisioned() = %v", got)
+	}
+
+	// A failing attachment turns False; the others and Ready keep their
+	// lastTransitionTime.
+	d.FailAttachment("openai", "KeyUnavailable", "the key of cg-main is not readable")
+	st2 := waitSandbox(t, c, ns, "agent", 10*time.Second, func(st sandboxStatus) bool {
+		return conditionIs(st, sandboxapi.AttachmentCondition("openai"), metav1.ConditionFalse, "KeyUnavailable")
+	})
+	if cond := meta.FindStatusCondition(st2.Conditions, sandboxapi.AttachmentCondition("openai")); cond.Message != "the key of cg-main is not readable" {
+		t.Errorf("failed attachment message = %q", cond.Message)
+	}
+	for _, typ := range []string{sandboxapi.ConditionReady, sandboxapi.AttachmentCondition("codex")} {
+		before, after := meta.FindStatusCondition(st.Conditions, typ), meta.FindStatusCondition(st2.Conditions, typ)
+		if after == nil || after.Status != metav1.ConditionTrue || !after.LastTransitionTime.Equal(&before.LastTransitionTime) {
+			t.Errorf("%s: before %+v after %+v, want unchanged", typ, before, after)
+		}
+	}
+
+	// Dropping an attachment drops its condition; a malformed annotation
+	// replaces them all with the invalid condition.
+	setAnnotation(t, ctx, c, ns, "agent", sandboxapi.AnnotationAttachments, sandboxapi.EncodeAttachments(attachments[1:]))
+	waitSandbox(t, c, ns, "agent", 10*time.Second, func(st sandboxStatus) bool {
+		return meta.FindStatusCondition(st.Conditions, sandboxapi.AttachmentCondition("openai")) == nil &&
+			conditionIs(st, sandboxapi.AttachmentCondition("codex"), metav1.ConditionTrue, kube.SandboxReasonAttached)
+	})
+	setAnnotation(t, ctx, c, ns, "agent", sandboxapi.AnnotationAttachments, `[{"name":`)
+	waitSandbox(t, c, ns, "agent", 10*time.Second, func(st sandboxStatus) bool {
+		return conditionIs(st, kube.ConditionInvalidAttachments, metav1.ConditionFalse, kube.SandboxReasonInvalidAnnotation) &&
+			meta.FindStatusCondition(st.Conditions, sandboxapi.AttachmentCondition("codex")) == nil &&
+			conditionIs(st, sandboxapi.ConditionReady, metav1.ConditionTrue, kube.SandboxReasonPodReady)
+	})
+}
+
+func TestSandboxDriverOutageHoldsProvisioningAndFlipsTheEndpoint(t *testing.T) {
+	t.Parallel()
+	c := kube.Shared(t)
+	ns := c.TestNamespace(t)
+	ctx := sandboxTestCtx(t, 2*time.Minute)
+	d := c.StartSandboxDriver(t, kube.SandboxDriverOptions{Namespaces: []string{ns}})
+
+	if _, err := sandboxes(c, ns).Create(ctx, sandboxObject(ns, "before", sandboxTemplate{}), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitSandbox(t, c, ns, "before", 20*time.Second, func(st sandboxStatus) bool {
+		return conditionIs(st, sandboxapi.ConditionReady, metav1.ConditionTrue, kube.SandboxReasonPodReady)
+	})
+
+	if err := d.SetOutage(ctx, true); err != nil {
+		t.Fatal(err)
+	}
+	if gatewayReady(t, ctx, c, d) {
+		t.Fatal("gateway endpoint still ready during the outage")
+	}
+	// During the outage: a new Sandbox gets no Pod and no status, and a
+	// suspended one keeps its Pod and its status.
+	if _, err := sandboxes(c, ns).Create(ctx, sandboxObject(ns, "during", sandboxTemplate{}), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	setReplicas(t, ctx, c, ns, "before", 0)
+	time.Sleep(2 * time.Second)
+	if _, err := c.Clientset.CoreV1().Pods(ns).Get(ctx, "during", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Fatalf("pod of a Sandbox created during the outage: err = %v, want NotFound", err)
+	}
+	if _, err := c.Clientset.CoreV1().Pods(ns).Get(ctx, "before", metav1.GetOptions{}); err != nil {
+		t.Fatalf("pod of a Sandbox suspended during the outage: %v, want it kept", err)
+	}
+	if st := readSandbox(t, ctx, c, ns, "during"); len(st.Conditions) != 0 {
+		t.Fatalf("status written during the outage: %+v", st)
+	}
+	if st := readSandbox(t, ctx, c, ns, "before"); !conditionIs(st, sandboxapi.ConditionReady, metav1.ConditionTrue, kube.SandboxReasonPodReady) {
+		t.Fatalf("status changed during the outage: %+v", st)
+	}
+	if got := d.Provisioned(); !slices.Equal(got, []string{ns + "/before"}) {
+		t.Fatalf("Provisioned() during the outage = %v", got)
+	}
+
+	// After it: the driver catches up.
+	if err := d.SetOutage(ctx, false); err != nil {
+		t.Fatal(err)
+	}
+	if !gatewayReady(t, ctx, c, d) {
+		t.Fatal("gateway endpoint not ready after the outage")
+	}
+	waitSandbox(t, c, ns, "during", 20*time.Second, func(st sandboxStatus) bool {
+		return conditionIs(st, sandboxapi.ConditionReady, metav1.ConditionTrue, kube.SandboxReasonPodReady)
+	})
+	waitSandbox(t, c, ns, "before", 20*time.Second, func(st sandboxStatus) bool {
+		return conditionIs(st, sandboxapi.ConditionReady, metav1.ConditionFalse, kube.SandboxReasonSuspended)
+	})
+	waitPodGone(t, c, ns, "before", 10*time.Second)
+	if got := d.Provisioned(); !slices.Equal(got, []string{ns + "/before", ns + "/during"}) {
+		t.Fatalf("Provisioned() = %v", got)
+	}
+}
+
+func TestSandboxDriverSuspendResumeAndDelete(t *testing.T) {
+	t.Parallel()
+	c := kube.Shared(t)
+	ns := c.TestNamespace(t)
+	ctx := sandboxTestCtx(t, 2*time.Minute)
+	d := c.StartSandboxDriver(t, kube.SandboxDriverOptions{Namespaces: []string{ns}})
+
+	if _, err := sandboxes(c, ns).Create(ctx, sandboxObject(ns, "sb", sandboxTemplate{}), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitSandbox(t, c, ns, "sb", 20*time.Second, func(st sandboxStatus) bool {
+		return conditionIs(st, sandboxapi.ConditionReady, metav1.ConditionTrue, kube.SandboxReasonPodReady)
+	})
+
+	// replicas 0: the Pod goes, the Sandbox reports Suspended.
+	setReplicas(t, ctx, c, ns, "sb", 0)
+	st := waitSandbox(t, c, ns, "sb", 20*time.Second, func(st sandboxStatus) bool {
+		return conditionIs(st, sandboxapi.ConditionReady, metav1.ConditionFalse, kube.SandboxReasonSuspended)
+	})
+	if st.Replicas != 0 || len(st.PodIPs) != 0 {
+		t.Errorf("suspended status %+v, want replicas 0 and no pod IPs", st)
+	}
+	waitPodGone(t, c, ns, "sb", 10*time.Second)
+
+	// replicas 1: a new Pod, Ready again.
+	setReplicas(t, ctx, c, ns, "sb", 1)
+	waitSandbox(t, c, ns, "sb", 20*time.Second, func(st sandboxStatus) bool {
+		return conditionIs(st, sandboxapi.ConditionReady, metav1.ConditionTrue, kube.SandboxReasonPodReady) && st.Replicas == 1
+	})
+	if got := d.Provisioned(); !slices.Equal(got, []string{ns + "/sb", ns + "/sb"}) {
+		t.Errorf("Provisioned() = %v, want the Sandbox twice", got)
+	}
+
+	// Deleting the Sandbox: the garbage collector deletes its Pod.
+	if err := sandboxes(c, ns).Delete(ctx, "sb", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitPodGone(t, c, ns, "sb", 30*time.Second)
+}
+
+func TestSandboxDriverReportsNotReadyAndReplacesThePodOnTemplateChange(t *testing.T) {
+	t.Parallel()
+	c := kube.Shared(t)
+	ns := c.TestNamespace(t)
+	ctx := sandboxTestCtx(t, 2*time.Minute)
+	d := c.StartSandboxDriver(t, kube.SandboxDriverOptions{Namespaces: []string{ns}})
+
+	tmpl := sandboxTemplate{podAnnotations: kube.Behavior(kube.BehaviorNeverReady, 0)}
+	if _, err := sandboxes(c, ns).Create(ctx, sandboxObject(ns, "stuck", tmpl), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	st := waitSandbox(t, c, ns, "stuck", 20*time.Second, func(st sandboxStatus) bool {
+		r := meta.FindStatusCondition(st.Conditions, sandboxapi.ConditionReady)
+		return r != nil && r.Status == metav1.ConditionFalse && r.Reason == kube.SandboxReasonPodNotReady && strings.Contains(r.Message, "Running")
+	})
+	if st.Replicas != 1 {
+		t.Errorf("status %+v, want replicas 1", st)
+	}
+	first, err := c.Clientset.CoreV1().Pods(ns).Get(ctx, "stuck", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// Changing the template (dropping the behaviour) replaces the Pod.
+	patch := fmt.Sprintf(`{"spec":{"podTemplate":{"metadata":{"annotations":{%q:null}}}}}`, kube.AnnotationBehavior)
+	if _, err := sandboxes(c, ns).Patch(ctx, "stuck", types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitSandbox(t, c, ns, "stuck", 20*time.Second, func(st sandboxStatus) bool {
+		return conditionIs(st, sandboxapi.ConditionReady, metav1.ConditionTrue, kube.SandboxReasonPodReady)
+	})
+	second, err := c.Clientset.CoreV1().Pods(ns).Get(ctx, "stuck", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if second.UID == first.UID || second.Annotations[kube.AnnotationBehavior] != "" {
+		t.Errorf("pod not replaced: uid %s → %s, annotations %v", first.UID, second.UID, second.Annotations)
+	}
+	if got := d.Provisioned(); len(got) != 2 {
+		t.Errorf("Provisioned() = %v, want the Sandbox twice", got)
+	}
+
+	// A template the API server refuses as a Pod: PodCreateFailed.
+	bad := sandboxObject(ns, "bad", sandboxTemplate{})
+	_ = unstructured.SetNestedSlice(bad.Object, []any{}, "spec", "podTemplate", "spec", "containers")
+	if _, err := sandboxes(c, ns).Create(ctx, bad, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitSandbox(t, c, ns, "bad", 20*time.Second, func(st sandboxStatus) bool {
+		return conditionIs(st, sandboxapi.ConditionReady, metav1.ConditionFalse, kube.SandboxReasonPodCreateFailed)
+	})
+}
+
+// --- helpers ---
+
+const sandboxImage = "registry.example/occ/runtime:1"
+
+func sandboxTestCtx(t *testing.T, d time.Duration) context.Context {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func sandboxes(c *kube.Cluster, ns string) dynamic.ResourceInterface {
+	return c.Dynamic.Resource(sandboxapi.GVR).Namespace(ns)
+}
+
+// sandboxTemplate is what a test Sandbox varies.
+type sandboxTemplate struct {
+	labels         map[string]string // of the Pod template
+	podAnnotations map[string]string // of the Pod template
+	annotations    map[string]string // of the Sandbox
+}
+
+// sandboxObject is a Sandbox with one container in its Pod template.
+func sandboxObject(ns, name string, tmpl sandboxTemplate) *unstructured.Unstructured {
+	anyMap := func(m map[string]string) map[string]any {
+		out := map[string]any{}
+		for k, v := range m {
+			out[k] = v
+		}
+		return out
+	}
+	metadata := map[string]any{"name": name, "namespace": ns}
+	if tmpl.annotations != nil {
+		metadata["annotations"] = anyMap(tmpl.annotations)
+	}
+	return &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": sandboxapi.GroupVersion,
+		"kind":       sandboxapi.Kind,
+		"metadata":   metadata,
+		"spec": map[string]any{
+			"podTemplate": map[string]any{
+				"metadata": map[string]any{"labels": anyMap(tmpl.labels), "annotations": anyMap(tmpl.podAnnotations)},
+				"spec": map[string]any{
+					"containers": []any{map[string]any{"name": "runtime", "image": sandboxImage}},
+				},
+			},
+		},
+	}}
+}
+
+// sandboxStatus is a Sandbox's status, as the tests read it.
+type sandboxStatus struct {
+	Conditions  []metav1.Condition `json:"conditions"`
+	Replicas    int32              `json:"replicas"`
+	Selector    string             `json:"selector"`
+	PodIPs      []string           `json:"podIPs"`
+	ServiceFQDN string             `json:"serviceFQDN"`
+	Service     string             `json:"service"`
+}
+
+func readSandbox(t *testing.T, ctx context.Context, c *kube.Cluster, ns, name string) sandboxStatus {
+	t.Helper()
+	sb, err := sandboxes(c, ns).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return statusOf(t, sb)
+}
+
+func statusOf(t *testing.T, sb *unstructured.Unstructured) sandboxStatus {
+	t.Helper()
+	var st sandboxStatus
+	if m, ok := sb.Object["status"].(map[string]any); ok {
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(m, &st); err != nil {
+			t.Fatalf("status of %s: %v", sb.GetName(), err)
+		}
+	}
+	return st
+}
+
+// waitSandbox polls the Sandbox until cond holds, failing with its last
+// status after timeout.
+func waitSandbox(t *testing.T, c *kube.Cluster, ns, name string, timeout time.Duration, cond func(sandboxStatus) bool) sandboxStatus {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		sb, err := sandboxes(c, ns).Get(context.Background(), name, metav1.GetOptions{})
+		var st sandboxStatus
+		if err == nil {
+			st = statusOf(t, sb)
+			if cond(st) {
+				return st
+			}
+		}
+		if time.Now().After(deadline) {
+			state, _ := json.MarshalIndent(st, "", "  ")
+			t.Fatalf("sandbox %s/%s: condition not met after %s (get error: %v); status:\n%s", ns, name, timeout, err, state)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func conditionIs(st sandboxStatus, typ string, status metav1.ConditionStatus, reason string) bool {
+	c := meta.FindStatusCondition(st.Conditions, typ)
+	return c != nil && c.Status == status && c.Reason == reason
+}
+
+func waitPodGone(t *testing.T, c *kube.Cluster, ns, name string, timeout time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		_, err := c.Clientset.CoreV1().Pods(ns).Get(context.Background(), name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("pod %s/%s still there after %s (err %v)\n--- kube-controller-manager log ---\n%s",
+				ns, name, timeout, err, c.LogTail(kube.BinControllerManager, 20))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func setReplicas(t *testing.T, ctx context.Context, c *kube.Cluster, ns, name string, replicas int) {
+	t.Helper()
+	patch := fmt.Sprintf(`{"spec":{"replicas":%d}}`, replicas)
+	if _, err := sandboxes(c, ns).Patch(ctx, name, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func setAnnotation(t *testing.T, ctx context.Context, c *kube.Cluster, ns, name, key, value string) {
+	t.Helper()
+	patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{key: value}}})
+	if _, err := sandboxes(c, ns).Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// gatewayReady reads the gateway's EndpointSlice: its one endpoint's ready
+// condition.
+func gatewayReady(t *testing.T, ctx context.Context, c *kube.Cluster, d *kube.SandboxDriver) bool {
+	t.Helper()
+	list, err := c.Clientset.DiscoveryV1().EndpointSlices(d.GatewayNamespace()).List(ctx, metav1.ListOptions{
+		LabelSelector: sandboxapi.LabelServiceName + "=" + d.GatewayService(),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(list.Items) != 1 {
+		t.Fatalf("%d EndpointSlices for the gateway, want 1", len(list.Items))
+	}
+	s := list.Items[0]
+	if s.AddressType != discoveryv1.AddressTypeIPv4 || len(s.Endpoints) != 1 || len(s.Endpoints[0].Addresses) != 1 ||
+		s.Endpoints[0].Addresses[0] != "10.0.0.1" || s.Endpoints[0].Conditions.Ready == nil {
+		t.Fatalf("gateway EndpointSlice %+v", s)
+	}
+	if len(s.Ports) != 1 || s.Ports[0].Name == nil || *s.Ports[0].Name != "grpc" || s.Ports[0].Port == nil || *s.Ports[0].Port != 8080 ||
+		s.Ports[0].Protocol == nil || *s.Ports[0].Protocol != corev1.ProtocolTCP {
+		t.Fatalf("gateway EndpointSlice ports %+v", s.Ports)
+	}
+	return *s.Endpoints[0].Conditions.Ready
+}
