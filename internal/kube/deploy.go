@@ -23,6 +23,7 @@ import (
 	"k8s.io/apimachinery/pkg/selection"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/occ-platform/terraform-provider-occ/internal/admission"
@@ -49,6 +50,9 @@ const (
 // Executor deploys revisions to one cluster.
 type Executor struct {
 	Client kubernetes.Interface
+	// Dynamic writes and watches the sandbox driver's Sandbox objects;
+	// nil when no compute of the run needs a sandbox.
+	Dynamic dynamic.Interface
 	// Now is the clock; tests may replace it.
 	Now func() time.Time
 	// Log receives phase messages (never secrets); nil discards them.
@@ -134,6 +138,9 @@ func (e *Executor) Deploy(ctx context.Context, rev *admission.Revision, n, servi
 			return Result{}, &NotWritten{Err: err}
 		}
 	}
+	if err := e.ensureEnrollment(ctx, ns, rev, n, objs.Enrollment); err != nil {
+		return Result{}, err
+	}
 	for i, sa := range objs.ServiceAccounts {
 		if _, err := e.Client.CoreV1().ServiceAccounts(ns).Apply(ctx, sa, applyOpts); err != nil {
 			err = fmt.Errorf("apply ServiceAccount %s: %w", *sa.Name, err)
@@ -153,11 +160,25 @@ func (e *Executor) Deploy(ctx context.Context, rev *admission.Revision, n, servi
 		// AC2: a dedicated replacement first stops every earlier revision,
 		// even a healthy one; the Agent is unavailable until the new one is ready.
 		e.log("stopping earlier revisions", map[string]any{"work.operation": "stop-earlier", "revision": n})
+		if err := e.stopEarlierSandboxes(ctx, ns, rev.Agent, n); err != nil {
+			return Result{}, err
+		}
 		if err := e.stopEarlier(ctx, ns, rev.Agent, n); err != nil {
 			return Result{}, err
 		}
 	}
+	if err := e.ensureInternalService(ctx, objs); err != nil {
+		return Result{}, err
+	}
 	components := map[string]bool{}
+	var sandboxes []string
+	if err := e.applySandboxes(ctx, ns, objs.Sandboxes); err != nil {
+		return Result{}, err
+	}
+	for _, s := range objs.Sandboxes {
+		components[s.Component] = true
+		sandboxes = append(sandboxes, s.Name)
+	}
 	for _, d := range objs.Deployments {
 		if _, err := e.Client.AppsV1().Deployments(ns).Apply(ctx, d, applyOpts); err != nil {
 			return Result{}, fmt.Errorf("apply Deployment %s: %w", *d.Name, err)
@@ -172,7 +193,7 @@ func (e *Executor) Deploy(ctx context.Context, rev *admission.Revision, n, servi
 		}
 	}
 	e.log("waiting for the revision's startup probe", map[string]any{"work.operation": "gate", "revision": n})
-	if err := e.gate(ctx, rev.Agent, ns, n, components); err != nil {
+	if err := e.gate(ctx, rev.Agent, ns, n, components, sandboxes); err != nil {
 		return Result{}, err
 	}
 	at, err := e.activate(ctx, rev, objs, n, serving)
@@ -254,12 +275,20 @@ func revisionSelector(agent string, n int64) string {
 
 // gate watches the revision's Pods until every component has a Ready Pod,
 // reading the startup records of each started container as they come.
-func (e *Executor) gate(ctx context.Context, agent, ns string, n int64, components map[string]bool) error {
+func (e *Executor) gate(ctx context.Context, agent, ns string, n int64, components map[string]bool, sandboxes []string) error {
 	sel := revisionSelector(agent, n)
 	pods := e.Client.CoreV1().Pods(ns)
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	st := &gateState{agent: agent, n: n, components: components, followed: map[string]bool{}, failures: make(chan *Failure, 8), phase: "scheduling"}
+	// The driver reports each Sandbox ready, and the Credential Gateway each
+	// attachment, on the Sandbox's status; a failed attachment fails the
+	// gate at once (AU3).
+	sandboxesReady := make(chan struct{})
+	if len(sandboxes) > 0 {
+		st.phase = "sandbox provisioning"
+	}
+	go e.watchSandboxes(wctx, ns, sandboxes, st, sandboxesReady)
 	// One watch request: without a resourceVersion the API server first
 	// sends the revision's existing Pods as ADDED events, then changes. A
 	// watch the server closes is resumed from the last version seen.
@@ -329,7 +358,16 @@ func (e *Executor) gate(ctx context.Context, agent, ns string, n int64, componen
 		return f
 	}
 	if err == nil {
-		return nil
+		// Every Pod is ready; a sandboxed revision also needs its Sandbox
+		// ready with every credential attached (AU3).
+		select {
+		case <-sandboxesReady:
+			return nil
+		case f := <-st.failures:
+			return f
+		case <-ctx.Done():
+			return st.deadline()
+		}
 	}
 	var f *Failure
 	if errors.As(err, &f) {
@@ -358,6 +396,14 @@ type gateState struct {
 	phase      string
 	container  string
 	records    []runtimerecord.Record
+	// sandboxPhase is what the Sandbox still waits for ("" when nothing).
+	sandboxPhase string
+}
+
+func (s *gateState) setSandboxPhase(p string) {
+	s.mu.Lock()
+	s.sandboxPhase = p
+	s.mu.Unlock()
 }
 
 func (s *gateState) fail(f *Failure) {
@@ -449,6 +495,10 @@ func (s *gateState) deadline() *Failure {
 	sort.Strings(ready)
 	if len(ready) > 0 {
 		f.Reason += fmt.Sprintf(" (ready: %s)", strings.Join(ready, ", "))
+	}
+	if s.sandboxPhase != "" {
+		f.Phase = "sandbox"
+		f.Reason += "; " + s.sandboxPhase + " (during a sandbox driver outage provisioning waits for the driver)"
 	}
 	if len(s.records) > 0 {
 		last := s.records[len(s.records)-1]

@@ -27,7 +27,7 @@ var RequiredRules = []rbacv1.PolicyRule{
 	{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"list", "watch", "deletecollection"}},
 	{APIGroups: []string{""}, Resources: []string{"pods/log"}, Verbs: []string{"get"}},
 	{APIGroups: []string{""}, Resources: []string{"events"}, Verbs: []string{"create"}},
-	{APIGroups: []string{"apps"}, Resources: []string{"deployments"}, Verbs: []string{"get", "create", "patch", "deletecollection"}},
+	{APIGroups: []string{"apps"}, Resources: []string{"deployments"}, Verbs: []string{"get", "list", "create", "patch", "deletecollection"}},
 }
 
 // SandboxRules are what the provider needs in a tenant namespace beside

@@ -28,8 +28,10 @@ type Observed struct {
 }
 
 // Read observes an agent: the Service's activated revision, and whether
-// every workload of that revision exists and runs it.
-func (e *Executor) Read(ctx context.Context, ns, agent string, components []string) (Observed, error) {
+// every workload of that revision exists and runs it. components are the
+// agent's Deployments (gateway, harness); sandbox names the component a
+// Sandbox holds per revision ("harness", "node"), or "" for none.
+func (e *Executor) Read(ctx context.Context, ns, agent string, components []string, sandbox string) (Observed, error) {
 	var o Observed
 	svc, err := e.Client.CoreV1().Services(ns).Get(ctx, render.ServiceName(agent), metav1.GetOptions{})
 	switch {
@@ -65,6 +67,19 @@ func (e *Executor) Read(ctx context.Context, ns, agent string, components []stri
 			o.Drift = fmt.Sprintf("Deployment %s runs revision %s, not the activated %s (edited outside Terraform)", name, got, o.RevisionID)
 		}
 	}
+	if sandbox != "" && o.Exists && o.Revision > 0 {
+		name := render.HarnessSandboxName(agent, o.Revision)
+		if sandbox == render.ComponentNode {
+			name = render.NodeSandboxName(agent, o.Revision)
+		}
+		ok, err := e.sandboxExists(ctx, ns, name)
+		if err != nil {
+			return o, err
+		}
+		if !ok && o.Drift == "" {
+			o.Drift = fmt.Sprintf("Sandbox %s was deleted", name)
+		}
+	}
 	return o, nil
 }
 
@@ -74,6 +89,12 @@ func (e *Executor) Delete(ctx context.Context, ns, agent string) error {
 	opts, list := metav1.DeleteOptions{}, metav1.ListOptions{LabelSelector: sel}
 	if err := e.Client.AppsV1().Deployments(ns).DeleteCollection(ctx, opts, list); err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("delete Deployments of %s: %w", agent, err)
+	}
+	if err := e.deleteSandboxes(ctx, ns, agent); err != nil {
+		return err
+	}
+	if err := e.Client.CoreV1().Services(ns).Delete(ctx, render.GatewayInternalName(agent), opts); err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("delete Service %s: %w", render.GatewayInternalName(agent), err)
 	}
 	if err := e.Client.CoreV1().Services(ns).Delete(ctx, render.ServiceName(agent), opts); err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("delete Service of %s: %w", agent, err)

@@ -390,7 +390,9 @@ func (r *agentResource) Read(ctx context.Context, req resource.ReadRequest, resp
 		resp.Diagnostics.AddError("UNAVAILABLE: cannot reach Kubernetes to refresh the agent", err.Error())
 		return
 	}
-	obs, err := exec.Read(ctx, ns, name, components(state.Harness.ValueString(), state.ExecutionMode.ValueString()))
+	c, _ := computeFromObject(ctx, state.Compute, &resp.Diagnostics)
+	deployments, sandbox := components(state.Harness.ValueString(), state.ExecutionMode.ValueString(), c.SandboxDriver != nil)
+	obs, err := exec.Read(ctx, ns, name, deployments, sandbox)
 	if err != nil {
 		resp.Diagnostics.AddError("UNAVAILABLE: cannot refresh the agent", err.Error())
 		return

@@ -175,12 +175,19 @@ func addDeployError(diags *diag.Diagnostics, rev *admission.Revision, n int64, e
 	diags.AddError(fmt.Sprintf("%s: agent %q revision %d did not activate", f.Code, f.Agent, f.Revision), b.String())
 }
 
-// components lists the workloads a revision runs.
-func components(harness, mode string) []string {
-	if mode == admission.ModeDedicated {
-		return []string{render.ComponentGateway, render.ComponentHarness}
+// components lists the Deployments a revision runs, and the component a
+// Sandbox holds when the compute's sandbox driver contains the dedicated
+// harness (render.Sandboxed).
+func components(harness, mode string, sandboxed bool) (deployments []string, sandbox string) {
+	switch {
+	case mode != admission.ModeDedicated:
+		return []string{render.ComponentGateway}, ""
+	case sandboxed && harness == admission.HarnessOpenClaw:
+		return []string{render.ComponentGateway}, render.ComponentNode
+	case sandboxed:
+		return []string{render.ComponentGateway}, render.ComponentHarness
 	}
-	return []string{render.ComponentGateway}
+	return []string{render.ComponentGateway, render.ComponentHarness}, ""
 }
 
 // addNamespaceError reports a namespace the provider cannot use.

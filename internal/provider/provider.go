@@ -4,6 +4,7 @@ package provider
 
 import (
 	"context"
+	"fmt"
 	"sync"
 
 	"github.com/hashicorp/terraform-plugin-framework/datasource"
@@ -14,6 +15,8 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/resource"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 	"github.com/hashicorp/terraform-plugin-log/tflog"
+
+	"k8s.io/client-go/dynamic"
 
 	"github.com/occ-platform/terraform-provider-occ/internal/admission"
 	"github.com/occ-platform/terraform-provider-occ/internal/kube"
@@ -159,12 +162,17 @@ func (d *Data) KubeExecutor(ctx context.Context) (*kube.Executor, error) {
 				ex.Env.ElementsAs(ctx, &s.Exec.Env, false)
 			}
 		}
-		client, _, err := kube.NewClient(s)
+		client, cfg, err := kube.NewClient(s)
 		if err != nil {
 			d.kubeErr = err
 			return
 		}
-		d.kubeExec = &kube.Executor{Client: client}
+		dyn, err := dynamic.NewForConfig(cfg)
+		if err != nil {
+			d.kubeErr = fmt.Errorf("kubernetes dynamic client: %w", err)
+			return
+		}
+		d.kubeExec = &kube.Executor{Client: client, Dynamic: dyn}
 	})
 	return d.kubeExec, d.kubeErr
 }

@@ -1,0 +1,250 @@
+package kube
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/selection"
+	"k8s.io/apimachinery/pkg/watch"
+
+	"github.com/occ-platform/terraform-provider-occ/internal/admission"
+	"github.com/occ-platform/terraform-provider-occ/internal/render"
+	"github.com/occ-platform/terraform-provider-occ/internal/sandboxapi"
+)
+
+// CodeAttachmentFailed is a Credential Gateway attachment that reported
+// failure: the revision cannot activate (AU3).
+const CodeAttachmentFailed = "CREDENTIAL_ATTACHMENT_FAILED"
+
+// applySandboxes provisions the revision's Sandboxes through the driver:
+// server-side apply of agents.x-k8s.io Sandbox objects, one field manager.
+func (e *Executor) applySandboxes(ctx context.Context, ns string, sandboxes []*render.Sandbox) error {
+	if len(sandboxes) == 0 {
+		return nil
+	}
+	if e.Dynamic == nil {
+		return fmt.Errorf("the executor has no dynamic client for %s", sandboxapi.GVR)
+	}
+	for _, s := range sandboxes {
+		obj, err := s.Object(ns)
+		if err != nil {
+			return err
+		}
+		if _, err := e.Dynamic.Resource(sandboxapi.GVR).Namespace(ns).Apply(ctx, s.Name, &unstructured.Unstructured{Object: obj}, applyOpts); err != nil {
+			return fmt.Errorf("apply Sandbox %s: %w", s.Name, err)
+		}
+	}
+	return nil
+}
+
+// stopEarlierSandboxes deletes every earlier revision's Sandbox of an agent
+// (AC2); the driver's garbage collection removes their Pods, which
+// stopEarlier then waits for.
+func (e *Executor) stopEarlierSandboxes(ctx context.Context, ns, agent string, n int64) error {
+	if e.Dynamic == nil {
+		return nil
+	}
+	req, _ := labels.NewRequirement(render.LabelRevision, selection.NotEquals, []string{strconv.FormatInt(n, 10)})
+	agentReq, _ := labels.NewRequirement(render.LabelAgent, selection.Equals, []string{agent})
+	sel := labels.NewSelector().Add(*agentReq, *req).String()
+	err := e.Dynamic.Resource(sandboxapi.GVR).Namespace(ns).DeleteCollection(ctx, metav1.DeleteOptions{PropagationPolicy: ptr(metav1.DeletePropagationForeground)}, metav1.ListOptions{LabelSelector: sel})
+	if err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("stop earlier Sandboxes: %w", err)
+	}
+	return nil
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// ensureEnrollment writes revision n's one-use node enrollment (ND2): the
+// target, a fresh random token and the gateway address, into a Secret only
+// the node mounts; its sha256 into a Secret only the gateway mounts. Both
+// are immutable; a repeated deploy of the same revision keeps them.
+func (e *Executor) ensureEnrollment(ctx context.Context, ns string, rev *admission.Revision, n int64, en *render.Enrollment) error {
+	if en == nil {
+		return nil
+	}
+	buf := make([]byte, 32)
+	if _, err := rand.Read(buf); err != nil {
+		return err
+	}
+	target, _ := json.Marshal(map[string]any{"gateway": en.Gateway, "token": hex.EncodeToString(buf), "oneUse": true})
+	sum := sha256.Sum256(target)
+	lbl := map[string]string{render.LabelAgent: rev.Agent, render.LabelRevision: strconv.FormatInt(n, 10), render.LabelManagedBy: render.ManagedBy}
+	immutable := true
+	verifier := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: en.Verifier, Namespace: ns, Labels: withComponent(lbl, render.ComponentGateway)},
+		Type: corev1.SecretTypeOpaque, Immutable: &immutable, StringData: map[string]string{"sha256": hex.EncodeToString(sum[:])}}
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: en.Target, Namespace: ns, Labels: withComponent(lbl, render.ComponentNode)},
+		Type: corev1.SecretTypeOpaque, Immutable: &immutable, StringData: map[string]string{render.EnrollmentFile: string(target)}}
+	_, err := e.Client.CoreV1().Secrets(ns).Create(ctx, secret, metav1.CreateOptions{FieldManager: render.FieldManager})
+	if apierrors.IsAlreadyExists(err) {
+		return nil // this revision's enrollment was written by an earlier attempt
+	}
+	if err != nil {
+		return fmt.Errorf("create the node enrollment Secret: %w", err)
+	}
+	if _, err := e.Client.CoreV1().Secrets(ns).Create(ctx, verifier, metav1.CreateOptions{FieldManager: render.FieldManager}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("create the enrollment verifier Secret: %w", err)
+	}
+	return nil
+}
+
+func withComponent(l map[string]string, c string) map[string]string {
+	out := map[string]string{render.LabelComponent: c}
+	for k, v := range l {
+		out[k] = v
+	}
+	return out
+}
+
+// ensureInternalService creates the agent's internal gateway Service once.
+func (e *Executor) ensureInternalService(ctx context.Context, objs *render.Objects) error {
+	s := objs.InternalService
+	if s == nil {
+		return nil
+	}
+	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: *s.Name, Namespace: objs.Namespace, Labels: s.Labels},
+		Spec: corev1.ServiceSpec{Selector: s.Spec.Selector, Ports: []corev1.ServicePort{{Name: "http", Port: render.GatewayPort}}}}
+	if _, err := e.Client.CoreV1().Services(objs.Namespace).Create(ctx, svc, metav1.CreateOptions{FieldManager: render.FieldManager}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("create Service %s: %w", svc.Name, err)
+	}
+	return nil
+}
+
+// sandboxVerdict judges a Sandbox's status: ready when the driver reports
+// Ready and every attachment attached; a failed attachment is a Failure.
+func sandboxVerdict(obj *unstructured.Unstructured) (ready bool, waiting string, f *Failure) {
+	var attachments []sandboxapi.Attachment
+	if a, err := sandboxapi.DecodeAttachments(obj.GetAnnotations()[sandboxapi.AnnotationAttachments]); err == nil {
+		attachments = a
+	}
+	conds := map[string]metav1.Condition{}
+	raw, _, _ := unstructured.NestedSlice(obj.Object, "status", "conditions")
+	for _, r := range raw {
+		m, ok := r.(map[string]any)
+		if !ok {
+			continue
+		}
+		var c metav1.Condition
+		if runtime.DefaultUnstructuredConverter.FromUnstructured(m, &c) == nil {
+			conds[c.Type] = c
+		}
+	}
+	var pending []string
+	for _, a := range attachments {
+		c, ok := conds[sandboxapi.AttachmentCondition(a.Name)]
+		switch {
+		case ok && c.Status == metav1.ConditionFalse:
+			return false, "", &Failure{Code: CodeAttachmentFailed, Container: obj.GetLabels()[render.LabelComponent], Phase: "credential attachment",
+				Reason: fmt.Sprintf("credential gateway %q could not attach %q (%s) to Sandbox %s: %s: %s", a.Gateway, a.Name, a.SourceType, obj.GetName(), c.Reason, c.Message),
+				Next: fmt.Sprintf("Make credential gateway %q hold a %s credential for source %q (see the OpenShell provider setup), bump the credential source's generation or apply again.", a.Gateway, a.SourceType, a.Name)}
+		case !ok || c.Status != metav1.ConditionTrue:
+			pending = append(pending, a.Name)
+		}
+	}
+	sort.Strings(pending)
+	r, ok := conds[sandboxapi.ConditionReady]
+	switch {
+	case !ok || r.Status != metav1.ConditionTrue:
+		msg := "the driver has not reported the Sandbox ready"
+		if ok && r.Message != "" {
+			msg += " (" + r.Reason + ": " + r.Message + ")"
+		}
+		return false, msg, nil
+	case len(pending) > 0:
+		return false, "waiting for credential attachments: " + strings.Join(pending, ", "), nil
+	}
+	return true, "", nil
+}
+
+// watchSandboxes watches the revision's Sandboxes until each is ready with
+// every attachment attached (closing ready), or an attachment fails (st.fail).
+func (e *Executor) watchSandboxes(ctx context.Context, ns string, names []string, st *gateState, ready chan<- struct{}) {
+	if len(names) == 0 {
+		close(ready)
+		return
+	}
+	res := e.Dynamic.Resource(sandboxapi.GVR).Namespace(ns)
+	done := map[string]bool{}
+	for ctx.Err() == nil {
+		for _, name := range names {
+			if done[name] {
+				continue
+			}
+			opts := metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("metadata.name", name).String()}
+			w, err := res.Watch(ctx, opts)
+			if err != nil {
+				if ctx.Err() == nil {
+					st.fail(&Failure{Code: CodeDeadline, Phase: "sandbox", Reason: fmt.Sprintf("cannot watch Sandbox %s: %v", name, err)})
+				}
+				return
+			}
+			for ev := range w.ResultChan() {
+				obj, ok := ev.Object.(*unstructured.Unstructured)
+				if !ok || ev.Type == watch.Deleted {
+					continue
+				}
+				ok, waiting, f := sandboxVerdict(obj)
+				if f != nil {
+					w.Stop()
+					st.fail(f)
+					return
+				}
+				st.setSandboxPhase(waiting)
+				if ok {
+					done[name] = true
+					w.Stop()
+				}
+			}
+			w.Stop()
+		}
+		if len(done) == len(names) {
+			st.setSandboxPhase("")
+			close(ready)
+			return
+		}
+	}
+}
+
+// sandboxExists reads whether a Sandbox exists (for drift).
+func (e *Executor) sandboxExists(ctx context.Context, ns, name string) (bool, error) {
+	if e.Dynamic == nil {
+		return true, nil
+	}
+	_, err := e.Dynamic.Resource(sandboxapi.GVR).Namespace(ns).Get(ctx, name, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		return false, nil
+	case err != nil:
+		return false, fmt.Errorf("read Sandbox %s/%s: %w", ns, name, err)
+	}
+	return true, nil
+}
+
+// deleteSandboxes removes every Sandbox of an agent; a cluster without the
+// agent-sandbox API has none.
+func (e *Executor) deleteSandboxes(ctx context.Context, ns, agent string) error {
+	if e.Dynamic == nil {
+		return nil
+	}
+	sel := labels.SelectorFromSet(labels.Set{render.LabelAgent: agent, render.LabelManagedBy: render.ManagedBy}).String()
+	err := e.Dynamic.Resource(sandboxapi.GVR).Namespace(ns).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{LabelSelector: sel})
+	if err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("delete Sandboxes of %s: %w", agent, err)
+	}
+	return nil
+}

@@ -1,0 +1,523 @@
+package provider
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/terraform-plugin-testing/helper/resource"
+	"github.com/hashicorp/terraform-plugin-testing/knownvalue"
+	"github.com/hashicorp/terraform-plugin-testing/plancheck"
+	"github.com/hashicorp/terraform-plugin-testing/statecheck"
+	"github.com/hashicorp/terraform-plugin-testing/terraform"
+	"github.com/hashicorp/terraform-plugin-testing/tfjsonpath"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/occ-platform/terraform-provider-occ/internal/admission"
+	"github.com/occ-platform/terraform-provider-occ/internal/kube"
+	"github.com/occ-platform/terraform-provider-occ/internal/render"
+	"github.com/occ-platform/terraform-provider-occ/internal/sandboxapi"
+	testkube "github.com/occ-platform/terraform-provider-occ/internal/testenv/kube"
+)
+
+// sandboxEnv is a test namespace watched by the test sandbox driver, and a
+// provider identity holding exactly the documented Roles: kube.RequiredRules
+// and kube.SandboxRules in the tenant namespace, kube.DriverGatewayRules in
+// the driver's gateway namespace.
+type sandboxEnv struct {
+	kubeEnv
+	driver         *testkube.SandboxDriver
+	serviceAccount string
+}
+
+func newSandboxEnv(t *testing.T) sandboxEnv {
+	t.Helper()
+	c := testkube.Shared(t)
+	ns := c.TestNamespace(t)
+	driver := c.StartSandboxDriver(t, testkube.SandboxDriverOptions{Namespaces: []string{ns}})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	id, err := c.NamespacedIdentity(ctx, ns, slices.Concat(kube.RequiredRules, kube.SandboxRules))
+	if err != nil {
+		t.Fatalf("namespaced identity: %v", err)
+	}
+	env := sandboxEnv{kubeEnv: kubeEnv{cluster: c, ns: ns, provider: fmt.Sprintf(`
+provider "occ" {
+  kubernetes = { config_path = %q }
+}
+`, id.KubeconfigPath)}, driver: driver}
+	env.serviceAccount = id.ServiceAccount
+	grant(t, c, driver.GatewayNamespace(), ns, kube.DriverGatewayRules)
+	return env
+}
+
+// grant gives the test identity's ServiceAccount (in tenant) rules in ns.
+func grant(t *testing.T, c *testkube.Cluster, ns, tenant string, rules []rbacv1.PolicyRule) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	sas, err := c.Clientset.CoreV1().ServiceAccounts(tenant).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rbac := c.Clientset.RbacV1()
+	for _, sa := range sas.Items {
+		if !strings.HasPrefix(sa.Name, "occ-test-") {
+			continue
+		}
+		name := sa.Name + "-extra-" + fmt.Sprint(time.Now().UnixNano()%100000)
+		if _, err := rbac.Roles(ns).Create(ctx, &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: name}, Rules: rules}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := rbac.RoleBindings(ns).Create(ctx, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: name},
+			RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: name},
+			Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: sa.Name, Namespace: tenant}}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// sandboxCompute is a compute whose OpenShell driver is the test driver.
+func (e sandboxEnv) sandboxCompute(name, extra string) string {
+	return fmt.Sprintf(`
+resource "occ_compute" %q {
+  name = %q
+  kubernetes = {
+    namespace      = %q
+    sandbox_driver = { name = "openshell", facets = ["networking", "filesystem", "process"], required_profile = "gpu-a", gateway_namespace = %q }
+    %s
+  }
+}
+`, name, name, e.ns, e.driver.GatewayNamespace(), extra)
+}
+
+func (e sandboxEnv) sandbox(t *testing.T, name string) (*unstructured.Unstructured, error) {
+	t.Helper()
+	return e.cluster.Dynamic.Resource(sandboxapi.GVR).Namespace(e.ns).Get(context.Background(), name, metav1.GetOptions{})
+}
+
+func modesCheck(ms ...string) knownvalue.Check {
+	checks := make([]knownvalue.Check, len(ms))
+	for i, m := range ms {
+		checks[i] = knownvalue.StringExact(m)
+	}
+	return knownvalue.ListExact(checks)
+}
+
+// TestAccInstallation_DriverStates: every capability state shows in the
+// installation, read live (rules ND5, ND6): no driver, driver ready, custom
+// image with and without declared support, a driver that is not installed,
+// and a driver outage (which changes no Agent's plan).
+func TestAccInstallation_DriverStates(t *testing.T) {
+	env := newSandboxEnv(t)
+	// "missing" points its driver at the tenant namespace, where no driver
+	// gateway exists; the identity may read there as the documented Role allows.
+	grant(t, env.cluster, env.ns, env.ns, kube.DriverGatewayRules)
+	config := env.provider + env.compute("") + env.sandboxCompute("ready", "") +
+		env.sandboxCompute("custom", `runtime_image = "registry.example/openclaw:custom"`) +
+		env.sandboxCompute("declared", `runtime_image = "registry.example/openclaw:custom"
+    native_worker_support = true`) + `
+resource "occ_compute" "missing" {
+  name = "missing"
+  kubernetes = {
+    namespace      = "` + env.ns + `"
+    sandbox_driver = { name = "openshell", facets = ["networking", "filesystem", "process"], required_profile = "gpu-a", gateway_namespace = "` + env.ns + `" }
+  }
+}
+data "occ_installation" "plain" { compute = occ_compute.k }
+data "occ_installation" "ready" { compute = occ_compute.ready }
+data "occ_installation" "custom" { compute = occ_compute.custom }
+data "occ_installation" "declared" { compute = occ_compute.declared }
+data "occ_installation" "missing" { compute = occ_compute.missing }
+`
+	resource.Test(t, resource.TestCase{
+		PreCheck:                 func() { testAccPreCheck(t) },
+		ProtoV6ProviderFactories: testAccProtoV6ProviderFactories,
+		Steps: []resource.TestStep{
+			{
+				Config: config,
+				ConfigStateChecks: []statecheck.StateCheck{
+					statecheck.ExpectKnownValue("data.occ_installation.plain", tfjsonpath.New("execution_modes"), modesCheck("embedded")),
+					statecheck.ExpectKnownValue("data.occ_installation.plain", tfjsonpath.New("native_workers_support"), knownvalue.Null()),
+					statecheck.ExpectKnownValue("data.occ_installation.ready", tfjsonpath.New("execution_modes"), modesCheck("embedded", "dedicated")),
+					statecheck.ExpectKnownValue("data.occ_installation.ready", tfjsonpath.New("native_workers_support"), knownvalue.StringExact("pinned-runtime")),
+					statecheck.ExpectKnownValue("data.occ_installation.ready", tfjsonpath.New("sandbox_driver_unavailable"), knownvalue.Bool(false)),
+					statecheck.ExpectKnownValue("data.occ_installation.custom", tfjsonpath.New("execution_modes"), modesCheck("embedded")),
+					statecheck.ExpectKnownValue("data.occ_installation.custom", tfjsonpath.New("native_workers_support"), knownvalue.Null()),
+					statecheck.ExpectKnownValue("data.occ_installation.declared", tfjsonpath.New("execution_modes"), modesCheck("embedded", "dedicated")),
+					statecheck.ExpectKnownValue("data.occ_installation.declared", tfjsonpath.New("native_workers_support"), knownvalue.StringExact("declared")),
+					statecheck.ExpectKnownValue("data.occ_installation.missing", tfjsonpath.New("execution_modes"), modesCheck("embedded")),
+					statecheck.ExpectKnownValue("data.occ_installation.missing", tfjsonpath.New("native_workers_support"), knownvalue.Null()),
+					statecheck.ExpectKnownValue("occ_compute.ready", tfjsonpath.New("installation").AtMapKey("native_workers_support"), knownvalue.StringExact("pinned-runtime")),
+				},
+			},
+			{
+				// Driver outage: the gateway's endpoint turns unready.
+				PreConfig: func() {
+					if err := env.driver.SetOutage(context.Background(), true); err != nil {
+						t.Fatal(err)
+					}
+				},
+				Config: config,
+				ConfigStateChecks: []statecheck.StateCheck{
+					statecheck.ExpectKnownValue("data.occ_installation.ready", tfjsonpath.New("sandbox_driver_unavailable"), knownvalue.Bool(true)),
+					statecheck.ExpectKnownValue("data.occ_installation.ready", tfjsonpath.New("execution_modes"), modesCheck("embedded", "dedicated")),
+					statecheck.ExpectKnownValue("occ_compute.ready", tfjsonpath.New("installation").AtMapKey("sandbox_driver_unavailable"), knownvalue.Bool(true)),
+					statecheck.ExpectKnownValue("data.occ_installation.plain", tfjsonpath.New("sandbox_driver_unavailable"), knownvalue.Bool(false)),
+				},
+			},
+			{
+				PreConfig: func() {
+					if err := env.driver.SetOutage(context.Background(), false); err != nil {
+						t.Fatal(err)
+					}
+				},
+				Config: config,
+				ConfigStateChecks: []statecheck.StateCheck{
+					statecheck.ExpectKnownValue("data.occ_installation.ready", tfjsonpath.New("sandbox_driver_unavailable"), knownvalue.Bool(false)),
+				},
+			},
+		},
+	})
+}
+
+const sandboxCodexConfig = `
+resource "occ_configuration" "c" {
+  name     = "coder"
+  document = jsonencode({ agents = { defaults = { model = "codex/gpt-5-codex", maxConcurrent = MAXC } } })
+}
+resource "occ_credential_source" "s" {
+  name        = "openai"
+  method      = "credential_source"
+  source_type = "openai_api_key"
+}
+resource "occ_agent" "a" {
+  name           = "coder"
+  compute        = occ_compute.k
+  configuration  = occ_configuration.c
+  harness        = "codex"
+  execution_mode = "dedicated"
+  harness_auth   = { source = occ_credential_source.s }
+  timeouts       = { create = "90s", update = "90s" }
+}
+`
+
+// TestAccAgent_SandboxedCodex: dedicated Codex in the OpenShell sandbox with
+// a Credential Gateway key (rules OS1, HM5, AU3, AU6, AC2): one Sandbox per
+// revision, only a placeholder in the harness, no model Secret anywhere,
+// activation after the attachment is ready; an update stops the earlier
+// revision's Sandbox first; destroy removes every Sandbox.
+func TestAccAgent_SandboxedCodex(t *testing.T) {
+	env := newSandboxEnv(t)
+	compute := env.sandboxCompute("k", `credential_gateway = { name = "cg-main" }`)
+	config := func(maxc int) string {
+		return env.provider + compute + strings.ReplaceAll(sandboxCodexConfig, "MAXC", fmt.Sprint(maxc))
+	}
+	resource.Test(t, resource.TestCase{
+		PreCheck:                 func() { testAccPreCheck(t) },
+		ProtoV6ProviderFactories: testAccProtoV6ProviderFactories,
+		CheckDestroy: func(*terraform.State) error {
+			list, err := env.cluster.Dynamic.Resource(sandboxapi.GVR).Namespace(env.ns).List(context.Background(), metav1.ListOptions{})
+			if err != nil {
+				return err
+			}
+			if len(list.Items) != 0 {
+				return fmt.Errorf("%d Sandboxes left after destroy", len(list.Items))
+			}
+			return nil
+		},
+		Steps: []resource.TestStep{
+			{
+				Config: config(4),
+				ConfigStateChecks: []statecheck.StateCheck{
+					statecheck.ExpectKnownValue("occ_agent.a", tfjsonpath.New("status"), knownvalue.StringExact("active")),
+					statecheck.ExpectKnownValue("occ_agent.a", tfjsonpath.New("revision"), knownvalue.Int64Exact(1)),
+				},
+				Check: func(*terraform.State) error {
+					sb, err := env.sandbox(t, "coder-harness-r1")
+					if err != nil {
+						return fmt.Errorf("the revision's Sandbox: %v", err)
+					}
+					att, _ := sandboxapi.DecodeAttachments(sb.GetAnnotations()[sandboxapi.AnnotationAttachments])
+					if len(att) != 1 || att[0].Gateway != "cg-main" || att[0].SourceType != "openai_api_key" {
+						return fmt.Errorf("attachments = %+v", att)
+					}
+					// No model Secret exists or is projected (AU3).
+					secrets, err := env.cluster.Clientset.CoreV1().Secrets(env.ns).List(context.Background(), metav1.ListOptions{})
+					if err != nil {
+						return err
+					}
+					for _, s := range secrets.Items {
+						if s.Name != render.AppServerTokenSecret("coder") {
+							return fmt.Errorf("unexpected Secret %s in a Credential Gateway namespace", s.Name)
+						}
+					}
+					pods, err := env.cluster.Clientset.CoreV1().Pods(env.ns).List(context.Background(), metav1.ListOptions{LabelSelector: render.LabelAgent + "=coder"})
+					if err != nil {
+						return err
+					}
+					var harness, gateway *corev1.Pod
+					for i := range pods.Items {
+						switch pods.Items[i].Labels[render.LabelComponent] {
+						case render.ComponentHarness:
+							harness = &pods.Items[i]
+						case render.ComponentGateway:
+							gateway = &pods.Items[i]
+						}
+					}
+					if harness == nil || gateway == nil {
+						return fmt.Errorf("pods: %d, harness %v gateway %v", len(pods.Items), harness != nil, gateway != nil)
+					}
+					if owner := metav1.GetControllerOf(harness); owner == nil || owner.Kind != "Sandbox" || owner.Name != "coder-harness-r1" {
+						return fmt.Errorf("the harness Pod is not the Sandbox's: %+v", owner)
+					}
+					for _, e := range harness.Spec.Containers[0].Env {
+						if e.Name == "OPENAI_API_KEY" && (e.Value != admission.PlaceholderCredential || e.ValueFrom != nil) {
+							return fmt.Errorf("harness OPENAI_API_KEY is not the placeholder")
+						}
+					}
+					gw, _ := json.Marshal(gateway.Spec)
+					if strings.Contains(string(gw), "OPENAI_API_KEY") { // AU6
+						return fmt.Errorf("the gateway Pod holds the inference credential variable")
+					}
+					return nil
+				},
+			},
+			{
+				// A new revision: the earlier revision's Sandbox is stopped first (AC2).
+				Config: config(6),
+				ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{
+					plancheck.ExpectResourceAction("occ_agent.a", plancheck.ResourceActionUpdate),
+				}},
+				ConfigStateChecks: []statecheck.StateCheck{
+					statecheck.ExpectKnownValue("occ_agent.a", tfjsonpath.New("revision"), knownvalue.Int64Exact(2)),
+					statecheck.ExpectKnownValue("occ_agent.a", tfjsonpath.New("status"), knownvalue.StringExact("active")),
+				},
+				Check: func(*terraform.State) error {
+					if _, err := env.sandbox(t, "coder-harness-r2"); err != nil {
+						return err
+					}
+					if _, err := env.sandbox(t, "coder-harness-r1"); !apierrors.IsNotFound(err) {
+						return fmt.Errorf("revision 1's Sandbox after the replacement: %v", err)
+					}
+					return nil
+				},
+			},
+			{
+				// Drift: a deleted Sandbox plans a redeploy.
+				PreConfig: func() {
+					_ = env.cluster.Dynamic.Resource(sandboxapi.GVR).Namespace(env.ns).Delete(context.Background(), "coder-harness-r2", metav1.DeleteOptions{})
+				},
+				Config:             config(6),
+				PlanOnly:           true,
+				ExpectNonEmptyPlan: true,
+			},
+		},
+	})
+}
+
+// TestAccAgent_AttachmentFailureFailsApply: an attachment the Credential
+// Gateway reports failed fails the apply with its reason (AU3).
+func TestAccAgent_AttachmentFailureFailsApply(t *testing.T) {
+	env := newSandboxEnv(t)
+	env.driver.FailAttachment("openai", "KeyNotFound", "no openai_api_key credential named openai in gateway cg-main")
+	resource.Test(t, resource.TestCase{
+		PreCheck:                 func() { testAccPreCheck(t) },
+		ProtoV6ProviderFactories: testAccProtoV6ProviderFactories,
+		Steps: []resource.TestStep{{
+			Config:      env.provider + env.sandboxCompute("k", `credential_gateway = { name = "cg-main" }`) + strings.ReplaceAll(sandboxCodexConfig, "MAXC", "4"),
+			ExpectError: mustRegexp(`CREDENTIAL_ATTACHMENT_FAILED: agent "coder" revision 1 did not activate[\s\S]*KeyNotFound[\s\S]*no openai_api_key credential named openai`),
+		}},
+	})
+}
+
+const nativeConfig = `
+resource "occ_configuration" "c" {
+  name     = "native"
+  document = jsonencode({ agents = { defaults = { model = "openai/gpt-5" } } })
+}
+resource "occ_credential_source" "s" {
+  name       = "openai"
+  compute    = occ_compute.k
+  method     = "api_key"
+  secret_ref = { name = "openai", key = "api-key" }
+}
+resource "occ_agent" "a" {
+  name           = "native"
+  compute        = occ_compute.k
+  configuration  = occ_configuration.c
+  harness        = "openclaw"
+  execution_mode = "dedicated"
+  harness_auth   = { source = occ_credential_source.s }
+  timeouts       = { create = "90s", update = "90s" }
+}
+`
+
+// TestAccAgent_NativeOpenClaw: dedicated native OpenClaw under the sandbox
+// driver (rules ND1, ND2, ND4, HM4, HM6, AC2): deploy, activate, update,
+// delete; the gateway's ServiceAccount is bound to nothing, its Pod holds
+// neither the model credential nor the node's state; the node has the
+// one-use enrollment target and no gateway token.
+func TestAccAgent_NativeOpenClaw(t *testing.T) {
+	env := newSandboxEnv(t)
+	env.secret(t, "openai", "api-key", testSentinel)
+	config := func(workers int) string {
+		return env.provider + env.sandboxCompute("k", fmt.Sprintf("node_workers = %d", workers)) + nativeConfig
+	}
+	resource.Test(t, resource.TestCase{
+		PreCheck:                 func() { testAccPreCheck(t) },
+		ProtoV6ProviderFactories: testAccProtoV6ProviderFactories,
+		CheckDestroy: func(*terraform.State) error {
+			ctx := context.Background()
+			list, err := env.cluster.Dynamic.Resource(sandboxapi.GVR).Namespace(env.ns).List(ctx, metav1.ListOptions{})
+			if err != nil {
+				return err
+			}
+			pods, err := env.cluster.Clientset.CoreV1().Pods(env.ns).List(ctx, metav1.ListOptions{LabelSelector: render.LabelAgent + "=native"})
+			if err != nil {
+				return err
+			}
+			if len(list.Items)+len(pods.Items) != 0 {
+				return fmt.Errorf("after destroy: %d Sandboxes, %d Pods", len(list.Items), len(pods.Items))
+			}
+			return nil
+		},
+		Steps: []resource.TestStep{
+			{
+				Config: config(8),
+				ConfigStateChecks: []statecheck.StateCheck{
+					statecheck.ExpectKnownValue("occ_agent.a", tfjsonpath.New("status"), knownvalue.StringExact("active")),
+				},
+				Check: func(*terraform.State) error { return checkNativeIsolation(env, 1, 8) },
+			},
+			{
+				Config: config(4),
+				ConfigStateChecks: []statecheck.StateCheck{
+					statecheck.ExpectKnownValue("occ_agent.a", tfjsonpath.New("revision"), knownvalue.Int64Exact(2)),
+					statecheck.ExpectKnownValue("occ_agent.a", tfjsonpath.New("status"), knownvalue.StringExact("active")),
+				},
+				Check: func(*terraform.State) error {
+					if _, err := env.sandbox(t, "native-node-r1"); !apierrors.IsNotFound(err) {
+						return fmt.Errorf("revision 1's node Sandbox after the replacement: %v", err)
+					}
+					return checkNativeIsolation(env, 2, 4)
+				},
+			},
+		},
+	})
+}
+
+func checkNativeIsolation(env sandboxEnv, n int64, workers int) error {
+	ctx := context.Background()
+	cs := env.cluster.Clientset
+	pods, err := cs.CoreV1().Pods(env.ns).List(ctx, metav1.ListOptions{LabelSelector: fmt.Sprintf("%s=native,%s=%d", render.LabelAgent, render.LabelRevision, n)})
+	if err != nil {
+		return err
+	}
+	var gw, node *corev1.Pod
+	for i := range pods.Items {
+		switch pods.Items[i].Labels[render.LabelComponent] {
+		case render.ComponentGateway:
+			gw = &pods.Items[i]
+		case render.ComponentNode:
+			node = &pods.Items[i]
+		}
+	}
+	if gw == nil || node == nil {
+		return fmt.Errorf("revision %d pods: gateway %v node %v", n, gw != nil, node != nil)
+	}
+	if gw.Spec.ServiceAccountName == node.Spec.ServiceAccountName {
+		return fmt.Errorf("gateway and node share ServiceAccount %s", gw.Spec.ServiceAccountName)
+	}
+	// RBAC: nothing grants the gateway's ServiceAccount anything (it can read
+	// neither the model Secret nor the node's state), and it has no token.
+	bindings, err := cs.RbacV1().RoleBindings(env.ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return err
+	}
+	for _, b := range bindings.Items {
+		for _, s := range b.Subjects {
+			if s.Kind == rbacv1.ServiceAccountKind && (s.Name == gw.Spec.ServiceAccountName || s.Name == node.Spec.ServiceAccountName) {
+				return fmt.Errorf("RoleBinding %s grants %s", b.Name, s.Name)
+			}
+		}
+	}
+	if gw.Spec.AutomountServiceAccountToken == nil || *gw.Spec.AutomountServiceAccountToken {
+		return fmt.Errorf("the gateway Pod mounts a ServiceAccount token")
+	}
+	gwSpec, _ := json.Marshal(gw.Spec)
+	for _, leak := range []string{"OPENAI_API_KEY", `"openai"`, fmt.Sprintf(`"native-r%d-enrollment"`, n), "node-state"} {
+		if strings.Contains(string(gwSpec), leak) {
+			return fmt.Errorf("the gateway Pod mentions %s", leak)
+		}
+	}
+	nodeSpec, _ := json.Marshal(node.Spec)
+	for _, leak := range []string{"OCC_APP_SERVER_TOKEN", "app-server-token", "enrollment-verifier"} {
+		if strings.Contains(string(nodeSpec), leak) {
+			return fmt.Errorf("the node Pod mentions %s (no gateway token in the worker)", leak)
+		}
+	}
+	if !strings.Contains(string(nodeSpec), fmt.Sprintf("--workers=%d", workers)) || !strings.Contains(string(nodeSpec), "--connection=ephemeral") {
+		return fmt.Errorf("node args: %s", nodeSpec)
+	}
+	target, err := cs.CoreV1().Secrets(env.ns).Get(ctx, fmt.Sprintf("native-r%d-enrollment", n), metav1.GetOptions{})
+	if err != nil {
+		return fmt.Errorf("enrollment target: %v", err)
+	}
+	if target.Immutable == nil || !*target.Immutable || len(target.Data[render.EnrollmentFile]) == 0 {
+		return fmt.Errorf("enrollment target Secret: immutable %v, %d bytes", target.Immutable, len(target.Data[render.EnrollmentFile]))
+	}
+	if owner := metav1.GetControllerOf(node); owner == nil || owner.Kind != "Sandbox" || owner.Name != fmt.Sprintf("native-node-r%d", n) {
+		return fmt.Errorf("the node Pod is not its Sandbox's: %+v", owner)
+	}
+	return nil
+}
+
+// TestAccAgent_SandboxDriverGatesDeploy: a declared driver the cluster does
+// not have is refused with RESOURCE_CONFLICT naming it, before any write;
+// during an outage provisioning waits for the driver and then activates
+// (rule ND5, AD6).
+func TestAccAgent_SandboxDriverGatesDeploy(t *testing.T) {
+	env := newSandboxEnv(t)
+	env.secret(t, "openai", "api-key", testSentinel)
+	// The tenant namespace stands in for a gateway namespace without the
+	// driver; the identity may read it as the documented Role allows.
+	grant(t, env.cluster, env.ns, env.ns, kube.DriverGatewayRules)
+	missing := strings.Replace(env.sandboxCompute("k", ""), `gateway_namespace = "`+env.driver.GatewayNamespace()+`"`, `gateway_namespace = "`+env.ns+`"`, 1)
+	resource.Test(t, resource.TestCase{
+		PreCheck:                 func() { testAccPreCheck(t) },
+		ProtoV6ProviderFactories: testAccProtoV6ProviderFactories,
+		Steps: []resource.TestStep{
+			{
+				Config:      env.provider + missing + nativeConfig,
+				ExpectError: mustRegexp(`RESOURCE_CONFLICT: the dedicated harness needs the sandbox driver "openshell", which is not installed`),
+			},
+			{
+				PreConfig: func() {
+					if sbs, _ := env.cluster.Dynamic.Resource(sandboxapi.GVR).Namespace(env.ns).List(context.Background(), metav1.ListOptions{}); sbs != nil && len(sbs.Items) > 0 {
+						t.Errorf("a refused deploy wrote %d Sandboxes", len(sbs.Items))
+					}
+					if err := env.driver.SetOutage(context.Background(), true); err != nil {
+						t.Fatal(err)
+					}
+					go func() {
+						time.Sleep(4 * time.Second)
+						_ = env.driver.SetOutage(context.Background(), false)
+					}()
+				},
+				Config: env.provider + env.sandboxCompute("k", "") + nativeConfig,
+				ConfigStateChecks: []statecheck.StateCheck{
+					statecheck.ExpectKnownValue("occ_agent.a", tfjsonpath.New("status"), knownvalue.StringExact("active")),
+				},
+			},
+		},
+	})
+}
