@@ -160,7 +160,7 @@ func (e *Executor) Deploy(ctx context.Context, rev *admission.Revision, n, servi
 		// AC2: a dedicated replacement first stops every earlier revision,
 		// even a healthy one; the Agent is unavailable until the new one is ready.
 		e.log("stopping earlier revisions", map[string]any{"work.operation": "stop-earlier", "revision": n})
-		if err := e.stopEarlierSandboxes(ctx, ns, rev.Agent, n); err != nil {
+		if err := e.stopEarlierSandboxes(ctx, ns, rev.Agent, n, len(objs.Sandboxes) > 0); err != nil {
 			return Result{}, err
 		}
 		if err := e.stopEarlier(ctx, ns, rev.Agent, n); err != nil {

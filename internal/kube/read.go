@@ -84,14 +84,18 @@ func (e *Executor) Read(ctx context.Context, ns, agent string, components []stri
 }
 
 // Delete removes every object of an agent and waits until its Pods are gone.
-func (e *Executor) Delete(ctx context.Context, ns, agent string) error {
+// sandboxed says the agent's compute has a sandbox driver, so that its
+// Sandboxes are removed too (only then may the identity touch them).
+func (e *Executor) Delete(ctx context.Context, ns, agent string, sandboxed bool) error {
 	sel := labels.SelectorFromSet(labels.Set{render.LabelAgent: agent, render.LabelManagedBy: render.ManagedBy}).String()
 	opts, list := metav1.DeleteOptions{}, metav1.ListOptions{LabelSelector: sel}
 	if err := e.Client.AppsV1().Deployments(ns).DeleteCollection(ctx, opts, list); err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("delete Deployments of %s: %w", agent, err)
 	}
-	if err := e.deleteSandboxes(ctx, ns, agent); err != nil {
-		return err
+	if sandboxed {
+		if err := e.deleteSandboxes(ctx, ns, agent); err != nil {
+			return err
+		}
 	}
 	if err := e.Client.CoreV1().Services(ns).Delete(ctx, render.GatewayInternalName(agent), opts); err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("delete Service %s: %w", render.GatewayInternalName(agent), err)

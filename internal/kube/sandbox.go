@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -26,9 +27,15 @@ import (
 	"github.com/occ-platform/terraform-provider-occ/internal/sandboxapi"
 )
 
-// CodeAttachmentFailed is a Credential Gateway attachment that reported
-// failure: the revision cannot activate (AU3).
-const CodeAttachmentFailed = "CREDENTIAL_ATTACHMENT_FAILED"
+// Failure codes of sandboxed revisions.
+const (
+	// CodeAttachmentFailed is a Credential Gateway attachment that reported
+	// failure: the revision cannot activate (AU3).
+	CodeAttachmentFailed = "CREDENTIAL_ATTACHMENT_FAILED"
+	// CodeSandboxRefused is a driver that reported it cannot provision the
+	// Sandbox as asked (OS1).
+	CodeSandboxRefused = "SANDBOX_PROVISIONING_FAILED"
+)
 
 // applySandboxes provisions the revision's Sandboxes through the driver:
 // server-side apply of agents.x-k8s.io Sandbox objects, one field manager.
@@ -54,7 +61,12 @@ func (e *Executor) applySandboxes(ctx context.Context, ns string, sandboxes []*r
 // stopEarlierSandboxes deletes every earlier revision's Sandbox of an agent
 // (AC2); the driver's garbage collection removes their Pods, which
 // stopEarlier then waits for.
-func (e *Executor) stopEarlierSandboxes(ctx context.Context, ns, agent string, n int64) error {
+//
+// sandboxed says the new revision is itself sandboxed. When it is not, an
+// earlier one may still have been (the compute's driver was removed); an
+// identity without the Sandbox permissions, or a cluster without the API,
+// cannot have provisioned any, so Forbidden and NotFound are not errors then.
+func (e *Executor) stopEarlierSandboxes(ctx context.Context, ns, agent string, n int64, sandboxed bool) error {
 	if e.Dynamic == nil {
 		return nil
 	}
@@ -62,10 +74,13 @@ func (e *Executor) stopEarlierSandboxes(ctx context.Context, ns, agent string, n
 	agentReq, _ := labels.NewRequirement(render.LabelAgent, selection.Equals, []string{agent})
 	sel := labels.NewSelector().Add(*agentReq, *req).String()
 	err := e.Dynamic.Resource(sandboxapi.GVR).Namespace(ns).DeleteCollection(ctx, metav1.DeleteOptions{PropagationPolicy: ptr(metav1.DeletePropagationForeground)}, metav1.ListOptions{LabelSelector: sel})
-	if err != nil && !apierrors.IsNotFound(err) {
-		return fmt.Errorf("stop earlier Sandboxes: %w", err)
+	switch {
+	case err == nil, apierrors.IsNotFound(err):
+		return nil
+	case !sandboxed && apierrors.IsForbidden(err):
+		return nil
 	}
-	return nil
+	return fmt.Errorf("stop earlier Sandboxes: %w", err)
 }
 
 func ptr[T any](v T) *T { return &v }
@@ -158,6 +173,11 @@ func sandboxVerdict(obj *unstructured.Unstructured) (ready bool, waiting string,
 	}
 	sort.Strings(pending)
 	r, ok := conds[sandboxapi.ConditionReady]
+	if ok && r.Status == metav1.ConditionFalse && slices.Contains(sandboxapi.TerminalReasons, r.Reason) {
+		return false, "", &Failure{Code: CodeSandboxRefused, Container: obj.GetLabels()[render.LabelComponent], Phase: "sandbox provisioning",
+			Reason: fmt.Sprintf("the sandbox driver cannot provision Sandbox %s: %s: %s", obj.GetName(), r.Reason, r.Message),
+			Next:   "The driver does not support what this revision needs (for example the app-server token Secret reference or a projected ServiceAccount token). Upgrade or configure the driver, or change the Agent, then apply again."}
+	}
 	switch {
 	case !ok || r.Status != metav1.ConditionTrue:
 		msg := "the driver has not reported the Sandbox ready"

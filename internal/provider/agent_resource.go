@@ -457,7 +457,8 @@ func (r *agentResource) Delete(ctx context.Context, req resource.DeleteRequest, 
 		resp.Diagnostics.AddError("UNAVAILABLE: cannot reach Kubernetes to delete the agent", err.Error())
 		return
 	}
-	if err := exec.Delete(ctx, ns, name); err != nil {
+	c, _ := computeFromObject(ctx, state.Compute, &resp.Diagnostics)
+	if err := exec.Delete(ctx, ns, name, c.SandboxDriver != nil); err != nil {
 		resp.Diagnostics.AddError(fmt.Sprintf("DELETE_FAILED: agent %q", name), err.Error())
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework-validators/setvalidator"
 	"github.com/hashicorp/terraform-plugin-framework-validators/stringvalidator"
 	"github.com/hashicorp/terraform-plugin-framework/attr"
+	"github.com/hashicorp/terraform-plugin-framework/diag"
 	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/resource"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema"
@@ -287,36 +288,50 @@ func (r *computeResource) Create(ctx context.Context, req resource.CreateRequest
 	if c.Kind == admission.KindKubernetes {
 		ctx, cancel := context.WithTimeout(ctx, computeTimeout)
 		defer cancel()
-		exec, err := r.providerData().KubeExecutor(ctx)
-		if err != nil {
-			resp.Diagnostics.AddError("UNAVAILABLE: cannot reach Kubernetes", fmt.Sprintf("%v. Nothing was written. Check the provider's kubernetes settings.", err))
-			return
-		}
-		tflog.Info(ctx, "checking the cluster", map[string]any{"work.id": c.Name, "work.operation": "compute-create", "namespace": c.Namespace})
-		created, err := r.providerData().PrepareCompute(ctx, exec, c)
-		if err != nil {
-			addNamespaceError(&resp.Diagnostics, c.Namespace, err)
+		created, inst, ok := r.checkCluster(ctx, c, "compute-create", plan.Installation.IsUnknown(), &resp.Diagnostics)
+		if !ok {
 			return
 		}
 		if created {
 			resp.Diagnostics.Append(resp.Private.SetKey(ctx, privateNamespaceCreated, []byte("true"))...)
 		}
-		if c.SandboxDriver != nil {
-			inst, err := liveInstallation(ctx, exec, c)
-			if err != nil {
-				resp.Diagnostics.AddError("UNAVAILABLE: cannot read the sandbox driver", err.Error())
-				if created {
-					_ = exec.DeleteNamespace(ctx, c.Namespace)
-				}
-				return
-			}
-			plan.Installation = installationObject(inst, &resp.Diagnostics)
+		if inst != nil {
+			plan.Installation = installationObject(*inst, &resp.Diagnostics)
 		}
 	}
 	if plan.Installation.IsUnknown() {
 		plan.Installation = installationObject(admission.ComputeInstallation(c), &resp.Diagnostics)
 	}
 	resp.Diagnostics.Append(resp.State.Set(ctx, &plan)...)
+}
+
+// checkCluster prepares a Kubernetes compute: the cluster answers, the
+// tenant namespace exists (created when missing), every permission is
+// held; with a sandbox driver and readLive, the installation is read live.
+// A failure after creating the namespace deletes it again.
+func (r *computeResource) checkCluster(ctx context.Context, c admission.Compute, op string, readLive bool, diags *diag.Diagnostics) (created bool, inst *admission.Installation, ok bool) {
+	exec, err := r.providerData().KubeExecutor(ctx)
+	if err != nil {
+		diags.AddError("UNAVAILABLE: cannot reach Kubernetes", fmt.Sprintf("%v. Nothing was written. Check the provider's kubernetes settings.", err))
+		return false, nil, false
+	}
+	tflog.Info(ctx, "checking the cluster", map[string]any{"work.id": c.Name, "work.operation": op, "namespace": c.Namespace})
+	if created, err = r.providerData().PrepareCompute(ctx, exec, c); err != nil {
+		addNamespaceError(diags, c.Namespace, err)
+		return false, nil, false
+	}
+	if c.SandboxDriver == nil || !readLive {
+		return created, nil, true
+	}
+	live, err := liveInstallation(ctx, exec, c)
+	if err != nil {
+		diags.AddError("UNAVAILABLE: cannot read the sandbox driver", err.Error())
+		if created {
+			_ = exec.DeleteNamespace(ctx, c.Namespace)
+		}
+		return false, nil, false
+	}
+	return created, &live, true
 }
 
 // computeTimeout bounds a compute's cluster checks and its namespace deletion.
@@ -371,21 +386,11 @@ func (r *computeResource) Update(ctx context.Context, req resource.UpdateRequest
 	if c.Kind == admission.KindKubernetes && c.SandboxDriver != nil && plan.Installation.IsUnknown() {
 		ctx, cancel := context.WithTimeout(ctx, computeTimeout)
 		defer cancel()
-		exec, err := r.providerData().KubeExecutor(ctx)
-		if err != nil {
-			resp.Diagnostics.AddError("UNAVAILABLE: cannot reach Kubernetes", err.Error())
+		_, inst, ok := r.checkCluster(ctx, c, "compute-update", true, &resp.Diagnostics)
+		if !ok {
 			return
 		}
-		if _, err := r.providerData().PrepareCompute(ctx, exec, c); err != nil {
-			addNamespaceError(&resp.Diagnostics, c.Namespace, err)
-			return
-		}
-		inst, err := liveInstallation(ctx, exec, c)
-		if err != nil {
-			resp.Diagnostics.AddError("UNAVAILABLE: cannot read the sandbox driver", err.Error())
-			return
-		}
-		plan.Installation = installationObject(inst, &resp.Diagnostics)
+		plan.Installation = installationObject(*inst, &resp.Diagnostics)
 	}
 	if plan.Installation.IsUnknown() {
 		plan.Installation = installationObject(admission.ComputeInstallation(c), &resp.Diagnostics)

@@ -384,31 +384,18 @@ func TestAccAgent_DedicatedCodexGatewayHoldsNoCredential(t *testing.T) {
 func testDedicatedCodex(t *testing.T, method, harnessEnv, loginMode string) {
 	env := newKubeEnv(t)
 	env.secret(t, "pat", "token", testSentinel)
-	config := env.provider + env.compute("") + `
-resource "occ_configuration" "c" {
-  name     = "coder"
-  document = jsonencode({ agents = { defaults = { model = "codex/gpt-5-codex" } } })
-}
-resource "occ_credential_source" "s" {
-  name       = "pat"
-  compute    = occ_compute.k
-  method     = "` + method + `"
-  secret_ref = { name = "pat", key = "token" }
-}
-resource "occ_agent" "a" {
-  name           = "support"
-  compute        = occ_compute.k
-  configuration  = occ_configuration.c
-  harness        = "codex"
-  execution_mode = "dedicated"
-  harness_auth   = { source = occ_credential_source.s }
-  timeouts       = { create = "90s" }
-}`
+	configWith := func(maxConcurrent int) string {
+		return env.provider + env.compute("") + dedicatedAgent("support", "codex", fmt.Sprintf(`{ agents = { defaults = { model = "codex/gpt-5-codex", maxConcurrent = %d } } }`, maxConcurrent),
+			`name = "pat"
+  compute = occ_compute.k
+  method = "`+method+`"
+  secret_ref = { name = "pat", key = "token" }`)
+	}
 	resource.Test(t, resource.TestCase{
 		PreCheck:                 func() { testAccPreCheck(t) },
 		ProtoV6ProviderFactories: testAccProtoV6ProviderFactories,
 		Steps: []resource.TestStep{{
-			Config: config,
+			Config: configWith(4),
 			ConfigStateChecks: []statecheck.StateCheck{
 				statecheck.ExpectKnownValue("occ_agent.a", tfjsonpath.New("status"), knownvalue.StringExact("active")),
 			},
@@ -436,6 +423,14 @@ resource "occ_agent" "a" {
 					return fmt.Errorf("harness lacks %s / CODEX_LOGIN_MODE=%s", harnessEnv, loginMode)
 				}
 				return nil
+			},
+		}, {
+			// A replacement under the documented Role: the earlier revision
+			// is stopped first (AC2), then revision 2 activates.
+			Config: configWith(6),
+			ConfigStateChecks: []statecheck.StateCheck{
+				statecheck.ExpectKnownValue("occ_agent.a", tfjsonpath.New("revision"), knownvalue.Int64Exact(2)),
+				statecheck.ExpectKnownValue("occ_agent.a", tfjsonpath.New("status"), knownvalue.StringExact("active")),
 			},
 		}},
 	})

@@ -189,26 +189,36 @@ data "occ_installation" "missing" { compute = occ_compute.missing }
 	})
 }
 
-const sandboxCodexConfig = `
+// dedicatedAgent is a test's configuration "c", credential source "s"
+// (its attributes given) and dedicated agent "a" on compute "k".
+func dedicatedAgent(agent, harness, document, source string) string {
+	return fmt.Sprintf(`
 resource "occ_configuration" "c" {
-  name     = "coder"
-  document = jsonencode({ agents = { defaults = { model = "codex/gpt-5-codex", maxConcurrent = MAXC } } })
+  name     = %[1]q
+  document = jsonencode(%[3]s)
 }
 resource "occ_credential_source" "s" {
-  name        = "openai"
-  method      = "credential_source"
-  source_type = "openai_api_key"
+  %[4]s
 }
 resource "occ_agent" "a" {
-  name           = "coder"
+  name           = %[1]q
   compute        = occ_compute.k
   configuration  = occ_configuration.c
-  harness        = "codex"
+  harness        = %[2]q
   execution_mode = "dedicated"
   harness_auth   = { source = occ_credential_source.s }
   timeouts       = { create = "90s", update = "90s" }
 }
-`
+`, agent, harness, document, source)
+}
+
+// sandboxCodex is dedicated Codex with a Credential Gateway key.
+func sandboxCodex(maxConcurrent int) string {
+	return dedicatedAgent("coder", "codex", fmt.Sprintf(`{ agents = { defaults = { model = "codex/gpt-5-codex", maxConcurrent = %d } } }`, maxConcurrent),
+		`name = "openai"
+  method = "credential_source"
+  source_type = "openai_api_key"`)
+}
 
 // TestAccAgent_SandboxedCodex: dedicated Codex in the OpenShell sandbox with
 // a Credential Gateway key (rules OS1, HM5, AU3, AU6, AC2): one Sandbox per
@@ -219,7 +229,7 @@ func TestAccAgent_SandboxedCodex(t *testing.T) {
 	env := newSandboxEnv(t)
 	compute := env.sandboxCompute("k", `credential_gateway = { name = "cg-main" }`)
 	config := func(maxc int) string {
-		return env.provider + compute + strings.ReplaceAll(sandboxCodexConfig, "MAXC", fmt.Sprint(maxc))
+		return env.provider + compute + sandboxCodex(maxc)
 	}
 	resource.Test(t, resource.TestCase{
 		PreCheck:                 func() { testAccPreCheck(t) },
@@ -333,33 +343,18 @@ func TestAccAgent_AttachmentFailureFailsApply(t *testing.T) {
 		PreCheck:                 func() { testAccPreCheck(t) },
 		ProtoV6ProviderFactories: testAccProtoV6ProviderFactories,
 		Steps: []resource.TestStep{{
-			Config:      env.provider + env.sandboxCompute("k", `credential_gateway = { name = "cg-main" }`) + strings.ReplaceAll(sandboxCodexConfig, "MAXC", "4"),
+			Config:      env.provider + env.sandboxCompute("k", `credential_gateway = { name = "cg-main" }`) + sandboxCodex(4),
 			ExpectError: mustRegexp(`CREDENTIAL_ATTACHMENT_FAILED: agent "coder" revision 1 did not activate[\s\S]*KeyNotFound[\s\S]*no openai_api_key credential named openai`),
 		}},
 	})
 }
 
-const nativeConfig = `
-resource "occ_configuration" "c" {
-  name     = "native"
-  document = jsonencode({ agents = { defaults = { model = "openai/gpt-5" } } })
-}
-resource "occ_credential_source" "s" {
-  name       = "openai"
-  compute    = occ_compute.k
-  method     = "api_key"
-  secret_ref = { name = "openai", key = "api-key" }
-}
-resource "occ_agent" "a" {
-  name           = "native"
-  compute        = occ_compute.k
-  configuration  = occ_configuration.c
-  harness        = "openclaw"
-  execution_mode = "dedicated"
-  harness_auth   = { source = occ_credential_source.s }
-  timeouts       = { create = "90s", update = "90s" }
-}
-`
+// nativeConfig is dedicated native OpenClaw with an api_key Secret.
+var nativeConfig = dedicatedAgent("native", "openclaw", `{ agents = { defaults = { model = "openai/gpt-5" } } }`,
+	`name = "openai"
+  compute = occ_compute.k
+  method = "api_key"
+  secret_ref = { name = "openai", key = "api-key" }`)
 
 // TestAccAgent_NativeOpenClaw: dedicated native OpenClaw under the sandbox
 // driver (rules ND1, ND2, ND4, HM4, HM6, AC2): deploy, activate, update,

@@ -45,6 +45,12 @@ const (
 	AttachmentConditionPrefix = "attachments.occ-platform.io/"
 )
 
+// TerminalReasons are the Ready=False reasons by which a driver says it
+// cannot and will not provision a Sandbox as asked (an incompatibility,
+// OS1: "fail explicitly"); the provider fails at once instead of waiting
+// for its deadline. Any other reason is progress still to come.
+var TerminalReasons = []string{"Unsupported", "InvalidPodTemplate", "PodCreateFailed"}
+
 // AttachmentCondition is the condition type of one attachment.
 func AttachmentCondition(name string) string { return AttachmentConditionPrefix + name }
 

@@ -1,0 +1,66 @@
+package kube
+
+import (
+	"testing"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/occ-platform/terraform-provider-occ/internal/render"
+	"github.com/occ-platform/terraform-provider-occ/internal/sandboxapi"
+)
+
+func sandboxWith(attachments string, conds ...map[string]any) *unstructured.Unstructured {
+	raw := make([]any, len(conds))
+	for i, c := range conds {
+		raw[i] = c
+	}
+	u := &unstructured.Unstructured{Object: map[string]any{
+		"metadata": map[string]any{"name": "coder-harness-r1", "labels": map[string]any{render.LabelComponent: render.ComponentHarness}},
+		"status":   map[string]any{"conditions": raw},
+	}}
+	if attachments != "" {
+		u.SetAnnotations(map[string]string{sandboxapi.AnnotationAttachments: attachments})
+	}
+	return u
+}
+
+func cond(typ, status, reason, msg string) map[string]any {
+	return map[string]any{"type": typ, "status": status, "reason": reason, "message": msg, "lastTransitionTime": "2026-11-29T00:00:00Z"}
+}
+
+// rules AU3, OS1: a sandboxed revision activates only when the driver
+// reports its Sandbox Ready and every attachment attached; a failed
+// attachment or a refusal by the driver fails at once.
+func TestAU3_SandboxVerdict(t *testing.T) {
+	att := sandboxapi.EncodeAttachments([]sandboxapi.Attachment{{Name: "openai", Gateway: "cg-main", SourceType: "openai_api_key"}})
+	attached := cond(sandboxapi.AttachmentCondition("openai"), "True", "Attached", "")
+	tests := []struct {
+		name     string
+		sb       *unstructured.Unstructured
+		ready    bool
+		waiting  string
+		failCode string
+	}{
+		{"no status yet", sandboxWith(att), false, "the driver has not reported the Sandbox ready", ""},
+		{"ready, attachment pending", sandboxWith(att, cond("Ready", "True", "PodReady", "")), false, "waiting for credential attachments: openai", ""},
+		{"ready and attached", sandboxWith(att, cond("Ready", "True", "PodReady", ""), attached), true, "", ""},
+		{"ready without attachments", sandboxWith("", cond("Ready", "True", "PodReady", "")), true, "", ""},
+		{"attached, pod not ready", sandboxWith(att, cond("Ready", "False", "PodNotReady", "starting"), attached), false, "the driver has not reported the Sandbox ready (PodNotReady: starting)", ""},
+		{"attachment failed", sandboxWith(att, cond("Ready", "True", "PodReady", ""), cond(sandboxapi.AttachmentCondition("openai"), "False", "KeyNotFound", "no key")), false, "", CodeAttachmentFailed},
+		{"driver refuses", sandboxWith(att, cond("Ready", "False", "Unsupported", "projected tokens are not supported")), false, "", CodeSandboxRefused},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			ready, waiting, f := sandboxVerdict(tc.sb)
+			if ready != tc.ready || waiting != tc.waiting {
+				t.Errorf("verdict = %v %q, want %v %q", ready, waiting, tc.ready, tc.waiting)
+			}
+			switch {
+			case tc.failCode == "" && f != nil:
+				t.Errorf("failure %+v", f)
+			case tc.failCode != "" && (f == nil || f.Code != tc.failCode || f.Next == "" || f.Reason == ""):
+				t.Errorf("failure = %+v, want code %s with reason and next step", f, tc.failCode)
+			}
+		})
+	}
+}
