@@ -166,7 +166,7 @@ func sandboxVerdict(obj *unstructured.Unstructured) (ready bool, waiting string,
 		case ok && c.Status == metav1.ConditionFalse:
 			return false, "", &Failure{Code: CodeAttachmentFailed, Container: obj.GetLabels()[render.LabelComponent], Phase: "credential attachment",
 				Reason: fmt.Sprintf("credential gateway %q could not attach %q (%s) to Sandbox %s: %s: %s", a.Gateway, a.Name, a.SourceType, obj.GetName(), c.Reason, c.Message),
-				Next: fmt.Sprintf("Make credential gateway %q hold a %s credential for source %q (see the OpenShell provider setup), bump the credential source's generation or apply again.", a.Gateway, a.SourceType, a.Name)}
+				Next:   fmt.Sprintf("Make credential gateway %q hold a %s credential for source %q (see the OpenShell provider setup), bump the credential source's generation or apply again.", a.Gateway, a.SourceType, a.Name)}
 		case !ok || c.Status != metav1.ConditionTrue:
 			pending = append(pending, a.Name)
 		}
