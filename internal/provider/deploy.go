@@ -106,11 +106,14 @@ func awaitDriver(ctx context.Context, exec *kube.Executor, rev *admission.Revisi
 		return true
 	}
 	tflog.Info(ctx, "waiting for the sandbox driver", map[string]any{"work.id": rev.Agent, "work.operation": "await-driver", "driver": c.SandboxDriver.Name, "detail": st.Detail})
+	started := time.Now()
 	if err := exec.WaitForDriver(ctx, c.SandboxDriver); err != nil {
 		diags.AddError(fmt.Sprintf("UNAVAILABLE: the sandbox driver %q stayed unavailable", c.SandboxDriver.Name),
 			fmt.Sprintf("Agent %q: %s; the apply waited for it until its deadline (%v). Nothing was written. Next: restore the driver's gateway, or raise timeouts.create/update, and apply again.", rev.Agent, st.Detail, err))
 		return false
 	}
+	diags.AddWarning(fmt.Sprintf("The sandbox driver %q was unavailable; provisioning waited for it", c.SandboxDriver.Name),
+		fmt.Sprintf("Agent %q: %s when the apply started; provisioning waited %s for the driver's gateway to be ready again, then went on.", rev.Agent, st.Detail, time.Since(started).Round(time.Second)))
 	return true
 }
 

@@ -104,6 +104,20 @@ func (e sandboxEnv) sandbox(t *testing.T, name string) (*unstructured.Unstructur
 	return e.cluster.Dynamic.Resource(sandboxapi.GVR).Namespace(e.ns).Get(context.Background(), name, metav1.GetOptions{})
 }
 
+// podsByComponent is the test namespace's Pods that match selector, by
+// their component label.
+func (e sandboxEnv) podsByComponent(selector string) (map[string]*corev1.Pod, error) {
+	pods, err := e.cluster.Clientset.CoreV1().Pods(e.ns).List(context.Background(), metav1.ListOptions{LabelSelector: selector})
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]*corev1.Pod{}
+	for i := range pods.Items {
+		out[pods.Items[i].Labels[render.LabelComponent]] = &pods.Items[i]
+	}
+	return out, nil
+}
+
 func modesCheck(ms ...string) knownvalue.Check {
 	checks := make([]knownvalue.Check, len(ms))
 	for i, m := range ms {
@@ -270,21 +284,13 @@ func TestAccAgent_SandboxedCodex(t *testing.T) {
 							return fmt.Errorf("unexpected Secret %s in a Credential Gateway namespace", s.Name)
 						}
 					}
-					pods, err := env.cluster.Clientset.CoreV1().Pods(env.ns).List(context.Background(), metav1.ListOptions{LabelSelector: render.LabelAgent + "=coder"})
+					pods, err := env.podsByComponent(render.LabelAgent + "=coder")
 					if err != nil {
 						return err
 					}
-					var harness, gateway *corev1.Pod
-					for i := range pods.Items {
-						switch pods.Items[i].Labels[render.LabelComponent] {
-						case render.ComponentHarness:
-							harness = &pods.Items[i]
-						case render.ComponentGateway:
-							gateway = &pods.Items[i]
-						}
-					}
+					harness, gateway := pods[render.ComponentHarness], pods[render.ComponentGateway]
 					if harness == nil || gateway == nil {
-						return fmt.Errorf("pods: %d, harness %v gateway %v", len(pods.Items), harness != nil, gateway != nil)
+						return fmt.Errorf("pods: harness %v gateway %v", harness != nil, gateway != nil)
 					}
 					if owner := metav1.GetControllerOf(harness); owner == nil || owner.Kind != "Sandbox" || owner.Name != "coder-harness-r1" {
 						return fmt.Errorf("the harness Pod is not the Sandbox's: %+v", owner)
@@ -413,19 +419,11 @@ func TestAccAgent_NativeOpenClaw(t *testing.T) {
 func checkNativeIsolation(env sandboxEnv, n int64, workers int) error {
 	ctx := context.Background()
 	cs := env.cluster.Clientset
-	pods, err := cs.CoreV1().Pods(env.ns).List(ctx, metav1.ListOptions{LabelSelector: fmt.Sprintf("%s=native,%s=%d", render.LabelAgent, render.LabelRevision, n)})
+	pods, err := env.podsByComponent(fmt.Sprintf("%s=native,%s=%d", render.LabelAgent, render.LabelRevision, n))
 	if err != nil {
 		return err
 	}
-	var gw, node *corev1.Pod
-	for i := range pods.Items {
-		switch pods.Items[i].Labels[render.LabelComponent] {
-		case render.ComponentGateway:
-			gw = &pods.Items[i]
-		case render.ComponentNode:
-			node = &pods.Items[i]
-		}
-	}
+	gw, node := pods[render.ComponentGateway], pods[render.ComponentNode]
 	if gw == nil || node == nil {
 		return fmt.Errorf("revision %d pods: gateway %v node %v", n, gw != nil, node != nil)
 	}
