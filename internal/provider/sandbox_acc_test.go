@@ -514,3 +514,45 @@ func TestAccAgent_SandboxDriverGatesDeploy(t *testing.T) {
 		},
 	})
 }
+
+// TestAccAgent_NativeOpenClawCustomImage: a custom runtime image gates
+// native OpenClaw by its declaration (rule ND6): without it the deploy is
+// refused with INVALID_REQUEST before anything is written; with it the node
+// host and the gateway run the custom image and the revision activates.
+func TestAccAgent_NativeOpenClawCustomImage(t *testing.T) {
+	env := newSandboxEnv(t)
+	env.secret(t, "openai", "api-key", testSentinel)
+	const image = "registry.example/openclaw:custom"
+	config := func(declared bool) string {
+		return env.provider + env.sandboxCompute("k", fmt.Sprintf("runtime_image = %q\n    native_worker_support = %v", image, declared)) + nativeConfig
+	}
+	resource.Test(t, resource.TestCase{
+		PreCheck:                 func() { testAccPreCheck(t) },
+		ProtoV6ProviderFactories: testAccProtoV6ProviderFactories,
+		Steps: []resource.TestStep{
+			{
+				Config:      config(false),
+				ExpectError: mustRegexp(`INVALID_REQUEST: the custom runtime image "` + image + `" does not declare native worker support[\s\S]*Rule ND6`),
+			},
+			{
+				Config: config(true),
+				ConfigStateChecks: []statecheck.StateCheck{
+					statecheck.ExpectKnownValue("occ_agent.a", tfjsonpath.New("status"), knownvalue.StringExact("active")),
+					statecheck.ExpectKnownValue("occ_compute.k", tfjsonpath.New("installation").AtMapKey("native_workers_support"), knownvalue.StringExact("declared")),
+				},
+				Check: func(*terraform.State) error {
+					pods, err := env.podsByComponent(render.LabelAgent + "=native")
+					if err != nil {
+						return err
+					}
+					for _, c := range []string{render.ComponentGateway, render.ComponentNode} {
+						if p := pods[c]; p == nil || p.Spec.Containers[0].Image != image {
+							return fmt.Errorf("%s pod does not run %s: %+v", c, image, p)
+						}
+					}
+					return nil
+				},
+			},
+		},
+	})
+}
