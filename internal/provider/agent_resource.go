@@ -81,7 +81,10 @@ func agentSchema(ctx context.Context) schema.Schema {
 			"credential source (passed whole: `compute = occ_compute.prod`) and shows the exact revision that would run in " +
 			"`admitted_document`; a refused combination fails the plan with `INVALID_REQUEST` or `RESOURCE_CONFLICT` at the attribute " +
 			"that caused it. Any change to a referenced object that matters plans a new `revision`; nothing else does. Apply checks " +
-			"everything again before its first write (rule AD6).",
+			"everything again before its first write (rule AD6), then blocks until the revision is activated or fails with the held " +
+			"failure code. On a compute with a `sandbox_driver`, a dedicated harness (Codex, or experimental native OpenClaw) runs in " +
+			"one Sandbox per revision and activates only once the driver reports it ready with every Credential Gateway attachment; " +
+			"see the guide \"Dedicated harnesses and sandboxes\".",
 		Attributes: map[string]schema.Attribute{
 			"id": schema.StringAttribute{Computed: true, MarkdownDescription: "`NAMESPACE/NAME` on Kubernetes, `HOST/NAME` on SSH."},
 			"name": schema.StringAttribute{Required: true, Validators: []validator.String{agentName()},
