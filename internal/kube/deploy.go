@@ -15,6 +15,7 @@ import (
 	"sync"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -171,6 +172,7 @@ func (e *Executor) Deploy(ctx context.Context, rev *admission.Revision, n, servi
 		return Result{}, err
 	}
 	components := map[string]bool{}
+	workloads := map[string]string{} // component -> Deployment name
 	var sandboxes []string
 	if err := e.applySandboxes(ctx, ns, objs.Sandboxes); err != nil {
 		return Result{}, err
@@ -184,6 +186,7 @@ func (e *Executor) Deploy(ctx context.Context, rev *admission.Revision, n, servi
 			return Result{}, fmt.Errorf("apply Deployment %s: %w", *d.Name, err)
 		}
 		components[d.Spec.Template.Labels[render.LabelComponent]] = true
+		workloads[d.Spec.Template.Labels[render.LabelComponent]] = *d.Name
 	}
 	if dedicated && serving == 0 {
 		// PR10: on a first dedicated deploy the Agent's Service selects the
@@ -193,7 +196,7 @@ func (e *Executor) Deploy(ctx context.Context, rev *admission.Revision, n, servi
 		}
 	}
 	e.log("waiting for the revision's startup probe", map[string]any{"work.operation": "gate", "revision": n})
-	if err := e.gate(ctx, rev.Agent, ns, n, components, sandboxes); err != nil {
+	if err := e.gate(ctx, rev.Agent, ns, n, components, workloads, sandboxes); err != nil {
 		return Result{}, err
 	}
 	at, err := e.activate(ctx, rev, objs, n, serving)
@@ -275,7 +278,7 @@ func revisionSelector(agent string, n int64) string {
 
 // gate watches the revision's Pods until every component has a Ready Pod,
 // reading the startup records of each started container as they come.
-func (e *Executor) gate(ctx context.Context, agent, ns string, n int64, components map[string]bool, sandboxes []string) error {
+func (e *Executor) gate(ctx context.Context, agent, ns string, n int64, components map[string]bool, workloads map[string]string, sandboxes []string) error {
 	sel := revisionSelector(agent, n)
 	pods := e.Client.CoreV1().Pods(ns)
 	wctx, cancel := context.WithCancel(ctx)
@@ -289,6 +292,7 @@ func (e *Executor) gate(ctx context.Context, agent, ns string, n int64, componen
 		st.phase = "sandbox provisioning"
 	}
 	go e.watchSandboxes(wctx, ns, sandboxes, st, sandboxesReady)
+	go e.checkStalled(wctx, ns, workloads, st)
 	// One watch request: without a resourceVersion the API server first
 	// sends the revision's existing Pods as ADDED events, then changes. A
 	// watch the server closes is resumed from the last version seen.
@@ -398,6 +402,22 @@ type gateState struct {
 	records    []runtimerecord.Record
 	// sandboxPhase is what the Sandbox still waits for ("" when nothing).
 	sandboxPhase string
+	// seen marks the components that have a Pod.
+	seen map[string]bool
+}
+
+// unseen lists the components of workloads that have no Pod yet.
+func (s *gateState) unseen(workloads map[string]string) []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []string
+	for c := range workloads {
+		if !s.seen[c] {
+			out = append(out, c)
+		}
+	}
+	sort.Strings(out)
+	return out
 }
 
 func (s *gateState) setSandboxPhase(p string) {
@@ -422,6 +442,10 @@ func (s *gateState) observe(pod *corev1.Pod) *Failure {
 		s.readyBy = map[string]bool{}
 	}
 	component := pod.Labels[render.LabelComponent]
+	if s.seen == nil {
+		s.seen = map[string]bool{}
+	}
+	s.seen[component] = true
 	for _, c := range pod.Status.Conditions {
 		if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && c.Reason == corev1.PodReasonUnschedulable {
 			return &Failure{Code: CodeUnschedulable, Agent: s.agent, Revision: s.n, Container: component, Phase: "scheduling", Reason: c.Message,
@@ -495,6 +519,16 @@ func (s *gateState) deadline() *Failure {
 	sort.Strings(ready)
 	if len(ready) > 0 {
 		f.Reason += fmt.Sprintf(" (ready: %s)", strings.Join(ready, ", "))
+	}
+	var missing []string
+	for c := range s.components {
+		if !s.seen[c] {
+			missing = append(missing, c)
+		}
+	}
+	if len(missing) > 0 {
+		sort.Strings(missing)
+		f.Reason += fmt.Sprintf("; no Pod was created for: %s", strings.Join(missing, ", "))
 	}
 	if s.sandboxPhase != "" {
 		f.Phase = "sandbox"
@@ -697,5 +731,46 @@ func (e *Executor) audit(ctx context.Context, ns string, rev *admission.Revision
 	}
 	if _, err := e.Client.CoreV1().Events(ns).Create(ctx, ev, metav1.CreateOptions{}); err != nil {
 		e.log("activation audit event not written", map[string]any{"work.operation": "audit", "work.outcome": "failed"})
+	}
+}
+
+// CodeReplicaFailure is a workload whose Pods cannot be created (a
+// ResourceQuota or LimitRange refusal, a missing ServiceAccount, an
+// admission webhook).
+const CodeReplicaFailure = "REPLICA_FAILURE"
+
+// checkStalled looks, only while a workload still has no Pod, at its
+// Deployment's ReplicaFailure condition, so that a Pod the API server
+// refuses to create fails the apply with the reason instead of at the
+// deadline. The Pod watch sees every Pod that exists; a Pod that is never
+// created leaves no event there, hence these few reads, spaced out (3 s,
+// then doubling to 30 s) and never made in the common case.
+func (e *Executor) checkStalled(ctx context.Context, ns string, workloads map[string]string, st *gateState) {
+	wait := 3 * time.Second
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(wait):
+		}
+		unseen := st.unseen(workloads)
+		if len(unseen) == 0 {
+			return
+		}
+		for _, c := range unseen {
+			d, err := e.Client.AppsV1().Deployments(ns).Get(ctx, workloads[c], metav1.GetOptions{})
+			if err != nil {
+				continue
+			}
+			for _, cond := range d.Status.Conditions {
+				if cond.Type == appsv1.DeploymentReplicaFailure && cond.Status == corev1.ConditionTrue {
+					st.fail(&Failure{Code: CodeReplicaFailure, Container: c, Phase: "pod creation",
+						Reason: fmt.Sprintf("Deployment %s cannot create its Pod: %s: %s", d.Name, cond.Reason, cond.Message),
+						Next:   "Fix what refuses the Pod (the namespace's ResourceQuota or LimitRange, an admission policy) or lower the compute's cpu_limit/memory_limit, then apply again."})
+					return
+				}
+			}
+		}
+		wait = min(2*wait, 30*time.Second)
 	}
 }

@@ -12,6 +12,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
@@ -334,4 +335,26 @@ func TestAC2_DedicatedReplacementStopsEarlierRevisionsFirst(t *testing.T) {
 	if got := serviceRevision(t, c, ns); got != "2" {
 		t.Fatalf("Service selects revision %s, want 2", got)
 	}
+}
+
+// A Pod the API server refuses to create (here: a ResourceQuota that admits
+// no Pods) fails the deploy with the reason, long before the deadline.
+func TestDeploy_ReplicaFailureFailsFast(t *testing.T) {
+	c := testkube.Shared(t)
+	ns := c.TestNamespace(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	if _, err := c.Clientset.CoreV1().ResourceQuotas(ns).Create(ctx, &corev1.ResourceQuota{
+		ObjectMeta: metav1.ObjectMeta{Name: "no-pods"},
+		Spec:       corev1.ResourceQuotaSpec{Hard: corev1.ResourceList{corev1.ResourcePods: resource.MustParse("0")}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	_, err := (&Executor{Client: c.Clientset}).Deploy(ctx, testRevision(t, ns, nil), 1, 0)
+	f, ok := err.(*Failure)
+	if !ok || f.Code != CodeReplicaFailure || !strings.Contains(f.Reason, "quota") {
+		t.Fatalf("error = %v, want %s naming the quota", err, CodeReplicaFailure)
+	}
+	t.Logf("failed after %s: %s", time.Since(start).Round(100*time.Millisecond), f.Reason)
 }
