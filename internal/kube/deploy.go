@@ -626,7 +626,7 @@ func (e *Executor) activate(ctx context.Context, rev *admission.Revision, objs *
 		err = fmt.Errorf("serving revision %d is not older than %d", serving, n)
 	}
 	if err == nil {
-		e.retire(ctx, ns, rev.Agent, n)
+		e.retire(ctx, ns, rev.Agent, n, objs.Enrollment != nil)
 		e.audit(ctx, ns, rev, n, at)
 		return at, nil
 	}
@@ -654,7 +654,7 @@ func (e *Executor) activate(ctx context.Context, rev *admission.Revision, objs *
 		if err != nil {
 			return at, fmt.Errorf("activate revision %d: %w", n, err)
 		}
-		e.retire(ctx, ns, rev.Agent, n)
+		e.retire(ctx, ns, rev.Agent, n, objs.Enrollment != nil)
 		e.audit(ctx, ns, rev, n, at)
 		return at, nil
 	}
@@ -705,7 +705,11 @@ func mergeMaps(a, b map[string]string) map[string]string {
 // retire removes earlier revisions' configuration. It is a safe effect: a
 // crash before it leaves only unused ConfigMaps, which the next activation
 // removes (AC4).
-func (e *Executor) retire(ctx context.Context, ns, agent string, n int64) {
+//
+// enrollment says the revision has a native node: earlier revisions'
+// one-use enrollment targets and verifiers are removed too (they can
+// never be used again: their nodes are gone, AC2).
+func (e *Executor) retire(ctx context.Context, ns, agent string, n int64, enrollment bool) {
 	if n <= 1 {
 		return // no earlier revision can have left configuration behind
 	}
@@ -714,6 +718,16 @@ func (e *Executor) retire(ctx context.Context, ns, agent string, n int64) {
 	sel := labels.NewSelector().Add(*agentReq, *req).String()
 	if err := e.Client.CoreV1().ConfigMaps(ns).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{LabelSelector: sel}); err != nil {
 		e.log("retiring earlier revisions failed; the next activation retries", map[string]any{"work.operation": "retire", "work.outcome": "failed"})
+	}
+	if !enrollment {
+		return
+	}
+	// Only revision-labelled Secrets: the credential sources' Secrets and
+	// the app-server token carry no revision.
+	hasRev, _ := labels.NewRequirement(render.LabelRevision, selection.Exists, nil)
+	secretSel := labels.NewSelector().Add(*agentReq, *req, *hasRev).String()
+	if err := e.Client.CoreV1().Secrets(ns).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{LabelSelector: secretSel}); err != nil {
+		e.log("retiring earlier enrollment targets failed; the next activation retries", map[string]any{"work.operation": "retire", "work.outcome": "failed"})
 	}
 }
 

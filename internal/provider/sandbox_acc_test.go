@@ -409,6 +409,14 @@ func TestAccAgent_NativeOpenClaw(t *testing.T) {
 					if _, err := env.sandbox(t, "native-node-r1"); !apierrors.IsNotFound(err) {
 						return fmt.Errorf("revision 1's node Sandbox after the replacement: %v", err)
 					}
+					for _, name := range []string{"native-r1-enrollment", "native-r1-enrollment-verifier"} {
+						if _, err := env.cluster.Clientset.CoreV1().Secrets(env.ns).Get(context.Background(), name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+							return fmt.Errorf("revision 1's %s after activation of revision 2: %v", name, err)
+						}
+					}
+					if _, err := env.cluster.Clientset.CoreV1().Secrets(env.ns).Get(context.Background(), "openai", metav1.GetOptions{}); err != nil {
+						return fmt.Errorf("retiring removed the credential Secret: %v", err)
+					}
 					return checkNativeIsolation(env, 2, 4)
 				},
 			},
