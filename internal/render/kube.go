@@ -129,17 +129,7 @@ func embedded(rev *admission.Revision, n int64) (*Objects, error) {
 	if c := rev.Credential; c.Consumer == admission.ConsumerGateway {
 		env = append(env, secretEnv(c.EnvVar, rev.Source))
 	}
-	dep := deployment(rev, n, GatewayName(a), ComponentGateway, GatewayName(a),
-		container(rev, "gateway", rev.ComputeSettings.RuntimeImage, []string{"--container=gateway", "--harness=openclaw", "--probe=" + ConfigDir + "/" + ProbeFile, "--", "openclaw", "gateway", "run"}, env, GatewayPort).
-			WithVolumeMounts(
-				corev1ac.VolumeMount().WithName("config").WithMountPath(ConfigDir).WithReadOnly(true),
-				corev1ac.VolumeMount().WithName("tmp").WithMountPath("/tmp"),
-				corev1ac.VolumeMount().WithName("state").WithMountPath("/home/node"),
-			),
-		corev1ac.Volume().WithName("config").WithConfigMap(corev1ac.ConfigMapVolumeSource().WithName(ConfigMapName(a, n))),
-		corev1ac.Volume().WithName("tmp").WithEmptyDir(corev1ac.EmptyDirVolumeSource()),
-		corev1ac.Volume().WithName("state").WithEmptyDir(corev1ac.EmptyDirVolumeSource()),
-	)
+	dep := gatewayDeployment(rev, n, []string{"--probe=" + ConfigDir + "/" + ProbeFile}, env, nil)
 	return &Objects{
 		Namespace:        ns,
 		ServiceAccounts:  []*corev1ac.ServiceAccountApplyConfiguration{serviceAccount(rev, GatewayName(a), ComponentGateway)},
@@ -164,17 +154,7 @@ func dedicatedCodex(rev *admission.Revision, n int64) (*Objects, error) {
 	// The gateway never receives the harness inference credential (AU6).
 	gwEnv := append(gatewayEnv(), corev1ac.EnvVar().WithName("OCC_APP_SERVER_TOKEN").WithValueFrom(
 		corev1ac.EnvVarSource().WithSecretKeyRef(corev1ac.SecretKeySelector().WithName(AppServerTokenSecret(a)).WithKey("token"))))
-	gateway := deployment(rev, n, GatewayName(a), ComponentGateway, GatewayName(a),
-		container(rev, "gateway", rev.ComputeSettings.RuntimeImage, []string{"--container=gateway", "--harness=openclaw", "--wait-peer=harness", "--", "openclaw", "gateway", "run"}, gwEnv, GatewayPort).
-			WithVolumeMounts(
-				corev1ac.VolumeMount().WithName("config").WithMountPath(ConfigDir).WithReadOnly(true),
-				corev1ac.VolumeMount().WithName("tmp").WithMountPath("/tmp"),
-				corev1ac.VolumeMount().WithName("state").WithMountPath("/home/node"),
-			),
-		corev1ac.Volume().WithName("config").WithConfigMap(corev1ac.ConfigMapVolumeSource().WithName(ConfigMapName(a, n))),
-		corev1ac.Volume().WithName("tmp").WithEmptyDir(corev1ac.EmptyDirVolumeSource()),
-		corev1ac.Volume().WithName("state").WithEmptyDir(corev1ac.EmptyDirVolumeSource()),
-	)
+	gateway := gatewayDeployment(rev, n, []string{"--wait-peer=harness"}, gwEnv, nil)
 	hEnv := []*corev1ac.EnvVarApplyConfiguration{
 		envValue("LOG_FORMAT", "json"), // LG3
 		envValue("RUST_LOG", logLevel(rev)+",codex_otel=off"),
@@ -231,6 +211,38 @@ func dedicatedCodex(rev *admission.Revision, n int64) (*Objects, error) {
 		objs.Sandboxes = []*Sandbox{sandbox(rev, n, HarnessSandboxName(a, n), ComponentHarness, harness.Spec.Template)}
 	}
 	return objs, nil
+}
+
+// gatewayDeployment is the Agent's gateway: the OpenClaw gateway under the
+// startup wrapper (wrapperArgs before "--"), its configuration mounted
+// read-only, TMPDIR and state on emptyDirs, plus an optional read-only
+// Secret volume.
+func gatewayDeployment(rev *admission.Revision, n int64, wrapperArgs []string, env []*corev1ac.EnvVarApplyConfiguration, extra *secretMount) *appsv1ac.DeploymentApplyConfiguration {
+	a := rev.Agent
+	args := append([]string{"--container=gateway", "--harness=openclaw"}, wrapperArgs...)
+	args = append(args, "--", "openclaw", "gateway", "run")
+	mounts := []*corev1ac.VolumeMountApplyConfiguration{
+		corev1ac.VolumeMount().WithName("config").WithMountPath(ConfigDir).WithReadOnly(true),
+		corev1ac.VolumeMount().WithName("tmp").WithMountPath("/tmp"),
+		corev1ac.VolumeMount().WithName("state").WithMountPath("/home/node"),
+	}
+	volumes := []*corev1ac.VolumeApplyConfiguration{
+		corev1ac.Volume().WithName("config").WithConfigMap(corev1ac.ConfigMapVolumeSource().WithName(ConfigMapName(a, n))),
+		corev1ac.Volume().WithName("tmp").WithEmptyDir(corev1ac.EmptyDirVolumeSource()),
+		corev1ac.Volume().WithName("state").WithEmptyDir(corev1ac.EmptyDirVolumeSource()),
+	}
+	if extra != nil {
+		mounts = append(mounts, corev1ac.VolumeMount().WithName(extra.Name).WithMountPath(extra.Path).WithReadOnly(true))
+		volumes = append(volumes, corev1ac.Volume().WithName(extra.Name).WithSecret(corev1ac.SecretVolumeSource().WithSecretName(extra.Secret).WithDefaultMode(extra.Mode)))
+	}
+	return deployment(rev, n, GatewayName(a), ComponentGateway, GatewayName(a),
+		container(rev, "gateway", rev.ComputeSettings.RuntimeImage, args, env, GatewayPort).WithVolumeMounts(mounts...), volumes...)
+}
+
+// secretMount is a Secret mounted read-only as files.
+type secretMount struct {
+	Name, Path, Secret string
+	Mode               int32
 }
 
 // GatewayDocument is the gateway's native configuration as it runs on

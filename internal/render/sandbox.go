@@ -169,19 +169,8 @@ func nativeOpenClaw(rev *admission.Revision, n int64) (*Objects, error) {
 		return nil, err
 	}
 	gwEnv := append(gatewayEnv(), envValue("OCC_NODE_ENROLLMENT_VERIFIER", VerifierDir+"/sha256"))
-	gateway := deployment(rev, n, GatewayName(a), ComponentGateway, GatewayName(a),
-		container(rev, "gateway", rev.ComputeSettings.RuntimeImage, []string{"--container=gateway", "--harness=openclaw", "--wait-peer=node", "--", "openclaw", "gateway", "run"}, gwEnv, GatewayPort).
-			WithVolumeMounts(
-				corev1ac.VolumeMount().WithName("config").WithMountPath(ConfigDir).WithReadOnly(true),
-				corev1ac.VolumeMount().WithName("enrollment-verifier").WithMountPath(VerifierDir).WithReadOnly(true),
-				corev1ac.VolumeMount().WithName("tmp").WithMountPath("/tmp"),
-				corev1ac.VolumeMount().WithName("state").WithMountPath("/home/node"),
-			),
-		corev1ac.Volume().WithName("config").WithConfigMap(corev1ac.ConfigMapVolumeSource().WithName(ConfigMapName(a, n))),
-		corev1ac.Volume().WithName("enrollment-verifier").WithSecret(corev1ac.SecretVolumeSource().WithSecretName(EnrollmentVerifierName(a, n)).WithDefaultMode(0o440)),
-		corev1ac.Volume().WithName("tmp").WithEmptyDir(corev1ac.EmptyDirVolumeSource()),
-		corev1ac.Volume().WithName("state").WithEmptyDir(corev1ac.EmptyDirVolumeSource()),
-	)
+	gateway := gatewayDeployment(rev, n, []string{"--wait-peer=node"}, gwEnv,
+		&secretMount{Name: "enrollment-verifier", Path: VerifierDir, Secret: EnrollmentVerifierName(a, n), Mode: 0o440})
 	nodeEnv := []*corev1ac.EnvVarApplyConfiguration{
 		envValue("OPENCLAW_CONFIG_PATH", NodeConfigDir+"/"+ConfigFile),
 		envValue("OPENCLAW_STATE_DIR", "/home/node/.openclaw"),
