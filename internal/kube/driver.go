@@ -24,6 +24,15 @@ type DriverState struct {
 	Detail string
 }
 
+// Observed is the compute with what the cluster said of its driver: the
+// driver copied with NotInstalled and Unavailable set, for admission.
+func (st DriverState) Observed(c admission.Compute) admission.Compute {
+	d := *c.SandboxDriver
+	d.NotInstalled, d.Unavailable = !st.Installed, st.Installed && !st.Ready
+	c.SandboxDriver = &d
+	return c
+}
+
 // GatewayOf is where a driver's gateway lives, with the defaults.
 func GatewayOf(d *admission.SandboxDriver) (ns, svc string) {
 	ns, svc = d.GatewayNamespace, d.GatewayService

@@ -73,7 +73,8 @@ func (e *Executor) stopEarlierSandboxes(ctx context.Context, ns, agent string, n
 	req, _ := labels.NewRequirement(render.LabelRevision, selection.NotEquals, []string{strconv.FormatInt(n, 10)})
 	agentReq, _ := labels.NewRequirement(render.LabelAgent, selection.Equals, []string{agent})
 	sel := labels.NewSelector().Add(*agentReq, *req).String()
-	err := e.Dynamic.Resource(sandboxapi.GVR).Namespace(ns).DeleteCollection(ctx, metav1.DeleteOptions{PropagationPolicy: ptr(metav1.DeletePropagationForeground)}, metav1.ListOptions{LabelSelector: sel})
+	foreground := metav1.DeletePropagationForeground
+	err := e.Dynamic.Resource(sandboxapi.GVR).Namespace(ns).DeleteCollection(ctx, metav1.DeleteOptions{PropagationPolicy: &foreground}, metav1.ListOptions{LabelSelector: sel})
 	switch {
 	case err == nil, apierrors.IsNotFound(err):
 		return nil
@@ -82,8 +83,6 @@ func (e *Executor) stopEarlierSandboxes(ctx context.Context, ns, agent string, n
 	}
 	return fmt.Errorf("stop earlier Sandboxes: %w", err)
 }
-
-func ptr[T any](v T) *T { return &v }
 
 // ensureEnrollment writes revision n's one-use node enrollment (ND2): the
 // target, a fresh random token and the gateway address, into a Secret only

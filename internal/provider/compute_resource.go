@@ -344,10 +344,7 @@ func liveInstallation(ctx context.Context, exec *kube.Executor, c admission.Comp
 	if err != nil {
 		return admission.Installation{}, err
 	}
-	d := *c.SandboxDriver
-	d.NotInstalled, d.Unavailable = !st.Installed, st.Installed && !st.Ready
-	c.SandboxDriver = &d
-	return admission.ComputeInstallation(c), nil
+	return admission.ComputeInstallation(st.Observed(c)), nil
 }
 
 // Read refreshes the installation of a compute with a sandbox driver from

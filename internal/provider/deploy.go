@@ -62,12 +62,14 @@ func deploy(ctx context.Context, data *Data, rev *admission.Revision, c admissio
 		addDeployError(&diags, rev, revision, err)
 		return out, diags
 	}
-	out.Wrote = true
-	out.Status = types.StringValue("active")
-	out.ActivatedAt = types.StringValue(res.ActivatedAt.Format(time.RFC3339))
-	out.Endpoint = types.StringValue(res.Endpoint)
+	return activated(ctx, fields, start, res.ActivatedAt, res.Endpoint), diags
+}
+
+// activated is the outcome of a deployment that activated, logged once.
+func activated(ctx context.Context, fields map[string]any, start, at time.Time, endpoint string) deployOutcome {
 	tflog.Info(ctx, "revision activated", mergeFields(withOutcome(fields, "activated"), map[string]any{"elapsed_ms": time.Since(start).Milliseconds()}))
-	return out, diags
+	return deployOutcome{Wrote: true, Status: types.StringValue("active"),
+		ActivatedAt: types.StringValue(at.Format(time.RFC3339)), Endpoint: types.StringValue(endpoint)}
 }
 
 func withOutcome(f map[string]any, outcome string) map[string]any {
@@ -96,10 +98,7 @@ func awaitDriver(ctx context.Context, exec *kube.Executor, rev *admission.Revisi
 		return false
 	}
 	if !st.Installed {
-		d := *c.SandboxDriver
-		d.NotInstalled = true
-		c.SandboxDriver = &d
-		addAdmissionErrors(diags, path.Root("compute"), admission.CheckSandbox(rev.Harness, rev.ExecutionMode, c))
+		addAdmissionErrors(diags, path.Root("compute"), admission.CheckSandbox(rev.Harness, rev.ExecutionMode, st.Observed(c)))
 		return false
 	}
 	if st.Ready {

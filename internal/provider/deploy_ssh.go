@@ -87,12 +87,7 @@ func deploySSH(ctx context.Context, data *Data, rev *admission.Revision, c admis
 		addSSHDeployError(&diags, rev, revision, target, err)
 		return out, diags
 	}
-	out.Wrote = true
-	out.Status = types.StringValue("active")
-	out.ActivatedAt = types.StringValue(res.ActivatedAt.Format(time.RFC3339))
-	out.Endpoint = types.StringValue(res.Endpoint)
-	tflog.Info(ctx, "revision activated", mergeFields(withOutcome(fields, "activated"), map[string]any{"elapsed_ms": time.Since(start).Milliseconds()}))
-	return out, diags
+	return activated(ctx, fields, start, res.ActivatedAt, res.Endpoint), diags
 }
 
 // addSSHDeployError turns an SSH executor failure into a diagnostic: what
