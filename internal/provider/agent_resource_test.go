@@ -32,6 +32,22 @@ resource "occ_agent" "a" {
 }`
 }
 
+// sshAgentConfig is embedded OpenClaw on an SSH compute at host, with the
+// host's runtime credentials.
+func sshAgentConfig(host string) string {
+	return agentConfig(`
+resource "occ_compute" "k" {
+  name = "edge"
+  ssh  = { host = "`+host+`", host_key = "`+testHostKey+`" }
+}`, anthropicDoc, `
+resource "occ_credential_source" "s" {
+  name             = "host"
+  compute          = occ_compute.k
+  method           = "runtime"
+  environment_file = "/etc/occ/openclaw.env"
+}`, "")
+}
+
 const anthropicDoc = `{ agents = { defaults = { model = "anthropic/claude-sonnet-4-5" } } }`
 
 // TestAccAgent_PlanShowsAdmittedRevision: the exact revision is in the plan.
@@ -87,27 +103,7 @@ func TestAccAgent_SSHApplyWithoutLoginWritesNothing(t *testing.T) {
 		PreCheck:                 func() { testAccPreCheck(t) },
 		ProtoV6ProviderFactories: testAccProtoV6ProviderFactories,
 		Steps: []resource.TestStep{{
-			Config: `
-resource "occ_compute" "k" {
-  name = "edge"
-  ssh  = { host = "127.0.0.1", host_key = "` + testHostKey + `" }
-}
-resource "occ_configuration" "c" {
-  name     = "support"
-  document = jsonencode(` + anthropicDoc + `)
-}
-resource "occ_credential_source" "s" {
-  name             = "host"
-  compute          = occ_compute.k
-  method           = "runtime"
-  environment_file = "/etc/occ/openclaw.env"
-}
-resource "occ_agent" "a" {
-  name          = "support"
-  compute       = occ_compute.k
-  configuration = occ_configuration.c
-  harness_auth  = { source = occ_credential_source.s }
-}`,
+			Config:      sshAgentConfig("127.0.0.1"),
 			ExpectError: mustRegexp(`INVALID_REQUEST: cannot connect to SSH host 127.0.0.1:22[\s\S]*no SSH user[\s\S]*Nothing was written`),
 		}},
 	})
@@ -247,27 +243,7 @@ resource "occ_credential_source" "s" {
   source_type = "openai_api_key"
 }`, `harness = "openclaw"
   execution_mode = "dedicated"`),
-		"embedded openclaw on ssh": `
-resource "occ_compute" "k" {
-  name = "edge"
-  ssh  = { host = "10.0.0.5", host_key = "` + testHostKey + `" }
-}
-resource "occ_configuration" "c" {
-  name     = "support"
-  document = jsonencode(` + anthropicDoc + `)
-}
-resource "occ_credential_source" "s" {
-  name             = "host"
-  compute          = occ_compute.k
-  method           = "runtime"
-  environment_file = "/etc/occ/openclaw.env"
-}
-resource "occ_agent" "a" {
-  name          = "support"
-  compute       = occ_compute.k
-  configuration = occ_configuration.c
-  harness_auth  = { source = occ_credential_source.s }
-}`,
+		"embedded openclaw on ssh": sshAgentConfig("10.0.0.5"),
 	}
 	for name, config := range cases {
 		t.Run(name, func(t *testing.T) {
