@@ -74,10 +74,16 @@ func run(args []string, stdout, stderr io.Writer) int {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	stopped := make(chan os.Signal, 1)
+	watcher := make(chan struct{})
 	go func() {
-		s := <-sigs
-		stopped <- s
-		cancel()
+		defer close(watcher)
+		for s := range sigs {
+			select {
+			case stopped <- s:
+			default:
+			}
+			cancel()
+		}
 	}()
 
 	res, rec, err := startup.Run(ctx, o)
@@ -94,6 +100,21 @@ func run(args []string, stdout, stderr io.Writer) int {
 		// nothing retries the model call.
 		fmt.Fprintf(stderr, "occ-runtime: startup held: %s; the runtime stays unready until the container restarts\n", res.Held)
 		return exitFor(<-stopped)
+	}
+	// Stop catching SIGTERM/SIGINT before the exec: one that arrives from
+	// now on takes its default action (it ends this process, or the
+	// runtime this process becomes). signal.Stop returns only once every
+	// signal caught before it was relayed, so one that arrived meanwhile is
+	// in stopped, and the runtime is not started: a signal caught here
+	// would otherwise be lost with the exec and the runtime would never
+	// see it.
+	signal.Stop(sigs)
+	close(sigs)
+	<-watcher
+	select {
+	case s := <-stopped:
+		return exitFor(s)
+	default:
 	}
 	if err := startup.Spawn(rec, res, os.Environ()); err != nil {
 		fmt.Fprintf(stderr, "occ-runtime: %v\n", err)
