@@ -82,6 +82,9 @@ func grant(t *testing.T, c *testkube.Cluster, ns, tenant string, rules []rbacv1.
 			Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: sa.Name, Namespace: tenant}}}, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
+		if err := c.WaitForRules(ctx, "system:serviceaccount:"+tenant+":"+sa.Name, ns, rules); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
 

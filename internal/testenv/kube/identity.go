@@ -8,6 +8,7 @@ import (
 	"time"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
+	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -71,6 +72,10 @@ func (c *Cluster) NamespacedIdentity(ctx context.Context, namespace string, rule
 	}, metav1.CreateOptions{}); err != nil {
 		return nil, fmt.Errorf("testenv/kube: create RoleBinding %s/%s: %w", namespace, name, err)
 	}
+	username := "system:serviceaccount:" + namespace + ":" + name
+	if err := c.WaitForRules(ctx, username, namespace, rules); err != nil {
+		return nil, err
+	}
 	expiry := int64(24 * 60 * 60)
 	tr, err := core.ServiceAccounts(namespace).CreateToken(ctx, name, &authenticationv1.TokenRequest{
 		Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: &expiry},
@@ -81,7 +86,7 @@ func (c *Cluster) NamespacedIdentity(ctx context.Context, namespace string, rule
 	id := &Identity{
 		Namespace:      namespace,
 		ServiceAccount: name,
-		Username:       "system:serviceaccount:" + namespace + ":" + name,
+		Username:       username,
 		Host:           c.Host,
 		CAPEM:          c.CAPEM,
 		Token:          tr.Status.Token,
@@ -127,4 +132,42 @@ func (c *Cluster) CreateNamespace(ctx context.Context, prefix string) (string, e
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
+}
+
+// WaitForRules returns once the API server's authorizer grants user (in
+// namespace) the first verb on the first resource of every rule. RBAC is
+// served from informer caches, so a Role and RoleBinding that were just
+// created can still be refused for a moment; callers that act as user right
+// away wait here instead of racing the cache.
+func (c *Cluster) WaitForRules(ctx context.Context, user, namespace string, rules []rbacv1.PolicyRule) error {
+	for _, r := range rules {
+		if len(r.Verbs) == 0 || len(r.Resources) == 0 {
+			continue
+		}
+		attrs := &authorizationv1.ResourceAttributes{Namespace: namespace, Verb: r.Verbs[0]}
+		if len(r.APIGroups) > 0 {
+			attrs.Group = r.APIGroups[0]
+		}
+		attrs.Resource, attrs.Subresource, _ = strings.Cut(r.Resources[0], "/")
+		if len(r.ResourceNames) > 0 {
+			attrs.Name = r.ResourceNames[0]
+		}
+		for {
+			sar, err := c.Clientset.AuthorizationV1().SubjectAccessReviews().Create(ctx, &authorizationv1.SubjectAccessReview{
+				Spec: authorizationv1.SubjectAccessReviewSpec{User: user, ResourceAttributes: attrs},
+			}, metav1.CreateOptions{})
+			if err != nil {
+				return fmt.Errorf("testenv/kube: review %s for %s: %w", attrs.Verb, user, err)
+			}
+			if sar.Status.Allowed {
+				break
+			}
+			select {
+			case <-ctx.Done():
+				return fmt.Errorf("testenv/kube: %s still may not %s %s in %s: %w", user, attrs.Verb, r.Resources[0], namespace, ctx.Err())
+			case <-time.After(20 * time.Millisecond):
+			}
+		}
+	}
+	return nil
 }
