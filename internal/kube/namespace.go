@@ -92,8 +92,9 @@ func (e *MissingPermissions) Error() string {
 	return fmt.Sprintf("the provider's identity lacks %d permission(s) in namespace %s: %s", len(e.Missing), e.Namespace, strings.Join(e.Missing, "; "))
 }
 
-// EnsureNamespace creates ns when it is missing and reports whether it did.
-func (e *Executor) EnsureNamespace(ctx context.Context, ns string) (bool, error) {
+// EnsureNamespace creates ns when it is missing, labelled as the provider's
+// and annotated with the compute it is for, and reports whether it did.
+func (e *Executor) EnsureNamespace(ctx context.Context, ns, compute string) (bool, error) {
 	_, err := e.Client.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
 	switch {
 	case err == nil:
@@ -105,8 +106,11 @@ func (e *Executor) EnsureNamespace(ctx context.Context, ns string) (bool, error)
 	case !apierrors.IsNotFound(err):
 		return false, fmt.Errorf("read namespace %s: %w", ns, err)
 	}
-	_, err = e.Client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns,
-		Labels: map[string]string{render.LabelManagedBy: render.ManagedBy}}}, metav1.CreateOptions{FieldManager: render.FieldManager})
+	meta := metav1.ObjectMeta{Name: ns, Labels: map[string]string{render.LabelManagedBy: render.ManagedBy}}
+	if compute != "" {
+		meta.Annotations = map[string]string{render.AnnotationCompute: compute}
+	}
+	_, err = e.Client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: meta}, metav1.CreateOptions{FieldManager: render.FieldManager})
 	if apierrors.IsAlreadyExists(err) {
 		return false, nil
 	}
@@ -116,15 +120,39 @@ func (e *Executor) EnsureNamespace(ctx context.Context, ns string) (bool, error)
 	return true, nil
 }
 
-// ForeignObjects lists objects in ns that the provider did not create
-// (kind/name), so that a namespace the provider created is never deleted
-// with someone else's work in it. The CA bundle ConfigMap and the default
-// ServiceAccount every namespace gets are not counted.
-func (e *Executor) ForeignObjects(ctx context.Context, ns string) ([]string, error) {
-	var foreign []string
-	ours := func(kind, name string, l map[string]string) {
-		if l[render.LabelManagedBy] != render.ManagedBy {
-			foreign = append(foreign, kind+"/"+name)
+// CreatedFor reports whether ns is a namespace the provider created for the
+// compute named compute: also true when an Agent's deploy re-created it after
+// someone deleted it. An identity that may not read namespaces cannot have
+// created one: false.
+func (e *Executor) CreatedFor(ctx context.Context, ns, compute string) (bool, error) {
+	got, err := e.Client.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err), apierrors.IsForbidden(err):
+		return false, nil
+	case err != nil:
+		return false, fmt.Errorf("read namespace %s: %w", ns, err)
+	}
+	return got.Labels[render.LabelManagedBy] == render.ManagedBy && got.Annotations[render.AnnotationCompute] == compute, nil
+}
+
+// Occupants lists what is left in ns (kind/name) that would go with the
+// namespace: objects someone else created, and the provider's own objects of
+// Agents or credential sources that another configuration still manages
+// there (by the time a compute is destroyed, Terraform has destroyed every
+// Agent and credential source of its own configuration, and their deletes
+// leave nothing behind). The CA bundle ConfigMap, the default ServiceAccount
+// and its token Secrets every namespace gets, and Pods a controller owns,
+// are not counted.
+func (e *Executor) Occupants(ctx context.Context, ns string) ([]string, error) {
+	var left []string
+	add := func(kind, name string, l map[string]string) {
+		switch {
+		case l[render.LabelManagedBy] != render.ManagedBy:
+			left = append(left, kind+"/"+name)
+		case l[render.LabelAgent] != "":
+			left = append(left, fmt.Sprintf("%s/%s (agent %s, from another configuration)", kind, name, l[render.LabelAgent]))
+		default:
+			left = append(left, kind+"/"+name+" (from another configuration)")
 		}
 	}
 	core := e.Client.CoreV1()
@@ -135,7 +163,7 @@ func (e *Executor) ForeignObjects(ctx context.Context, ns string) ([]string, err
 	}
 	for _, o := range pods.Items {
 		if len(o.OwnerReferences) == 0 {
-			ours("Pod", o.Name, o.Labels)
+			add("Pod", o.Name, o.Labels)
 		}
 	}
 	deps, err := e.Client.AppsV1().Deployments(ns).List(ctx, opts)
@@ -143,7 +171,14 @@ func (e *Executor) ForeignObjects(ctx context.Context, ns string) ([]string, err
 		return nil, fmt.Errorf("list Deployments in %s: %w", ns, err)
 	}
 	for _, o := range deps.Items {
-		ours("Deployment", o.Name, o.Labels)
+		add("Deployment", o.Name, o.Labels)
+	}
+	svcs, err := core.Services(ns).List(ctx, opts)
+	if err != nil {
+		return nil, fmt.Errorf("list Services in %s: %w", ns, err)
+	}
+	for _, o := range svcs.Items {
+		add("Service", o.Name, o.Labels)
 	}
 	secrets, err := core.Secrets(ns).List(ctx, opts)
 	if err != nil {
@@ -151,7 +186,7 @@ func (e *Executor) ForeignObjects(ctx context.Context, ns string) ([]string, err
 	}
 	for _, o := range secrets.Items {
 		if o.Type != corev1.SecretTypeServiceAccountToken {
-			ours("Secret", o.Name, o.Labels)
+			add("Secret", o.Name, o.Labels)
 		}
 	}
 	cms, err := core.ConfigMaps(ns).List(ctx, opts)
@@ -160,7 +195,7 @@ func (e *Executor) ForeignObjects(ctx context.Context, ns string) ([]string, err
 	}
 	for _, o := range cms.Items {
 		if o.Name != "kube-root-ca.crt" {
-			ours("ConfigMap", o.Name, o.Labels)
+			add("ConfigMap", o.Name, o.Labels)
 		}
 	}
 	pvcs, err := core.PersistentVolumeClaims(ns).List(ctx, opts)
@@ -168,10 +203,10 @@ func (e *Executor) ForeignObjects(ctx context.Context, ns string) ([]string, err
 		return nil, fmt.Errorf("list PersistentVolumeClaims in %s: %w", ns, err)
 	}
 	for _, o := range pvcs.Items {
-		ours("PersistentVolumeClaim", o.Name, o.Labels)
+		add("PersistentVolumeClaim", o.Name, o.Labels)
 	}
-	sort.Strings(foreign)
-	return foreign, nil
+	sort.Strings(left)
+	return left, nil
 }
 
 // DeleteNamespace removes a namespace the provider created and waits, with

@@ -27,6 +27,7 @@ import (
 
 	"github.com/occ-platform/terraform-provider-occ/internal/admission"
 	"github.com/occ-platform/terraform-provider-occ/internal/kube"
+	"github.com/occ-platform/terraform-provider-occ/internal/render"
 	"github.com/occ-platform/terraform-provider-occ/internal/sandboxapi"
 )
 
@@ -77,8 +78,8 @@ func computeSchema() schema.Schema {
 	return schema.Schema{
 		MarkdownDescription: "Where Agents run: a Kubernetes tenant namespace or an SSH host under systemd. Exactly one of `kubernetes` or " +
 			"`ssh`. Planning never contacts the cluster or the host. Creating a Kubernetes compute checks that the cluster answers, creates " +
-			"the tenant namespace when it is missing (destroy deletes it again only if this compute created it and it holds nothing the " +
-			"provider did not create), and checks with SelfSubjectAccessReviews every permission the provider will use there; a missing " +
+			"the tenant namespace when it is missing (destroy deletes it again only if the provider created it for this compute and " +
+			"nothing is left in it: neither objects someone else created nor Agents another configuration deploys there), and checks with SelfSubjectAccessReviews every permission the provider will use there; a missing " +
 			"one fails with the list. With a sandbox driver, `installation` is read live from the cluster on create and refresh. Pass the " +
 			"compute whole to `occ_agent` (`compute = occ_compute.prod`); any change to its settings plans a new revision of every Agent on it.",
 		Attributes: map[string]schema.Attribute{
@@ -395,15 +396,13 @@ func (r *computeResource) Update(ctx context.Context, req resource.UpdateRequest
 	resp.Diagnostics.Append(resp.State.Set(ctx, &plan)...)
 }
 
-// Delete removes the tenant namespace when this compute created it and it
-// holds nothing the provider did not create; otherwise it is kept, with a
-// warning that lists what is in it.
+// Delete removes the tenant namespace when the provider created it for this
+// compute (at the compute's create, or re-created by a later deploy) and
+// nothing is left in it; otherwise it is kept, with a warning that lists
+// what is in it.
 func (r *computeResource) Delete(ctx context.Context, req resource.DeleteRequest, resp *resource.DeleteResponse) {
 	created, d := req.Private.GetKey(ctx, privateNamespaceCreated)
 	resp.Diagnostics.Append(d...)
-	if string(created) != "true" {
-		return
-	}
 	var state computeModel
 	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
 	c, known := computeFromModel(ctx, state, &resp.Diagnostics)
@@ -413,18 +412,35 @@ func (r *computeResource) Delete(ctx context.Context, req resource.DeleteRequest
 	ctx, cancel := context.WithTimeout(ctx, computeTimeout)
 	defer cancel()
 	exec, err := r.providerData().KubeExecutor(ctx)
-	if err != nil {
+	if string(created) != "true" {
+		// The compute found its namespace; only one an Agent's deploy
+		// re-created for it since is the provider's to delete. A cluster
+		// that does not answer keeps nothing from being forgotten here.
+		ours := false
+		if err == nil {
+			ours, err = exec.CreatedFor(ctx, c.Namespace, c.Name)
+		}
+		if err != nil {
+			resp.Diagnostics.AddWarning("Namespace "+c.Namespace+" was not checked",
+				fmt.Sprintf("The compute was removed, but the cluster could not be asked whether the provider re-created namespace %s for it: %v. If it did (the namespace is annotated %s=%s), delete it yourself.", c.Namespace, err, render.AnnotationCompute, c.Name))
+		}
+		if !ours {
+			return
+		}
+	} else if err != nil {
 		resp.Diagnostics.AddError("UNAVAILABLE: cannot reach Kubernetes", fmt.Sprintf("%v. The namespace %s this compute created was not deleted; apply the destroy again.", err, c.Namespace))
 		return
 	}
-	foreign, err := exec.ForeignObjects(ctx, c.Namespace)
+	left, err := exec.Occupants(ctx, c.Namespace)
 	if err != nil {
 		resp.Diagnostics.AddError("UNAVAILABLE: cannot inspect namespace "+c.Namespace, err.Error())
 		return
 	}
-	if len(foreign) > 0 {
+	if len(left) > 0 {
 		resp.Diagnostics.AddWarning("Namespace "+c.Namespace+" was kept",
-			fmt.Sprintf("This compute created the namespace, but it now holds objects the provider did not create, so it was not deleted: %s. Delete it yourself once they are no longer needed.", strings.Join(foreign, ", ")))
+			fmt.Sprintf("The provider created this namespace for this compute, but it still holds objects, so it was not deleted with the compute: %s. "+
+				"Objects from another configuration belong to Agents or credential sources that another Terraform configuration manages in this namespace; "+
+				"destroy those there first. Delete the namespace yourself once nothing in it is needed.", strings.Join(left, ", ")))
 		return
 	}
 	tflog.Info(ctx, "deleting the namespace the compute created", map[string]any{"work.id": c.Name, "work.operation": "compute-delete", "namespace": c.Namespace})

@@ -12,6 +12,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-testing/statecheck"
 	"github.com/hashicorp/terraform-plugin-testing/terraform"
 	"github.com/hashicorp/terraform-plugin-testing/tfjsonpath"
+	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -241,5 +242,101 @@ resource "occ_agent" "a" {
 			PlanOnly:           true,
 			ExpectNonEmptyPlan: true,
 		}},
+	})
+}
+
+// TestAccCompute_NamespaceOwnership: destroy deletes the namespace the
+// provider created for the compute only when nothing is left in it: the
+// objects of another configuration's Agents keep it. A namespace an apply
+// re-created for the compute after someone deleted it is the compute's to
+// delete too.
+func TestAccCompute_NamespaceOwnership(t *testing.T) {
+	env := newAdminEnv(t)
+	cs := env.cluster.Clientset.CoreV1()
+	ctx := context.Background()
+
+	kept := env.freshNamespace(t)
+	resource.Test(t, resource.TestCase{
+		PreCheck:                 func() { testAccPreCheck(t) },
+		ProtoV6ProviderFactories: testAccProtoV6ProviderFactories,
+		CheckDestroy: func(*terraform.State) error {
+			got, err := cs.Namespaces().Get(ctx, kept, metav1.GetOptions{})
+			if err != nil || got.DeletionTimestamp != nil {
+				return fmt.Errorf("namespace %s holding another configuration's agent was deleted: %v", kept, err)
+			}
+			return nil
+		},
+		Steps: []resource.TestStep{{
+			Config: env.provider + fmt.Sprintf(`
+resource "occ_compute" "k" {
+  name       = "prod"
+  kubernetes = { namespace = %q }
+}`, kept),
+			Check: func(*terraform.State) error {
+				// What an Agent of another Terraform configuration leaves in
+				// the same namespace: the provider's labels, another agent.
+				_, err := cs.ConfigMaps(kept).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "other-r1",
+					Labels: map[string]string{render.LabelManagedBy: render.ManagedBy, render.LabelAgent: "other"}}}, metav1.CreateOptions{})
+				return err
+			},
+		}},
+	})
+
+	ns := env.freshNamespace(t)
+	if _, err := cs.Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	config := func(source string) string {
+		return env.provider + fmt.Sprintf(`
+resource "occ_compute" "k" {
+  name       = "prod"
+  kubernetes = { namespace = %q }
+}`, ns) + source
+	}
+	resource.Test(t, resource.TestCase{
+		PreCheck:                 func() { testAccPreCheck(t) },
+		ProtoV6ProviderFactories: testAccProtoV6ProviderFactories,
+		CheckDestroy: func(*terraform.State) error {
+			if _, err := cs.Namespaces().Get(ctx, ns, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+				return fmt.Errorf("namespace %s re-created for the compute, after destroy: err = %v, want NotFound", ns, err)
+			}
+			return nil
+		},
+		Steps: []resource.TestStep{
+			{Config: config("")},
+			{
+				PreConfig: func() {
+					if err := cs.Namespaces().Delete(ctx, ns, metav1.DeleteOptions{}); err != nil {
+						t.Fatal(err)
+					}
+					for deadline := time.Now().Add(time.Minute); ; time.Sleep(100 * time.Millisecond) {
+						if _, err := cs.Namespaces().Get(ctx, ns, metav1.GetOptions{}); apierrors.IsNotFound(err) {
+							return
+						}
+						if time.Now().After(deadline) {
+							t.Fatalf("namespace %s still there a minute after its delete", ns)
+						}
+					}
+				},
+				Config: config(`
+resource "occ_credential_source" "s" {
+  name             = "openai"
+  compute          = occ_compute.k
+  method           = "api_key"
+  value_wo         = "sk-test"
+  value_wo_version = 1
+}`),
+				Check: func(*terraform.State) error {
+					got, err := cs.Namespaces().Get(ctx, ns, metav1.GetOptions{})
+					if err != nil {
+						return fmt.Errorf("the credential source did not re-create namespace %s: %v", ns, err)
+					}
+					if got.Annotations[render.AnnotationCompute] != "prod" || got.Labels[render.LabelManagedBy] != render.ManagedBy {
+						return fmt.Errorf("re-created namespace: labels %v, annotations %v", got.Labels, got.Annotations)
+					}
+					return nil
+				},
+			},
+		},
 	})
 }

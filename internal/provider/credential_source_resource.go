@@ -285,13 +285,13 @@ func (r *credentialSourceResource) Update(ctx context.Context, req resource.Upda
 
 // kubeTarget is the namespace a Secret-backed source lives in, when its
 // compute is Kubernetes.
-func kubeTarget(ctx context.Context, m sourceRefModel) (string, bool) {
+func kubeTarget(ctx context.Context, m sourceRefModel) (compute, ns string, ok bool) {
 	var diags diag.Diagnostics
 	c, known := computeFromObject(ctx, m.Compute, &diags)
 	if !known || c.Kind != admission.KindKubernetes {
-		return "", false
+		return "", "", false
 	}
-	return c.Namespace, true
+	return c.Name, c.Namespace, true
 }
 
 // materialize writes the value into its Secret (one per value version), or
@@ -299,7 +299,7 @@ func kubeTarget(ctx context.Context, m sourceRefModel) (string, bool) {
 // configuration to the API server and nowhere else (AU7).
 func (r *credentialSourceResource) materialize(ctx context.Context, config tfsdk.Config, plan credentialSourceModel) diag.Diagnostics {
 	var diags diag.Diagnostics
-	ns, ok := kubeTarget(ctx, plan.sourceRefModel)
+	compute, ns, ok := kubeTarget(ctx, plan.sourceRefModel)
 	if !ok {
 		return diags
 	}
@@ -314,7 +314,7 @@ func (r *credentialSourceResource) materialize(ctx context.Context, config tfsdk
 		diags.AddError("UNAVAILABLE: cannot reach Kubernetes", err.Error())
 		return diags
 	}
-	if err := r.providerData().PrepareNamespace(ctx, exec, ns); err != nil {
+	if err := r.providerData().PrepareNamespace(ctx, exec, compute, ns); err != nil {
 		addNamespaceError(&diags, ns, err)
 		return diags
 	}
@@ -355,7 +355,7 @@ func (r *credentialSourceResource) providerData() *Data {
 func (r *credentialSourceResource) Read(ctx context.Context, req resource.ReadRequest, resp *resource.ReadResponse) {
 	var state credentialSourceModel
 	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
-	ns, ok := kubeTarget(ctx, state.sourceRefModel)
+	_, ns, ok := kubeTarget(ctx, state.sourceRefModel)
 	if resp.Diagnostics.HasError() || !ok || state.ValueWOVersion.IsNull() || state.SecretName.IsNull() {
 		return
 	}
@@ -377,7 +377,7 @@ func (r *credentialSourceResource) Read(ctx context.Context, req resource.ReadRe
 func (r *credentialSourceResource) Delete(ctx context.Context, req resource.DeleteRequest, resp *resource.DeleteResponse) {
 	var state credentialSourceModel
 	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
-	ns, ok := kubeTarget(ctx, state.sourceRefModel)
+	_, ns, ok := kubeTarget(ctx, state.sourceRefModel)
 	if resp.Diagnostics.HasError() || !ok || state.ValueWOVersion.IsNull() {
 		return
 	}

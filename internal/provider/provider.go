@@ -94,8 +94,8 @@ type Data struct {
 // missing) and that the provider's identity has every permission it will
 // use there; checked once per namespace per provider instance, so that a
 // deploy costs only its own requests.
-func (d *Data) PrepareNamespace(ctx context.Context, exec *kube.Executor, ns string) error {
-	_, err := d.PrepareCompute(ctx, exec, admission.Compute{Namespace: ns})
+func (d *Data) PrepareNamespace(ctx context.Context, exec *kube.Executor, compute, ns string) error {
+	_, err := d.PrepareCompute(ctx, exec, admission.Compute{Name: compute, Namespace: ns})
 	return err
 }
 
@@ -114,7 +114,7 @@ func (d *Data) PrepareCompute(ctx context.Context, exec *kube.Executor, c admiss
 	if d.nsReady[key] {
 		return false, nil
 	}
-	if created, err = exec.EnsureNamespace(ctx, c.Namespace); err != nil {
+	if created, err = exec.EnsureNamespace(ctx, c.Namespace, c.Name); err != nil {
 		return false, err
 	}
 	err = exec.CheckPermissions(ctx, c.Namespace)

@@ -30,6 +30,9 @@ const (
 
 	AnnotationRevisionID = "occ-platform.io/revision-id"
 	AnnotationDigest     = "occ-platform.io/config-digest"
+	// AnnotationCompute names, on a namespace the provider created, the
+	// compute it was created for (its destroy deletes it again).
+	AnnotationCompute = "occ-platform.io/compute"
 
 	ComponentGateway = "gateway"
 	ComponentHarness = "harness"
