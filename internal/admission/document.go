@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/occ-platform/terraform-provider-occ/internal/occconfig"
@@ -107,23 +108,70 @@ func checkEntries(doc occconfig.Document) Errors {
 	case len(entries) > 1 && ownership != "explicit" && defaults != 1:
 		errs = append(errs, invalid("MR9", nil, pathEntries, "several agent entries need agents.ownership = \"explicit\" or exactly one entry with default = true"))
 	}
+	// The references to agent ids OpenClaw 2026.9.6 itself checks against
+	// the roster (agents.entries, or the implicit "main").
 	known := func(id string) bool {
+		id = strings.ToLower(id)
 		if len(entries) == 0 {
 			return id == "main"
 		}
-		_, ok := entries[id]
-		return ok
+		for e := range entries {
+			if strings.ToLower(e) == id {
+				return true
+			}
+		}
+		return false
 	}
-	if arr, ok := occconfig.Lookup(doc, occconfig.Keys("bindings")); ok {
+	unknown := func(at occconfig.Path, what, id string) {
+		errs = append(errs, invalid("MR9", nil, at, "%s names agent %q, which agents.entries does not define", what, id))
+	}
+	for _, ref := range []struct {
+		at   occconfig.Path
+		what string
+	}{
+		{pathAgents.Key("defaults").Key("heartbeat").Key("agentId"), "the heartbeat"},
+		{pathAgents.Key("defaults").Key("systemAgent").Key("agentId"), "the system agent"},
+		{occconfig.Keys("talk", "agentId"), "talk"},
+	} {
+		if id, ok := occconfig.String(doc, ref.at); ok && !known(id) {
+			unknown(ref.at, ref.what, id)
+		}
+	}
+	if arr, ok := occconfig.Lookup(doc, occconfig.Keys("bindings")); ok && len(entries) > 0 {
 		list, _ := arr.([]any)
 		for i, b := range list {
-			if id, ok := occconfig.String(b, occconfig.Keys("agentId")); ok && !known(id) {
-				errs = append(errs, invalid("MR9", nil, occconfig.Keys("bindings").Index(i).Key("agentId"), "binding names agent %q, which agents.entries does not define", id))
+			if id, ok := occconfig.String(b, occconfig.Keys("agentId")); ok && id != "main" && !known(id) {
+				unknown(occconfig.Keys("bindings").Index(i).Key("agentId"), "a binding", id)
+			}
+		}
+	}
+	broadcast := occconfig.Object(doc, occconfig.Keys("broadcast"))
+	for _, key := range sortedKeys(broadcast) {
+		if key == "strategy" || (len(entries) == 0 && !broadcastPeer.MatchString(key)) {
+			continue
+		}
+		at := occconfig.Keys("broadcast", key)
+		list, isList := broadcast[key].([]any)
+		if !isList {
+			obj, isObj := broadcast[key].(map[string]any)
+			if !isObj {
+				continue
+			}
+			list, _ = obj["agents"].([]any)
+			at = at.Key("agents")
+		}
+		for i, v := range list {
+			if id, ok := v.(string); ok && !known(id) {
+				unknown(at.Index(i), "broadcast group "+strconv.Quote(key), id)
 			}
 		}
 	}
 	return errs
 }
+
+// broadcastPeer is a broadcast key OpenClaw checks when no entries are set
+// ("channel:peer").
+var broadcastPeer = regexp.MustCompile(`(?i)^[a-z][a-z0-9_-]*:.+$`)
 
 func isObject(v any) bool {
 	_, ok := v.(map[string]any)
@@ -257,6 +305,13 @@ func checkEntriesPrimary(doc occconfig.Document, primary *ModelRef) Errors {
 		base := pathEntries.Key(id).Key("model")
 		sel, e := readModelSelection(doc, base)
 		errs = append(errs, e...)
+		// MR8: an entry's fallbacks keep the selected provider like the
+		// defaults' do (their harness is judged in Resolve).
+		for i, fb := range sel.Fallbacks {
+			if primary != nil && fb.Provider != primary.Provider {
+				errs = append(errs, invalid("MR8", nil, sel.FallbackPaths[i], "agent entry %q: fallback %s leaves the selected provider %s; fallbacks must keep the primary model's provider", id, fb, primary.Provider))
+			}
+		}
 		if sel.Primary == nil {
 			continue
 		}
@@ -269,4 +324,17 @@ func checkEntriesPrimary(doc occconfig.Document, primary *ModelRef) Errors {
 		}
 	}
 	return errs
+}
+
+// entryFallbacks are the fallbacks Agent entries select for themselves
+// (agents.entries.<id>.model.fallbacks), with their paths, by entry id.
+func entryFallbacks(doc occconfig.Document) ([]ModelRef, []occconfig.Path) {
+	var refs []ModelRef
+	var paths []occconfig.Path
+	for _, id := range sortedKeys(occconfig.Object(doc, pathEntries)) {
+		sel, _ := readModelSelection(doc, pathEntries.Key(id).Key("model"))
+		refs = append(refs, sel.Fallbacks...)
+		paths = append(paths, sel.FallbackPaths...)
+	}
+	return refs, paths
 }

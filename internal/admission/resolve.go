@@ -120,8 +120,11 @@ func Resolve(doc occconfig.Document, agentHarness string) (Resolution, Errors) {
 		return res, errs
 	}
 
-	for i, fb := range sel.Fallbacks {
-		p := sel.FallbackPaths[i]
+	fallbacks, paths := slices.Clone(sel.Fallbacks), slices.Clone(sel.FallbackPaths)
+	entryRefs, entryPaths := entryFallbacks(doc)
+	fallbacks, paths = append(fallbacks, entryRefs...), append(paths, entryPaths...)
+	for i, fb := range fallbacks {
+		p := paths[i]
 		if fb.Provider != sel.Primary.Provider {
 			continue // refused by CheckDocument (MR8)
 		}

@@ -488,6 +488,11 @@ func TestMR8_CatalogsAndFallbacks(t *testing.T) {
 			&refusal{InvalidRequest, "MR8", attrConfig, "agents.defaults.model.fallbacks[0]"}},
 		{"fallback without a policy of its own", codexNoHarness(`{agents: {defaults: {model: {primary: "codex/a", fallbacks: ["codex/b"]}, models: {"codex/a": {agentRuntime: {id: "codex"}}}}}}`),
 			&refusal{InvalidRequest, "MR5", attrConfig, "agents.defaults.model.fallbacks[0]"}},
+		{"entry fallbacks keep the provider", withDoc(emb(), `{agents: {defaults: {model: "anthropic/claude-sonnet-4-5"}, entries: {main: {model: {primary: "anthropic/claude-sonnet-4-5", fallbacks: ["anthropic/claude-opus-4-1"]}}}}}`), nil},
+		{"entry fallback leaves the provider", withDoc(emb(), `{agents: {defaults: {model: "anthropic/claude-sonnet-4-5"}, entries: {main: {model: {primary: "anthropic/claude-sonnet-4-5", fallbacks: ["openai/gpt-5"]}}}}}`),
+			&refusal{InvalidRequest, "MR8", attrConfig, "agents.entries.main.model.fallbacks[0]"}},
+		{"entry fallback resolves to another harness", codexNoHarness(`{agents: {defaults: {model: "codex/a", models: {"codex/a": {agentRuntime: {id: "codex"}}, "codex/b": {agentRuntime: {id: "openclaw"}}}}, entries: {main: {model: {primary: "codex/a", fallbacks: ["codex/b"]}}}}}`),
+			&refusal{InvalidRequest, "MR8", attrConfig, "agents.entries.main.model.fallbacks[0]"}},
 		{"models array beyond primary and fallbacks", withDoc(dedicatedCodexInput(), `{models: {providers: {codex: {models: [{id: "gpt-5-codex"}, {id: "gpt-5-mini"}]}}}, agents: {defaults: {model: "codex/gpt-5-codex"}}}`),
 			&refusal{InvalidRequest, "MR8", attrConfig, "models.providers.codex.models[1].id"}},
 		{"models array entry without id", withDoc(dedicatedCodexInput(), `{models: {providers: {codex: {models: [{name: "x"}]}}}, agents: {defaults: {model: "codex/gpt-5-codex"}}}`),
@@ -531,6 +536,13 @@ func TestMR9_RostersRefused(t *testing.T) {
 		{"two defaults", `{agents: {defaults: {model: "anthropic/claude-sonnet-4-5"}, entries: {a: {default: true}, b: {default: true}}}}`, "agents.entries"},
 		{"two entries without ownership", `{agents: {defaults: {model: "anthropic/claude-sonnet-4-5"}, entries: {a: {}, b: {}}}}`, "agents.entries"},
 		{"binding to an unknown entry", `{agents: {defaults: {model: "anthropic/claude-sonnet-4-5"}, entries: {ops: {}}}, bindings: [{agentId: "ops"}, {agentId: "sales"}]}`, "bindings[1].agentId"},
+		{"binding to any id without entries (OpenClaw checks only against entries)", `{agents: {defaults: {model: "anthropic/claude-sonnet-4-5"}}, bindings: [{agentId: "sales"}]}`, ""},
+		{"broadcast to known entries", `{agents: {defaults: {model: "anthropic/claude-sonnet-4-5"}, ownership: "explicit", entries: {ops: {}, sales: {}}}, broadcast: {strategy: "parallel", "telegram:123": ["ops", "sales"]}}`, ""},
+		{"broadcast to an unknown entry", `{agents: {defaults: {model: "anthropic/claude-sonnet-4-5"}, entries: {ops: {}}}, broadcast: {"telegram:123": ["ops", "sales"]}}`, `broadcast["telegram:123"][1]`},
+		{"broadcast group object to an unknown entry", `{agents: {defaults: {model: "anthropic/claude-sonnet-4-5"}}, broadcast: {"slack:C1": {agents: ["helper"]}}}`, `broadcast["slack:C1"].agents[0]`},
+		{"heartbeat owner unknown", `{agents: {defaults: {model: "anthropic/claude-sonnet-4-5", heartbeat: {agentId: "ghost"}}}}`, "agents.defaults.heartbeat.agentId"},
+		{"talk agent unknown", `{agents: {defaults: {model: "anthropic/claude-sonnet-4-5"}, entries: {ops: {}}}, talk: {agentId: "main"}}`, "talk.agentId"},
+		{"system agent is the implicit main", `{agents: {defaults: {model: "anthropic/claude-sonnet-4-5", systemAgent: {agentId: "main"}}}}`, ""},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
