@@ -40,12 +40,13 @@ const (
 
 // Failure codes of the executor itself, beside the runtime's held codes.
 const (
-	CodeCrashLoop     = "CRASH_LOOP"
-	CodeImagePull     = "IMAGE_PULL_FAILED"
-	CodeUnschedulable = "UNSCHEDULABLE"
-	CodeDeadline      = "DEADLINE_EXCEEDED"
-	CodeStale         = "STALE_REVISION"
-	CodeBadRecord     = "INVALID_STARTUP_RECORD"
+	CodeCrashLoop       = "CRASH_LOOP"
+	CodeImagePull       = "IMAGE_PULL_FAILED"
+	CodeContainerConfig = "CONTAINER_CONFIG_FAILED"
+	CodeUnschedulable   = "UNSCHEDULABLE"
+	CodeDeadline        = "DEADLINE_EXCEEDED"
+	CodeStale           = "STALE_REVISION"
+	CodeBadRecord       = "INVALID_STARTUP_RECORD"
 )
 
 // Executor deploys revisions to one cluster.
@@ -462,6 +463,12 @@ func (s *gateState) observe(pod *corev1.Pod) *Failure {
 				return &Failure{Code: CodeCrashLoop, Agent: s.agent, Revision: s.n, Container: c.Name, Phase: s.phase,
 					Reason: fmt.Sprintf("the container keeps exiting (%d restarts)%s", c.RestartCount, lastExit(c)),
 					Next:   "Read the log lines below; fix the image or the configuration and apply again."}
+			case "CreateContainerConfigError":
+				// The kubelet would retry; a Secret or key that is not there
+				// now rarely appears by itself, so say so at once.
+				return &Failure{Code: CodeContainerConfig, Agent: s.agent, Revision: s.n, Container: c.Name, Phase: "container configuration",
+					Reason: fmt.Sprintf("%s: %s", w.Reason, w.Message),
+					Next:   "A Secret or key the container needs is missing: check the credential source's Secret (secret_ref) and the configuration's secret_bindings in this namespace, create what is missing, then apply again."}
 			case "ImagePullBackOff", "ErrImagePull", "InvalidImageName":
 				return &Failure{Code: CodeImagePull, Agent: s.agent, Revision: s.n, Container: c.Name, Phase: "image pull",
 					Reason: fmt.Sprintf("%s: %s", w.Reason, w.Message),
@@ -626,7 +633,7 @@ func (e *Executor) activate(ctx context.Context, rev *admission.Revision, objs *
 		err = fmt.Errorf("serving revision %d is not older than %d", serving, n)
 	}
 	if err == nil {
-		e.retire(ctx, ns, rev.Agent, n, objs.Enrollment != nil)
+		e.retire(ctx, ns, rev, n, objs.Enrollment != nil)
 		e.audit(ctx, ns, rev, n, at)
 		return at, nil
 	}
@@ -654,7 +661,7 @@ func (e *Executor) activate(ctx context.Context, rev *admission.Revision, objs *
 		if err != nil {
 			return at, fmt.Errorf("activate revision %d: %w", n, err)
 		}
-		e.retire(ctx, ns, rev.Agent, n, objs.Enrollment != nil)
+		e.retire(ctx, ns, rev, n, objs.Enrollment != nil)
 		e.audit(ctx, ns, rev, n, at)
 		return at, nil
 	}
@@ -702,22 +709,37 @@ func mergeMaps(a, b map[string]string) map[string]string {
 	return out
 }
 
-// retire removes earlier revisions' configuration. It is a safe effect: a
-// crash before it leaves only unused ConfigMaps, which the next activation
-// removes (AC4).
+// retire removes what earlier revisions left: their configuration, and the
+// workloads (Deployments, Sandboxes) of components this revision no longer
+// runs. It is a safe effect: a crash before it leaves only what the next
+// activation removes (AC4).
 //
 // enrollment says the revision has a native node: earlier revisions'
 // one-use enrollment targets and verifiers are removed too (they can
 // never be used again: their nodes are gone, AC2).
-func (e *Executor) retire(ctx context.Context, ns, agent string, n int64, enrollment bool) {
+func (e *Executor) retire(ctx context.Context, ns string, rev *admission.Revision, n int64, enrollment bool) {
 	if n <= 1 {
-		return // no earlier revision can have left configuration behind
+		return // no earlier revision can have left anything behind
 	}
+	agent := rev.Agent
 	req, _ := labels.NewRequirement(render.LabelRevision, selection.NotEquals, []string{strconv.FormatInt(n, 10)})
 	agentReq, _ := labels.NewRequirement(render.LabelAgent, selection.Equals, []string{agent})
 	sel := labels.NewSelector().Add(*agentReq, *req).String()
 	if err := e.Client.CoreV1().ConfigMaps(ns).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{LabelSelector: sel}); err != nil {
 		e.log("retiring earlier revisions failed; the next activation retries", map[string]any{"work.operation": "retire", "work.outcome": "failed"})
+	}
+	// Every workload of this revision was applied with its number, so a
+	// Deployment or Sandbox still labelled with another one is a component
+	// this revision no longer runs (a dedicated harness after a switch to
+	// embedded): it goes, with the credential it holds (AU6).
+	bg := metav1.DeletePropagationBackground
+	if err := e.Client.AppsV1().Deployments(ns).DeleteCollection(ctx, metav1.DeleteOptions{PropagationPolicy: &bg}, metav1.ListOptions{LabelSelector: sel}); err != nil {
+		e.log("retiring earlier workloads failed; the next activation retries", map[string]any{"work.operation": "retire", "work.outcome": "failed"})
+	}
+	if rev.Sandbox != nil {
+		if err := e.stopEarlierSandboxes(ctx, ns, agent, n, false); err != nil {
+			e.log("retiring earlier Sandboxes failed; the next activation retries", map[string]any{"work.operation": "retire", "work.outcome": "failed"})
+		}
 	}
 	if !enrollment {
 		return

@@ -234,19 +234,27 @@ func TestAC3_GuardedActivation(t *testing.T) {
 	}
 }
 
-// An image that cannot be pulled fails at once with the reason.
-func TestDeploy_ImagePullFailsFast(t *testing.T) {
-	c := testkube.Shared(t)
-	ns := c.TestNamespace(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	start := time.Now()
-	_, err := (&Executor{Client: c.Clientset}).Deploy(ctx, testRevision(t, ns, testkube.Behavior(testkube.BehaviorImagePullBackOff, 0)), 1, 0)
-	if f, ok := err.(*Failure); !ok || f.Code != CodeImagePull || f.Next == "" {
-		t.Fatalf("deploy error = %v, want %s with advice", err, CodeImagePull)
-	}
-	if d := time.Since(start); d > 30*time.Second {
-		t.Errorf("image pull failure took %s", d)
+// An image that cannot be pulled, or a container the kubelet cannot
+// configure (a missing Secret), fails at once with the kubelet's reason.
+func TestDeploy_WaitingFailuresFailFast(t *testing.T) {
+	for _, tc := range []struct{ behavior, code, reason string }{
+		{testkube.BehaviorImagePullBackOff, CodeImagePull, "ImagePullBackOff"},
+		{testkube.BehaviorContainerConfigError, CodeContainerConfig, `CreateContainerConfigError: secret "missing-secret" not found`},
+	} {
+		t.Run(tc.behavior, func(t *testing.T) {
+			t.Parallel()
+			c := testkube.Shared(t)
+			ns := c.TestNamespace(t)
+			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+			defer cancel()
+			start := time.Now()
+			_, err := (&Executor{Client: c.Clientset}).Deploy(ctx, testRevision(t, ns, testkube.Behavior(tc.behavior, 0)), 1, 0)
+			f, ok := err.(*Failure)
+			if !ok || f.Code != tc.code || f.Next == "" || !strings.Contains(f.Reason, tc.reason) {
+				t.Fatalf("deploy error = %v, want %s with the reason %q and advice", err, tc.code, tc.reason)
+			}
+			t.Logf("failed after %s: %s", time.Since(start).Round(100*time.Millisecond), f.Reason)
+		})
 	}
 }
 
@@ -357,4 +365,38 @@ func TestDeploy_ReplicaFailureFailsFast(t *testing.T) {
 		t.Fatalf("error = %v, want %s naming the quota", err, CodeReplicaFailure)
 	}
 	t.Logf("failed after %s: %s", time.Since(start).Round(100*time.Millisecond), f.Reason)
+}
+
+// rule AU6: switching an Agent from a dedicated Codex harness to embedded
+// OpenClaw (an in-place update) leaves no harness behind: once the
+// embedded revision is activated, the earlier harness Deployment, which
+// holds the model credential, is gone.
+func TestAU6_SwitchToEmbeddedRetiresTheDedicatedHarness(t *testing.T) {
+	c := testkube.Shared(t)
+	ns := c.TestNamespace(t)
+	exec := &Executor{Client: c.Clientset}
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	if _, err := exec.Deploy(ctx, codexRevision(t, ns, "codex/gpt-5-codex"), 1, 0); err != nil {
+		t.Fatalf("revision 1 (dedicated): %v", err)
+	}
+	sel := metav1.ListOptions{LabelSelector: render.LabelAgent + "=bench"}
+	before, err := c.Clientset.AppsV1().Deployments(ns).List(ctx, sel)
+	if err != nil || len(before.Items) != 2 {
+		t.Fatalf("dedicated revision: %d Deployments (%v), want gateway and harness", len(before.Items), err)
+	}
+	if _, err := exec.Deploy(ctx, testRevision(t, ns, nil), 2, 1); err != nil {
+		t.Fatalf("revision 2 (embedded): %v", err)
+	}
+	after, err := c.Clientset.AppsV1().Deployments(ns).List(ctx, sel)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, d := range after.Items {
+		names = append(names, d.Name+"@r"+d.Labels[render.LabelRevision])
+	}
+	if len(after.Items) != 1 || after.Items[0].Name != render.GatewayName("bench") || after.Items[0].Labels[render.LabelRevision] != "2" {
+		t.Fatalf("after the switch to embedded: Deployments %v, want only %s of revision 2", names, render.GatewayName("bench"))
+	}
 }

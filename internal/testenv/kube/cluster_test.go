@@ -216,6 +216,25 @@ func TestBehaviorImagePullBackOff(t *testing.T) {
 	}
 }
 
+func TestBehaviorContainerConfigError(t *testing.T) {
+	t.Parallel()
+	c := kube.Shared(t)
+	ns := c.TestNamespace(t)
+	ctx := ctxFor(t, time.Minute)
+
+	createPod(t, ctx, c, ns, "nosecret", kube.Behavior(kube.BehaviorContainerConfigError, 0), "runtime")
+	p := waitPod(t, c, ns, "nosecret", 10*time.Second, func(p *corev1.Pod) bool {
+		return len(p.Status.ContainerStatuses) == 1 && p.Status.ContainerStatuses[0].State.Waiting != nil
+	})
+	cs := p.Status.ContainerStatuses[0]
+	if p.Status.Phase != corev1.PodPending || kube.PodReady(p) {
+		t.Fatalf("phase %s ready %v, want Pending and not ready", p.Status.Phase, kube.PodReady(p))
+	}
+	if cs.State.Waiting.Reason != "CreateContainerConfigError" || cs.State.Waiting.Message != `secret "missing-secret" not found` {
+		t.Fatalf("container state %+v, want waiting CreateContainerConfigError naming the Secret", cs.State)
+	}
+}
+
 func TestLogsThroughAPIServer(t *testing.T) {
 	t.Parallel()
 	c := kube.Shared(t)

@@ -44,6 +44,10 @@ const (
 	// BehaviorImagePullBackOff: Pending, every container waiting in
 	// ImagePullBackOff.
 	BehaviorImagePullBackOff = "image-pull-backoff"
+	// BehaviorContainerConfigError: Pending, every container waiting in
+	// CreateContainerConfigError (secret "missing-secret" not found), as a
+	// kubelet reports a Secret an env or volume refers to that is missing.
+	BehaviorContainerConfigError = "container-config-error"
 )
 
 // Behavior returns Pod annotations that select behavior, with the delay
