@@ -89,6 +89,8 @@ type Revision struct {
 	LoggingOwnership string     `json:"logging_ownership"`
 	LoggingLevel     string     `json:"logging_level,omitempty"`
 	Probe            Probe      `json:"probe"`
+	// SecretBindings reach the gateway container only (AU6).
+	SecretBindings []SecretBindingEnv `json:"secret_bindings,omitempty"`
 	// AdmittedDocument is the frozen document after the driver transform and
 	// logging stamp (AD2, AD4); model references as stored.
 	AdmittedDocument occconfig.Document `json:"admitted_document"`
@@ -173,6 +175,9 @@ func Admit(in Input) (*Revision, Errors) {
 		return nil, Errors{e}
 	}
 	errs = append(errs, withAttr(checkDedicated(admitted, res, mode), "configuration")...)
+	if in.Compute.Kind == KindKubernetes {
+		errs = append(errs, withAttr(checkProbeTransport(admitted, res.Primary), "configuration")...)
+	}
 	errs = append(errs, CheckSandbox(res.Harness, mode, in.Compute)...)
 
 	primaryProvider := ""
@@ -181,6 +186,12 @@ func Admit(in Input) (*Revision, Errors) {
 	}
 	delivery, authErrs := CheckAuth(res.Harness, mode, primaryProvider, in.Compute, in.Source)
 	errs = append(errs, authErrs...)
+	bindings, bindErrs := CheckSecretBindings(in.Configuration.SecretBindings, nil)
+	for _, e := range bindErrs {
+		e.Attribute = []string{"configuration"}
+	}
+	errs = append(errs, bindErrs...)
+	errs = append(errs, checkBindingsCompute(bindings, in.Compute)...)
 	if len(errs) > 0 {
 		return nil, errs
 	}
@@ -200,6 +211,7 @@ func Admit(in Input) (*Revision, Errors) {
 		Fallbacks:               slices.Clone(res.Fallbacks),
 		LoggingOwnership:        ownership(in.Compute),
 		Probe:                   probeFor(res, mode, admitted),
+		SecretBindings:          bindings,
 		ComputeSettings:         computeSettings(in.Compute),
 		Warnings:                DocumentWarnings(doc),
 	}

@@ -119,8 +119,8 @@ type CredentialGateway struct {
 
 // SecretRef names an existing Kubernetes Secret and key.
 type SecretRef struct {
-	Name string
-	Key  string
+	Name string `json:"name"`
+	Key  string `json:"key"`
 }
 
 // CredentialSource is where the model credential comes from.

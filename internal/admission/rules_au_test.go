@@ -1,6 +1,7 @@
 package admission
 
 import (
+	"slices"
 	"strings"
 	"testing"
 )
@@ -191,5 +192,80 @@ func TestAU5_SSHRuntimeOnly(t *testing.T) {
 	}
 	if rev.ComputeSettings.Host != "edge.example.com" || rev.ComputeSettings.ConfigDir != "/etc/openclaw" {
 		t.Errorf("ssh compute settings = %v", rev.ComputeSettings)
+	}
+}
+
+// rule AU6: a Configuration's secret bindings become the gateway's
+// environment variables (upper case, '-' as '_'), sorted, frozen in the
+// revision; names the platform sets or that carry the model credential,
+// ambiguous names and bad keys are refused; an SSH compute refuses them.
+func TestAU6_SecretBindings(t *testing.T) {
+	ref := func(name, key string) SecretRef { return SecretRef{Name: name, Key: key} }
+	for _, tc := range []struct {
+		name     string
+		bindings map[string]SecretRef
+		want     []SecretBindingEnv
+		refused  string // the binding named in the refusal
+	}{
+		{name: "none"},
+		{name: "channel and embeddings", bindings: map[string]SecretRef{"telegram": ref("tg-bot", "token"), "memory-embeddings": ref("emb", "api.key")},
+			want: []SecretBindingEnv{{"memory-embeddings", "MEMORY_EMBEDDINGS", ref("emb", "api.key")}, {"telegram", "TELEGRAM", ref("tg-bot", "token")}}},
+		{name: "already upper case", bindings: map[string]SecretRef{"SLACK_BOT_TOKEN": ref("slack", "token")},
+			want: []SecretBindingEnv{{"SLACK_BOT_TOKEN", "SLACK_BOT_TOKEN", ref("slack", "token")}}},
+		{name: "model credential alias", bindings: map[string]SecretRef{"openai_api_key": ref("k", "v")}, refused: "OPENAI_API_KEY"},
+		{name: "anthropic alias with dashes", bindings: map[string]SecretRef{"anthropic-api-key": ref("k", "v")}, refused: "ANTHROPIC_API_KEY"},
+		{name: "platform prefix", bindings: map[string]SecretRef{"openclaw_config_path": ref("k", "v")}, refused: "OPENCLAW_CONFIG_PATH"},
+		{name: "platform variable", bindings: map[string]SecretRef{"home": ref("k", "v")}, refused: "HOME"},
+		{name: "not a variable", bindings: map[string]SecretRef{"9lives": ref("k", "v")}, refused: `"9lives"`},
+		{name: "dot in name", bindings: map[string]SecretRef{"a.b": ref("k", "v")}, refused: `"a.b"`},
+		{name: "ambiguous", bindings: map[string]SecretRef{"slack-token": ref("a", "v"), "slack_token": ref("b", "v")}, refused: "both become SLACK_TOKEN"},
+		{name: "bad key", bindings: map[string]SecretRef{"telegram": ref("tg", "to ken")}, refused: `"to ken"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, errs := CheckSecretBindings(tc.bindings, []string{"secret_bindings"})
+			if tc.refused != "" {
+				if len(errs) != 1 || errs[0].Rule != "AU6" || errs[0].Class != InvalidRequest || !strings.Contains(errs[0].Message, tc.refused) ||
+					len(errs[0].Attribute) != 2 || errs[0].Attribute[0] != "secret_bindings" {
+					t.Fatalf("errs = %v, want one AU6 INVALID_REQUEST naming %s at secret_bindings[name]", errs, tc.refused)
+				}
+				in := k8sEmbeddedInput()
+				in.Configuration.SecretBindings = tc.bindings
+				if _, errs := Admit(in); !errs.Has("AU6") || !slices.Equal(errs[0].Attribute, []string{"configuration"}) {
+					t.Fatalf("Admit errs = %v, want AU6 on configuration", errs)
+				}
+				return
+			}
+			if len(errs) > 0 || !slices.Equal(got, tc.want) {
+				t.Fatalf("got %v, %v; want %v", got, errs, tc.want)
+			}
+			in := k8sEmbeddedInput()
+			in.Configuration.SecretBindings = tc.bindings
+			rev := admitOK(t, in)
+			if !slices.Equal(rev.SecretBindings, tc.want) {
+				t.Fatalf("revision bindings %v, want %v", rev.SecretBindings, tc.want)
+			}
+		})
+	}
+
+	// The revision freezes them: another Secret is another revision.
+	a, b := k8sEmbeddedInput(), k8sEmbeddedInput()
+	a.Configuration.SecretBindings = map[string]SecretRef{"telegram": ref("tg-bot", "token")}
+	b.Configuration.SecretBindings = map[string]SecretRef{"telegram": ref("tg-bot-2", "token")}
+	if admitOK(t, a).ID() == admitOK(t, b).ID() {
+		t.Error("a binding to another Secret kept the revision id")
+	}
+	if admitOK(t, k8sEmbeddedInput()).ID() != admitOK(t, func() Input {
+		in := k8sEmbeddedInput()
+		in.Configuration.SecretBindings = map[string]SecretRef{}
+		return in
+	}()).ID() {
+		t.Error("an empty bindings map changed the revision id")
+	}
+
+	// SSH hosts have no Kubernetes Secrets to project.
+	in := sshInput()
+	in.Configuration.SecretBindings = map[string]SecretRef{"telegram": ref("tg-bot", "token")}
+	if _, errs := Admit(in); len(errs) != 1 || errs[0].Rule != "AU6" || errs[0].Class != ResourceConflict {
+		t.Fatalf("ssh with bindings: errs = %v, want one AU6 RESOURCE_CONFLICT", errs)
 	}
 }

@@ -227,14 +227,7 @@ func configurationInput(ctx context.Context, m configurationRefModel, diags *dia
 		return admission.Configuration{}, false
 	}
 	c := admission.Configuration{ID: m.ID.ValueString(), Name: m.Name.ValueString(), Generation: m.Generation.ValueInt64(), Document: doc}
-	if !m.SecretBindings.IsNull() {
-		var bindings map[string]secretBindingModel
-		diags.Append(m.SecretBindings.ElementsAs(ctx, &bindings, false)...)
-		c.SecretBindings = map[string]admission.SecretRef{}
-		for k, b := range bindings {
-			c.SecretBindings[k] = admission.SecretRef{Name: b.Secret.ValueString(), Key: b.Key.ValueString()}
-		}
-	}
+	c.SecretBindings, _ = secretBindings(ctx, m.SecretBindings, diags)
 	return c, true
 }
 

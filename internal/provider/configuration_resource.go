@@ -85,7 +85,12 @@ func configurationSchema() schema.Schema {
 			"secret_bindings": schema.MapNestedAttribute{
 				Optional: true,
 				MarkdownDescription: "Kubernetes Secrets that supply channel and gateway feature credentials (memory embeddings included), " +
-					"by binding name. Never the harness's model credential (rule AU6).",
+					"by binding name (rule AU6). Each binding reaches the gateway container, and only the gateway (never a dedicated harness " +
+					"or a native node), as the environment variable named after the binding in upper case with `-` as `_`: refer to binding " +
+					"`telegram` in the document as `${TELEGRAM}`. Names the platform sets itself (`OPENAI_API_KEY`, `ANTHROPIC_API_KEY`, " +
+					"`HOME`, `PATH`, `TMPDIR`, `OPENCLAW_*`, `CODEX_*`, `OCC_*`, …) are refused: the model credential comes from the Agent's " +
+					"credential source. Kubernetes computes only; an SSH compute refuses them (RESOURCE_CONFLICT). A missing Secret fails the " +
+					"Agent's apply as `CONTAINER_CONFIG_FAILED`.",
 				NestedObject: schema.NestedAttributeObject{Attributes: map[string]schema.Attribute{
 					"secret": schema.StringAttribute{Required: true, Validators: []validator.String{dnsLabel()}, MarkdownDescription: "The Secret's name."},
 					"key":    schema.StringAttribute{Required: true, Validators: []validator.String{stringvalidator.LengthAtLeast(1)}, MarkdownDescription: "The key inside the Secret."},
@@ -106,6 +111,14 @@ func configurationSchema() schema.Schema {
 
 // ValidateConfig parses the document and applies the save-time rules.
 func (r *configurationResource) ValidateConfig(ctx context.Context, req resource.ValidateConfigRequest, resp *resource.ValidateConfigResponse) {
+	var bindings types.Map
+	resp.Diagnostics.Append(req.Config.GetAttribute(ctx, path.Root("secret_bindings"), &bindings)...)
+	if refs, ok := secretBindings(ctx, bindings, &resp.Diagnostics); ok {
+		_, errs := admission.CheckSecretBindings(refs, []string{"secret_bindings"})
+		for _, e := range errs {
+			addAttrError(&resp.Diagnostics, path.Root("secret_bindings").AtMapKey(e.Attribute[1]), summary(e), detail(e))
+		}
+	}
 	var doc types.String
 	resp.Diagnostics.Append(req.Config.GetAttribute(ctx, path.Root("document"), &doc)...)
 	if resp.Diagnostics.HasError() || doc.IsNull() || doc.IsUnknown() {
@@ -206,4 +219,25 @@ func (r *configurationResource) Delete(context.Context, resource.DeleteRequest, 
 // ImportState adopts a configuration by "NAME" or "NAME@GENERATION".
 func (r *configurationResource) ImportState(ctx context.Context, req resource.ImportStateRequest, resp *resource.ImportStateResponse) {
 	importLogicalByName(ctx, req, resp, true)
+}
+
+// secretBindings reads a known secret_bindings map; ok is false while any of
+// it is unknown (the check then runs at apply).
+func secretBindings(ctx context.Context, m types.Map, diags *diag.Diagnostics) (map[string]admission.SecretRef, bool) {
+	if m.IsNull() {
+		return nil, true
+	}
+	if !fullyKnown(m) {
+		return nil, false
+	}
+	var raw map[string]secretBindingModel
+	if d := m.ElementsAs(ctx, &raw, false); d.HasError() {
+		diags.Append(d...)
+		return nil, false
+	}
+	out := make(map[string]admission.SecretRef, len(raw))
+	for k, b := range raw {
+		out[k] = admission.SecretRef{Name: b.Secret.ValueString(), Key: b.Key.ValueString()}
+	}
+	return out, true
 }

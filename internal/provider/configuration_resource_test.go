@@ -117,3 +117,26 @@ func TestAccConfiguration_SaveTimeRules(t *testing.T) {
 		})
 	}
 }
+
+// rule AU6: secret binding names are judged at plan, on the binding.
+func TestAccConfiguration_SecretBindingNames(t *testing.T) {
+	for name, tc := range map[string]struct{ bindings, err string }{
+		"model credential": {`{ openai_api_key = { secret = "k", key = "v" } }`,
+			`INVALID_REQUEST: binding "openai_api_key" would set OPENAI_API_KEY[\s\S]*credential source[\s\S]*Rule AU6`},
+		"ambiguous": {`{ slack-token = { secret = "a", key = "v" }, slack_token = { secret = "b", key = "v" } }`,
+			`INVALID_REQUEST: bindings "slack-token" and "slack_token" both become SLACK_TOKEN[\s\S]*Rule AU6`},
+	} {
+		t.Run(name, func(t *testing.T) {
+			resource.Test(t, resource.TestCase{
+				PreCheck:                 func() { testAccPreCheck(t) },
+				ProtoV6ProviderFactories: testAccProtoV6ProviderFactories,
+				Steps: []resource.TestStep{{Config: `
+resource "occ_configuration" "c" {
+  name            = "support"
+  document        = jsonencode({ agents = { defaults = { model = "anthropic/claude-sonnet-4-5" } } })
+  secret_bindings = ` + tc.bindings + `
+}`, ExpectError: mustRegexp(tc.err)}},
+			})
+		})
+	}
+}

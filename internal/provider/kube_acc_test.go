@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -498,4 +499,90 @@ resource "occ_agent" "a" {
 	if total < 10000 {
 		t.Errorf("the trace log holds only %d bytes: trace logging did not run", total)
 	}
+}
+
+// TestAccAgent_SecretBindingsAndModeSwitch (rule AU6): a configuration's
+// secret binding reaches the gateway and never the dedicated harness; an
+// in-place switch from dedicated Codex to embedded OpenClaw leaves no
+// harness (and its credential) running once the embedded revision is active.
+func TestAccAgent_SecretBindingsAndModeSwitch(t *testing.T) {
+	env := newKubeEnv(t)
+	env.secret(t, "llm", "api-key", testSentinel)
+	env.secret(t, "tg-bot", "token", "tg-value")
+	config := func(harness, mode, model string) string {
+		return env.provider + env.compute("") + fmt.Sprintf(`
+resource "occ_configuration" "c" {
+  name            = "support"
+  document        = jsonencode({ agents = { defaults = { model = %q } }, channels = { telegram = { botToken = "$${TELEGRAM}" } } })
+  secret_bindings = { telegram = { secret = "tg-bot", key = "token" } }
+}
+resource "occ_credential_source" "s" {
+  name       = "llm"
+  compute    = occ_compute.k
+  method     = "api_key"
+  secret_ref = { name = "llm", key = "api-key" }
+}
+resource "occ_agent" "a" {
+  name           = "support"
+  compute        = occ_compute.k
+  configuration  = occ_configuration.c
+  harness        = %q
+  execution_mode = %q
+  harness_auth   = { source = occ_credential_source.s }
+  timeouts       = { create = "90s", update = "90s" }
+}`, model, harness, mode)
+	}
+	cs := env.cluster.Clientset
+	deployments := func(want ...string) resource.TestCheckFunc {
+		return func(*terraform.State) error {
+			list, err := cs.AppsV1().Deployments(env.ns).List(context.Background(), metav1.ListOptions{LabelSelector: render.LabelAgent + "=support"})
+			if err != nil {
+				return err
+			}
+			var got []string
+			for _, d := range list.Items {
+				got = append(got, d.Name)
+				for _, c := range d.Spec.Template.Spec.Containers {
+					var binding *corev1.EnvVar
+					for i, e := range c.Env {
+						if e.Name == "TELEGRAM" {
+							binding = &c.Env[i]
+						}
+					}
+					switch {
+					case c.Name == "gateway" && (binding == nil || binding.ValueFrom == nil || binding.ValueFrom.SecretKeyRef.Name != "tg-bot"):
+						return fmt.Errorf("%s/gateway: TELEGRAM = %+v, want Secret tg-bot", d.Name, binding)
+					case c.Name != "gateway" && binding != nil:
+						return fmt.Errorf("%s/%s receives the gateway's binding", d.Name, c.Name)
+					}
+				}
+			}
+			slices.Sort(got)
+			if !slices.Equal(got, want) {
+				return fmt.Errorf("Deployments %v, want %v", got, want)
+			}
+			return nil
+		}
+	}
+	resource.Test(t, resource.TestCase{
+		PreCheck:                 func() { testAccPreCheck(t) },
+		ProtoV6ProviderFactories: testAccProtoV6ProviderFactories,
+		Steps: []resource.TestStep{
+			{
+				Config: config("codex", "dedicated", "codex/gpt-5-codex"),
+				Check:  deployments("support-gateway", "support-harness"),
+			},
+			{
+				Config: config("openclaw", "embedded", "anthropic/claude-sonnet-4-5"),
+				ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{
+					plancheck.ExpectResourceAction("occ_agent.a", plancheck.ResourceActionUpdate),
+				}},
+				ConfigStateChecks: []statecheck.StateCheck{
+					statecheck.ExpectKnownValue("occ_agent.a", tfjsonpath.New("revision"), knownvalue.Int64Exact(2)),
+					statecheck.ExpectKnownValue("occ_agent.a", tfjsonpath.New("status"), knownvalue.StringExact("active")),
+				},
+				Check: deployments("support-gateway"),
+			},
+		},
+	})
 }

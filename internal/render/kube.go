@@ -238,6 +238,12 @@ func gatewayDeployment(rev *admission.Revision, n int64, wrapperArgs []string, e
 		mounts = append(mounts, corev1ac.VolumeMount().WithName(extra.Name).WithMountPath(extra.Path).WithReadOnly(true))
 		volumes = append(volumes, corev1ac.Volume().WithName(extra.Name).WithSecret(corev1ac.SecretVolumeSource().WithSecretName(extra.Secret).WithDefaultMode(extra.Mode)))
 	}
+	// AU6: the configuration's secret bindings (channel and gateway feature
+	// credentials) reach the gateway, and only the gateway.
+	for _, b := range rev.SecretBindings {
+		env = append(env, corev1ac.EnvVar().WithName(b.EnvVar).WithValueFrom(corev1ac.EnvVarSource().WithSecretKeyRef(
+			corev1ac.SecretKeySelector().WithName(b.Secret.Name).WithKey(b.Secret.Key))))
+	}
 	return deployment(rev, n, GatewayName(a), ComponentGateway, GatewayName(a),
 		container(rev, "gateway", rev.ComputeSettings.RuntimeImage, args, env, GatewayPort).WithVolumeMounts(mounts...), volumes...)
 }

@@ -263,3 +263,45 @@ func TestAU2_CodexPATFromManagedServiceAccount(t *testing.T) {
 		t.Error("no projected ServiceAccount token volume")
 	}
 }
+
+// rule AU6: the configuration's secret bindings reach the gateway
+// container, and no dedicated harness or native node.
+func TestAU6_SecretBindingsReachOnlyTheGateway(t *testing.T) {
+	bindings := map[string]admission.SecretRef{"telegram": {Name: "tg-bot", Key: "token"}}
+	for name, in := range map[string]admission.Input{
+		"embedded":        embeddedInput(t, "anthropic/claude-sonnet-4-5"),
+		"dedicated codex": codexInput(t, admission.MethodAPIKey),
+		"sandboxed codex": sandboxedCodexInput(t),
+		"native openclaw": nativeInput(t, admission.MethodAPIKey),
+	} {
+		in.Configuration.SecretBindings = bindings
+		objs, err := Kubernetes(admit(t, in), 1)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		var containers []corev1ac.ContainerApplyConfiguration
+		for _, d := range objs.Deployments {
+			containers = append(containers, d.Spec.Template.Spec.Containers...)
+		}
+		for _, s := range objs.Sandboxes {
+			containers = append(containers, s.Template.Spec.Containers...)
+		}
+		gateways := 0
+		for _, c := range containers {
+			e, ok := envOf(&c)["TELEGRAM"]
+			if *c.Name != "gateway" {
+				if ok {
+					t.Errorf("%s/%s: receives the gateway's binding TELEGRAM", name, *c.Name)
+				}
+				continue
+			}
+			gateways++
+			if !ok || e.ValueFrom == nil || *e.ValueFrom.SecretKeyRef.Name != "tg-bot" || *e.ValueFrom.SecretKeyRef.Key != "token" {
+				t.Errorf("%s/gateway: TELEGRAM = %+v, want Secret tg-bot key token", name, e)
+			}
+		}
+		if gateways != 1 {
+			t.Errorf("%s: %d gateway containers", name, gateways)
+		}
+	}
+}

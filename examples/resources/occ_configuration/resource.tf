@@ -10,6 +10,8 @@ resource "occ_configuration" "support" {
         }
       }
     }
+    # The binding below reaches the gateway as TELEGRAM (upper case).
+    channels = { telegram = { botToken = "$${TELEGRAM}" } }
   })
   secret_bindings = {
     telegram = { secret = "tg-bot", key = "token" }

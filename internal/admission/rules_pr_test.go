@@ -1,0 +1,46 @@
+package admission
+
+import (
+	"fmt"
+	"testing"
+)
+
+// rule PR11: on Kubernetes the primary provider's transport settings are
+// literal metadata the startup probe reads as written; an environment or
+// Secret reference there is refused, while a ${VAR} apiKey stays allowed.
+// SSH computes run no model probe.
+func TestPR11_ProbeTransportIsLiteral(t *testing.T) {
+	const custom = `{agents: {defaults: {model: "openai/gpt-5"}}, models: {providers: {openai: {%s, models: [{id: "gpt-5", name: "m"}]}}}}`
+	doc := func(settings string) string { return fmt.Sprintf(custom, settings) }
+	emb := func(settings string) Input {
+		in := withDoc(k8sEmbeddedInput(), doc(settings))
+		in.Agent.Harness = HarnessOpenClaw
+		return in
+	}
+	tests := []struct {
+		name string
+		in   Input
+		want *refusal
+	}{
+		{"literal baseUrl and api, key from the environment", emb(`baseUrl: "https://llm.internal/v1", api: "openai-responses", apiKey: "${PROXY_KEY}"`), nil},
+		{"baseUrl from the environment", emb(`baseUrl: "${LLM_URL}", api: "openai-responses"`),
+			&refusal{InvalidRequest, "PR11", attrConfig, "models.providers.openai.baseUrl"}},
+		{"api from the environment", emb(`baseUrl: "https://llm.internal/v1", api: "${LLM_API}"`),
+			&refusal{InvalidRequest, "PR11", attrConfig, "models.providers.openai.api"}},
+		{"baseUrl as a SecretRef", emb(`baseUrl: {source: "env", provider: "default", id: "LLM_URL"}, api: "openai-responses"`),
+			&refusal{InvalidRequest, "PR11", attrConfig, "models.providers.openai.baseUrl"}},
+		{"another provider's settings are not probed", withDoc(k8sEmbeddedInput(), `{agents: {defaults: {model: "anthropic/claude-sonnet-4-5"}}, models: {providers: {other: {baseUrl: "${X}", models: []}}}}`), nil},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			_, errs := Admit(tc.in)
+			if tc.want == nil {
+				if len(errs) > 0 {
+					t.Fatalf("refused: %v", errs)
+				}
+				return
+			}
+			checkRefusal(t, errs, *tc.want)
+		})
+	}
+}
