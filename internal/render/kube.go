@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strconv"
+	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -26,7 +27,12 @@ const (
 	LabelRevision  = "occ-platform.io/revision"
 	LabelComponent = "occ-platform.io/component"
 	LabelManagedBy = "app.kubernetes.io/managed-by"
-	ManagedBy      = "terraform-provider-occ"
+	// LabelName and LabelVersion: the service name and version of what a
+	// component runs; LabelRevisionID: the revision's content id (LG4).
+	LabelName       = "app.kubernetes.io/name"
+	LabelVersion    = "app.kubernetes.io/version"
+	LabelRevisionID = "occ-platform.io/revision-id"
+	ManagedBy       = "terraform-provider-occ"
 
 	AnnotationRevisionID = "occ-platform.io/revision-id"
 	AnnotationDigest     = "occ-platform.io/config-digest"
@@ -91,11 +97,37 @@ func HarnessConfigMapName(agent string, n int64) string {
 // the executor creates it once per agent with random bytes.
 func AppServerTokenSecret(agent string) string { return agent + "-app-server-token" }
 
-// Labels are the identity labels of a component of a revision.
-func Labels(agent string, n int64, component string) map[string]string {
+// Labels are the identity labels of a component of a revision (LG4): the
+// Agent, the revision's number and content id, the component, its service
+// name and version, set by the provider on every workload and its Pods and
+// never taken from what the runtime logs.
+func Labels(rev *admission.Revision, n int64, component string) map[string]string {
+	name, version := serviceIdentity(rev, component)
 	return map[string]string{
-		LabelAgent: agent, LabelRevision: strconv.FormatInt(n, 10), LabelComponent: component, LabelManagedBy: ManagedBy,
+		LabelAgent: rev.Agent, LabelRevision: strconv.FormatInt(n, 10), LabelRevisionID: rev.ID(), LabelComponent: component,
+		LabelManagedBy: ManagedBy, LabelName: name, LabelVersion: version,
 	}
+}
+
+// serviceIdentity is the service name and version of what a component
+// runs: the OpenClaw gateway or node, or the Codex app server. A custom
+// image's version is not known to the provider: "custom-image".
+func serviceIdentity(rev *admission.Revision, component string) (name, version string) {
+	harness := admission.HarnessOpenClaw
+	switch component {
+	case ComponentHarness:
+		name, harness = "codex-app-server", admission.HarnessCodex
+	case ComponentNode:
+		name = "openclaw-node"
+	default:
+		name = "openclaw-gateway"
+	}
+	c := admission.Compute{RuntimeImage: rev.ComputeSettings.RuntimeImage, CodexImage: rev.ComputeSettings.CodexImage}
+	_, version, _ = strings.Cut(admission.HarnessVersion(harness, c), "@")
+	if strings.HasPrefix(version, "image:") {
+		version = "custom-image"
+	}
+	return name, version
 }
 
 // Selector selects a component's Pods of any revision.
@@ -296,7 +328,7 @@ func meta[T interface {
 	WithLabels(map[string]string) T
 	WithAnnotations(map[string]string) T
 }](obj T, rev *admission.Revision, n int64, component string) T {
-	return obj.WithLabels(Labels(rev.Agent, n, component)).WithAnnotations(map[string]string{
+	return obj.WithLabels(Labels(rev, n, component)).WithAnnotations(map[string]string{
 		AnnotationRevisionID: rev.ID(),
 	})
 }
@@ -390,7 +422,7 @@ func deployment(rev *admission.Revision, n int64, name, component, serviceAccoun
 // token, non-root, the identity labels of revision n.
 func podTemplate(rev *admission.Revision, n int64, component, serviceAccount string, c *corev1ac.ContainerApplyConfiguration, volumes ...*corev1ac.VolumeApplyConfiguration) *corev1ac.PodTemplateSpecApplyConfiguration {
 	return corev1ac.PodTemplateSpec().
-		WithLabels(Labels(rev.Agent, n, component)).
+		WithLabels(Labels(rev, n, component)).
 		WithAnnotations(podAnnotations(rev)).
 		WithSpec(corev1ac.PodSpec().
 			WithServiceAccountName(serviceAccount).

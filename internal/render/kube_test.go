@@ -305,3 +305,49 @@ func TestAU6_SecretBindingsReachOnlyTheGateway(t *testing.T) {
 		}
 	}
 }
+
+// rule LG4: every workload and its Pods carry the runtime identity as
+// labels the provider sets: service name, version, component, Agent,
+// revision number and id (the namespace is the object's own).
+func TestLG4_IdentityLabels(t *testing.T) {
+	custom := codexInput(t, admission.MethodAPIKey)
+	custom.Compute.CodexImage = "registry.example/codex:dev"
+	for name, tc := range map[string]struct {
+		in   admission.Input
+		want map[string][2]string // component -> service name, version
+	}{
+		"embedded":                {embeddedInput(t, "anthropic/claude-sonnet-4-5"), map[string][2]string{"gateway": {"openclaw-gateway", admission.PinnedOpenClawVersion}}},
+		"dedicated codex":         {codexInput(t, admission.MethodAPIKey), map[string][2]string{"gateway": {"openclaw-gateway", admission.PinnedOpenClawVersion}, "harness": {"codex-app-server", admission.PinnedCodexVersion}}},
+		"custom codex image":      {custom, map[string][2]string{"gateway": {"openclaw-gateway", admission.PinnedOpenClawVersion}, "harness": {"codex-app-server", "custom-image"}}},
+		"native openclaw sandbox": {nativeInput(t, admission.MethodAPIKey), map[string][2]string{"gateway": {"openclaw-gateway", admission.PinnedOpenClawVersion}, "node": {"openclaw-node", admission.PinnedOpenClawVersion}}},
+	} {
+		rev := admit(t, tc.in)
+		objs, err := Kubernetes(rev, 4)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		seen := map[string]map[string]string{}
+		for _, d := range objs.Deployments {
+			seen[d.Spec.Template.Labels[LabelComponent]] = d.Spec.Template.Labels
+			if d.Labels[LabelRevisionID] != rev.ID() {
+				t.Errorf("%s: Deployment %s labels %v lack the revision id", name, *d.Name, d.Labels)
+			}
+		}
+		for _, s := range objs.Sandboxes {
+			seen[s.Component] = s.Template.Labels
+			if s.Labels[LabelRevisionID] != rev.ID() {
+				t.Errorf("%s: Sandbox %s labels %v lack the revision id", name, s.Name, s.Labels)
+			}
+		}
+		for component, id := range tc.want {
+			l := seen[component]
+			if l[LabelName] != id[0] || l[LabelVersion] != id[1] || l[LabelAgent] != rev.Agent || l[LabelRevision] != "4" ||
+				l[LabelRevisionID] != rev.ID() || l[LabelComponent] != component || l[LabelManagedBy] != ManagedBy {
+				t.Errorf("%s/%s: Pod labels %v, want service %s version %s", name, component, l, id[0], id[1])
+			}
+		}
+		if len(seen) != len(tc.want) {
+			t.Errorf("%s: components %v, want %v", name, seen, tc.want)
+		}
+	}
+}

@@ -129,7 +129,7 @@ func sandbox(rev *admission.Revision, n int64, name, component string, tmpl *cor
 	if a := Attachments(rev); len(a) > 0 {
 		annotations[sandboxapi.AnnotationAttachments] = sandboxapi.EncodeAttachments(a)
 	}
-	return &Sandbox{Name: name, Component: component, Labels: Labels(rev.Agent, n, component), Annotations: annotations, Template: tmpl}
+	return &Sandbox{Name: name, Component: component, Labels: Labels(rev, n, component), Annotations: annotations, Template: tmpl}
 }
 
 // placeholderCredential is the harness's view of a Credential Gateway key:
