@@ -58,7 +58,7 @@ func codexFor(t *testing.T, srv *fakemodel.Server, probe admission.Probe) codexS
 		"CODEX_LOGIN_MODE=api_key_stdin", "OPENAI_API_KEY=" + sentinel,
 		"LOG_FORMAT=json", "RUST_LOG=info,codex_otel=off",
 	}
-	args := []string{"--container=harness", "--harness=codex", "--probe=" + writeProbe(t, probe),
+	args := []string{"--container=harness", "--harness=codex", "--probe=" + writeProbe(t, probe), fmt.Sprintf("--health-port=%d", port),
 		"--", "codex", "app-server", "--listen", fmt.Sprintf("ws://127.0.0.1:%d", port)}
 	return codexSetup{env: env, args: args, dir: dir, port: port}
 }
@@ -227,6 +227,9 @@ func TestPR4_CodexHeldCodes(t *testing.T) {
 				recs = p.held(budget+30*time.Second, runtimerecord.PhaseModelProbe, c.code)
 			}
 			pr := probeRecords(recs, runtimerecord.EventCodexProbe)
+			if strings.Contains(p.stdout.String(), string(runtimerecord.EventCodexProbe)) || strings.Contains(p.stdout.String(), string(runtimerecord.EventStartupPhase)) {
+				t.Errorf("records on the Codex harness's stdout, which is protocol (LG3): %q", p.stdout.String())
+			}
 			if len(pr) != c.attempts {
 				t.Fatalf("probe records %v, want %d attempts", sequence(pr), c.attempts)
 			}

@@ -71,6 +71,9 @@ func TestPR9_RenderedCommandLines(t *testing.T) {
 				if o.Container != *c.Name || o.Harness != w.harness || (o.ProbeFile != "") != w.probe || len(o.Command) == 0 || o.Command[0] != w.runtime {
 					t.Errorf("%s/%s: parsed %+v from %v", name, *c.Name, o, c.Args)
 				}
+				if o.HealthPort == 0 || o.HealthPort != int(*c.Ports[0].ContainerPort) {
+					t.Errorf("%s/%s: health port %d, want the container port (PR5: the held wrapper answers the kubelet there)", name, *c.Name, o.HealthPort)
+				}
 				if o.Harness != startup.HarnessOpenClaw && o.Harness != startup.HarnessCodex {
 					t.Errorf("%s/%s: harness %q", name, *c.Name, o.Harness)
 				}

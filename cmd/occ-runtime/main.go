@@ -1,19 +1,24 @@
 // Command occ-runtime is the startup wrapper of the OCC runtime images:
 // the entrypoint of the gateway and harness containers. It runs the
 // startup phases (login, model probe, ..., process spawn), writes the
-// startup records on stdout, and then either becomes the runtime (exec)
-// or, on a held failure, stays alive and unready until the container is
-// restarted. See internal/startup and templates/guides/startup-probe.md.tmpl.
+// startup records on stdout (stderr for Codex, whose stdout is protocol),
+// and then either becomes the runtime (exec) or, on a held failure, stays
+// alive and unready until the container is restarted, answering the
+// kubelet on --health-port. See internal/startup and
+// templates/guides/startup-probe.md.tmpl.
 //
 //	occ-runtime --container=gateway --harness=openclaw --probe=/etc/openclaw/probe.json -- openclaw gateway run
 package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"net"
+	"net/http"
 	"os"
 	"os/signal"
 	"strings"
@@ -39,11 +44,18 @@ func (e endpoints) Set(v string) error {
 	return nil
 }
 
+// wrapperArgs is the wrapper's command line: the startup options, and the
+// port it answers health checks on while held.
+type wrapperArgs struct {
+	startup.Options
+	HealthPort int
+}
+
 // parseArgs reads the wrapper's command line: flags, then -- and the runtime.
-func parseArgs(args []string, stderr io.Writer) (startup.Options, error) {
+func parseArgs(args []string, stderr io.Writer) (wrapperArgs, error) {
 	fs := flag.NewFlagSet("occ-runtime", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	var o startup.Options
+	var o wrapperArgs
 	defaults := endpoints{}
 	fs.StringVar(&o.Container, "container", "", "container name: gateway, harness or node")
 	fs.StringVar(&o.Harness, "harness", "", "harness: openclaw or codex")
@@ -51,9 +63,14 @@ func parseArgs(args []string, stderr io.Writer) (startup.Options, error) {
 	fs.StringVar(&o.WaitPeer, "wait-peer", "", "peer a dedicated gateway waits for (the gateway waits itself, PR10)")
 	fs.StringVar(&o.CgroupDir, "cgroup", "/sys/fs/cgroup", "cgroup directory for the CPU limit and throttling")
 	fs.StringVar(&o.CodexBin, "codex", "", "codex binary for login and probe (default: the runtime command)")
+	fs.IntVar(&o.HealthPort, "health-port", 0, "port of the runtime's /healthz and /readyz; while held the wrapper answers there (alive, not ready); 0: nothing listens")
 	fs.Var(defaults, "default-endpoint", "provider=URL: a built-in provider's default endpoint (tests, mirrors); repeatable")
 	if err := fs.Parse(args); err != nil {
 		return o, err
+	}
+	if o.HealthPort < 0 || o.HealthPort > 65535 {
+		fmt.Fprintf(stderr, "invalid value %d for flag -health-port: want a TCP port\n", o.HealthPort)
+		return o, errors.New("health-port out of range")
 	}
 	o.Command = fs.Args()
 	o.DefaultBaseURLs = defaults
@@ -67,6 +84,11 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	o.Records = stdout
+	if o.Harness == startup.HarnessCodex {
+		// LG3: a Codex app server's stdout is protocol; its logs, and so
+		// the wrapper's records, go to stderr.
+		o.Records = stderr
+	}
 	o.Start = start
 
 	sigs := make(chan os.Signal, 1)
@@ -86,7 +108,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}
 	}()
 
-	res, rec, err := startup.Run(ctx, o)
+	res, rec, err := startup.Run(ctx, o.Options)
 	if ctx.Err() != nil || errors.Is(err, startup.ErrStopped) {
 		return exitFor(<-stopped) // SIGTERM exits at once
 	}
@@ -95,10 +117,13 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	if res.Held != "" {
-		// PR5: the runtime is never spawned; nothing listens, so the
-		// readiness probe fails until the container is restarted, and
-		// nothing retries the model call.
+		// PR5: the runtime is never spawned and nothing retries the model
+		// call. On the health port the process answers alive but never
+		// ready, so a liveness probe does not restart the container (each
+		// restart would run the model probe, and its charge, again).
 		fmt.Fprintf(stderr, "occ-runtime: startup held: %s; the runtime stays unready until the container restarts\n", res.Held)
+		stop := serveHeld(o.HealthPort, string(res.Held), stderr)
+		defer stop()
 		return exitFor(<-stopped)
 	}
 	// Stop catching SIGTERM/SIGINT before the exec: one that arrives from
@@ -128,4 +153,29 @@ func exitFor(s os.Signal) int {
 		return 128 + int(n)
 	}
 	return 1
+}
+
+// serveHeld answers health checks on port while the startup is held: /healthz
+// 200 (the process is alive and holding), every other path, /readyz
+// included, 503; both bodies name the held code and nothing else. Nothing
+// here calls the model. Port 0 listens nowhere.
+func serveHeld(port int, code string, stderr io.Writer) (stop func()) {
+	if port == 0 {
+		return func() {}
+	}
+	ln, err := net.Listen("tcp", fmt.Sprintf(":%d", port))
+	if err != nil {
+		fmt.Fprintf(stderr, "occ-runtime: cannot answer health checks while held: %v\n", err)
+		return func() {}
+	}
+	body, _ := json.Marshal(map[string]string{"status": "held", "code": code})
+	srv := &http.Server{ReadHeaderTimeout: 5 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		if r.URL.Path != "/healthz" {
+			w.WriteHeader(http.StatusServiceUnavailable)
+		}
+		_, _ = w.Write(body)
+	})}
+	go func() { _ = srv.Serve(ln) }()
+	return func() { _ = srv.Close() }
 }

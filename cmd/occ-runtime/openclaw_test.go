@@ -51,7 +51,7 @@ func openclawFor(t *testing.T, srv *fakemodel.Server, api string, probe admissio
 	cfg := writeFile(t, dir, "etc/openclaw.json", doc)
 	env := []string{"OPENCLAW_CONFIG_PATH=" + cfg, keyVar + "=" + sentinel, "TMPDIR=" + dir, "HOME=" + dir,
 		"OPENCLAW_WORKSPACE=" + filepath.Join(dir, "workspace"), "OPENCLAW_STATE_DIR=" + filepath.Join(dir, "state")}
-	args := append([]string{"--container=gateway", "--harness=openclaw", "--probe=" + writeProbe(t, probe), "--cgroup=" + filepath.Join(dir, "cgroup")}, extra...)
+	args := append([]string{"--container=gateway", "--harness=openclaw", "--probe=" + writeProbe(t, probe), "--cgroup=" + filepath.Join(dir, "cgroup"), fmt.Sprintf("--health-port=%d", freePort(t))}, extra...)
 	return openclawSetup{env: env, args: args, dir: dir}
 }
 

@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -120,11 +122,12 @@ func (p *proc) alive() bool {
 	}
 }
 
-// records parses the startup records written so far; every record line
-// must parse under the one definition.
+// records parses the startup records written so far, on stdout (OpenClaw)
+// or stderr (Codex, LG3); every record line must parse under the one
+// definition.
 func (p *proc) records() []runtimerecord.Record {
 	var out []runtimerecord.Record
-	sc := bufio.NewScanner(strings.NewReader(p.stdout.String()))
+	sc := bufio.NewScanner(strings.NewReader(p.stdout.String() + p.stderr.String()))
 	for sc.Scan() {
 		r, ok, err := runtimerecord.Parse(sc.Bytes())
 		if err != nil {
@@ -184,8 +187,53 @@ func (p *proc) held(timeout time.Duration, phase runtimerecord.Phase, code runti
 	if !strings.Contains(p.stderr.String(), "startup held: "+string(code)) {
 		p.t.Errorf("stderr does not name the held code %s: %q", code, p.stderr.String())
 	}
+	p.heldHealth(code)
 	p.term()
 	return recs
+}
+
+// heldHealth asserts what the kubelet sees of a held wrapper started with
+// --health-port (PR5): /healthz answers 200, so a liveness probe does not
+// restart the container and run the model probe again, and /readyz answers
+// 503 with the held code, however often it is asked (the callers then count
+// the model calls: polling adds none).
+func (p *proc) heldHealth(code runtimerecord.Code) {
+	p.t.Helper()
+	port := ""
+	for _, a := range p.cmd.Args {
+		if v, ok := strings.CutPrefix(a, "--health-port="); ok {
+			port = v
+		}
+	}
+	if port == "" {
+		return
+	}
+	client := &http.Client{Timeout: 5 * time.Second}
+	get := func(path string) (int, string) {
+		p.t.Helper()
+		var last error
+		for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+			resp, err := client.Get("http://127.0.0.1:" + port + path)
+			if err != nil {
+				last = err
+				continue
+			}
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			return resp.StatusCode, string(body)
+		}
+		p.t.Fatalf("GET %s on the held wrapper's health port: %v", path, last)
+		return 0, ""
+	}
+	want := `{"code":"` + string(code) + `","status":"held"}`
+	if st, body := get("/healthz"); st != http.StatusOK || body != want {
+		p.t.Errorf("held /healthz = %d %s, want 200 %s", st, body, want)
+	}
+	for range 3 {
+		if st, body := get("/readyz"); st != http.StatusServiceUnavailable || body != want {
+			p.t.Errorf("held /readyz = %d %s, want 503 %s", st, body, want)
+		}
+	}
 }
 
 // term sends SIGTERM and asserts the process ends. A held wrapper must end

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -387,12 +388,35 @@ func secretEnv(name string, s admission.SourceBinding) *corev1ac.EnvVarApplyConf
 		corev1ac.SecretKeySelector().WithName(s.SecretName).WithKey(key)))
 }
 
+// StartupProbePeriod is the startup probe's period in seconds.
+const StartupProbePeriod = 5
+
+// startupAllowance is what a container may take to start beside the model
+// probe: the Codex login (30 s) and the runtime's own start (plugin install,
+// state migration, workspace setup, the gateway coming up).
+const startupAllowance = 30*time.Second + 5*time.Minute
+
+// StartupFailureThreshold sizes the startup probe so that the kubelet waits
+// for the admitted probe budget at the container's CPU limit (PR1, PR4)
+// plus startupAllowance before it may restart a container that does not
+// answer yet.
+func StartupFailureThreshold(rev *admission.Revision) int32 {
+	window := rev.Probe.Budget(rev.ComputeSettings.CPUMillis) + startupAllowance
+	period := StartupProbePeriod * time.Second
+	return int32((window + period - 1) / period)
+}
+
 func container(rev *admission.Revision, name, image string, args []string, env []*corev1ac.EnvVarApplyConfiguration, port int32) *corev1ac.ContainerApplyConfiguration {
 	cpu := resource.NewMilliQuantity(rev.ComputeSettings.CPUMillis, resource.DecimalSI)
 	limits := corev1.ResourceList{corev1.ResourceCPU: *cpu}
 	if m, err := resource.ParseQuantity(rev.ComputeSettings.MemoryLimit); err == nil {
 		limits[corev1.ResourceMemory] = m
 	}
+	// The wrapper answers on the runtime's port while held (alive, not
+	// ready: PR5), and the startup probe keeps the liveness probe away
+	// until login, the model probe and the runtime's own start have had
+	// their time, so a slow start is never killed and re-probed.
+	args = append([]string{"--health-port=" + strconv.Itoa(int(port))}, args...)
 	return corev1ac.Container().WithName(name).WithImage(image).
 		WithCommand(Wrapper).WithArgs(args...).
 		WithEnv(env...).
@@ -400,6 +424,8 @@ func container(rev *admission.Revision, name, image string, args []string, env [
 		WithResources(corev1ac.ResourceRequirements().WithLimits(limits).WithRequests(limits)).
 		WithReadinessProbe(corev1ac.Probe().WithHTTPGet(corev1ac.HTTPGetAction().WithPath("/readyz").WithPort(intstr.FromInt32(port))).
 			WithPeriodSeconds(2).WithFailureThreshold(1)).
+		WithStartupProbe(corev1ac.Probe().WithHTTPGet(corev1ac.HTTPGetAction().WithPath("/healthz").WithPort(intstr.FromInt32(port))).
+			WithPeriodSeconds(StartupProbePeriod).WithFailureThreshold(StartupFailureThreshold(rev))).
 		WithLivenessProbe(corev1ac.Probe().WithHTTPGet(corev1ac.HTTPGetAction().WithPath("/healthz").WithPort(intstr.FromInt32(port))).
 			WithPeriodSeconds(10).WithFailureThreshold(6)).
 		WithSecurityContext(corev1ac.SecurityContext().

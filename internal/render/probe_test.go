@@ -1,0 +1,68 @@
+package render
+
+import (
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
+
+	"github.com/occ-platform/terraform-provider-occ/internal/admission"
+)
+
+// rules PR1, PR4, PR5: every runtime container's kubelet probes leave the
+// startup alone and never restart a held container. The wrapper answers on
+// the container's port while held (--health-port: /healthz alive, /readyz
+// not ready), and the startup probe holds the liveness probe off for the
+// admitted probe budget at the CPU limit plus the login, so a slow model
+// probe is never cut short and re-run (each run is a model charge).
+func TestPR5_KubeletProbesNeverRestartAStartingOrHeldContainer(t *testing.T) {
+	slow := embeddedInput(t, "anthropic/claude-sonnet-4-5")
+	slow.Compute.CPUMillis = 250 // PR1: 20 s + 45 CPU-s at 0.25 CPU = 200 s
+	for name, in := range map[string]admission.Input{
+		"embedded":             embeddedInput(t, "anthropic/claude-sonnet-4-5"),
+		"embedded at 0.25 CPU": slow,
+		"dedicated codex":      codexInput(t, admission.MethodAPIKey),
+		"sandboxed codex":      sandboxedCodexInput(t),
+		"native openclaw":      nativeInput(t, admission.MethodAPIKey),
+	} {
+		rev := admit(t, in)
+		objs, err := Kubernetes(rev, 1)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		var containers []corev1ac.ContainerApplyConfiguration
+		for _, d := range objs.Deployments {
+			containers = append(containers, d.Spec.Template.Spec.Containers...)
+		}
+		for _, s := range objs.Sandboxes {
+			containers = append(containers, s.Template.Spec.Containers...)
+		}
+		if len(containers) == 0 {
+			t.Fatalf("%s: no containers", name)
+		}
+		budget := rev.Probe.Budget(rev.ComputeSettings.CPUMillis)
+		for _, c := range containers {
+			what := name + "/" + *c.Name
+			port := *c.Ports[0].ContainerPort
+			if len(c.Args) == 0 || c.Args[0] != "--health-port="+strconv.Itoa(int(port)) {
+				t.Errorf("%s: args %v, want --health-port=%d first", what, c.Args, port)
+			}
+			sp, lp := c.StartupProbe, c.LivenessProbe
+			if sp == nil || lp == nil || sp.HTTPGet == nil || *sp.HTTPGet.Path != "/healthz" || sp.HTTPGet.Port.IntValue() != int(port) {
+				t.Fatalf("%s: startup probe %+v, want /healthz on %d beside the liveness probe", what, sp, port)
+			}
+			window := time.Duration(*sp.PeriodSeconds**sp.FailureThreshold) * time.Second
+			if window < budget+30*time.Second {
+				t.Errorf("%s: the startup probe allows %v, less than the probe budget %v plus the 30 s login", what, window, budget)
+			}
+			if window > budget+10*time.Minute {
+				t.Errorf("%s: the startup probe allows %v: a wedged start would go unnoticed for too long", what, window)
+			}
+			if strings.Contains(*c.Name, "gateway") && name == "embedded at 0.25 CPU" && window < 200*time.Second {
+				t.Errorf("%s: window %v below the 200 s PR1 budget at 0.25 CPU", what, window)
+			}
+		}
+	}
+}
