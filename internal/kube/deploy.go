@@ -134,6 +134,14 @@ func (e *Executor) Deploy(ctx context.Context, rev *admission.Revision, n, servi
 		return Result{}, err
 	}
 	ns := objs.Namespace
+	if serving > 0 {
+		// AC3: an older retry never overwrites a newer selected revision.
+		// The workloads are per Agent, so this is judged before the first
+		// write, not only at activation.
+		if err := e.checkNotStale(ctx, objs, rev.Agent, n); err != nil {
+			return Result{}, &NotWritten{Err: err}
+		}
+	}
 	e.log("applying revision", map[string]any{"work.operation": "apply", "revision": n})
 	if rev.Harness == admission.HarnessCodex {
 		if err := e.ensureAppServerToken(ctx, ns, rev.Agent); err != nil {
@@ -205,6 +213,24 @@ func (e *Executor) Deploy(ctx context.Context, rev *admission.Revision, n, servi
 		return Result{}, err
 	}
 	return Result{ActivatedAt: at, Endpoint: fmt.Sprintf("http://%s.%s.svc:%d", render.ServiceName(rev.Agent), ns, render.GatewayPort)}, nil
+}
+
+// checkNotStale refuses revision n when the Agent's Service already selects
+// a newer one: someone else activated it since this plan was made.
+func (e *Executor) checkNotStale(ctx context.Context, objs *render.Objects, agent string, n int64) error {
+	svc, err := e.Client.CoreV1().Services(objs.Namespace).Get(ctx, *objs.Service.Name, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		return nil // gone (drift): activation creates it again
+	case err != nil:
+		return fmt.Errorf("read Service %s: %w", *objs.Service.Name, err)
+	}
+	if live, _ := strconv.ParseInt(svc.Labels[render.LabelRevision], 10, 64); live > n {
+		return &Failure{Code: CodeStale, Agent: agent, Revision: n, Phase: "admission",
+			Reason: fmt.Sprintf("the Service already serves newer revision %d; nothing of revision %d was written", live, n),
+			Next:   "Another apply activated a newer revision. Refresh (terraform plan) and apply again."}
+	}
+	return nil
 }
 
 // stopEarlier scales every earlier revision's workloads of the agent to zero

@@ -2,6 +2,7 @@ package kube
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"os"
 	"strings"
@@ -226,11 +227,21 @@ func TestAC3_GuardedActivation(t *testing.T) {
 		t.Fatalf("revision 3: %v", err)
 	}
 	_, err = exec.Deploy(ctx, testRevision(t, ns, map[string]string{"example.com/r": "2"}), 2, 1)
-	if f, ok := err.(*Failure); !ok || f.Code != CodeStale {
-		t.Fatalf("stale revision 2 error = %v, want %s", err, CodeStale)
+	var f *Failure
+	var nw *NotWritten
+	if !errors.As(err, &f) || f.Code != CodeStale || !errors.As(err, &nw) {
+		t.Fatalf("stale revision 2 error = %v, want %s before any write", err, CodeStale)
 	}
 	if got := serviceRevision(t, c, ns); got != "3" {
 		t.Fatalf("a stale apply moved the Service to revision %s", got)
+	}
+	// Nor did it touch the workloads revision 3 runs on.
+	d, err := c.Clientset.AppsV1().Deployments(ns).Get(ctx, render.GatewayName("bench"), metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.Spec.Template.Labels[render.LabelRevision] != "3" || d.Spec.Template.Annotations["example.com/r"] != "3" {
+		t.Fatalf("a stale apply rewrote the gateway Deployment: template labels %v annotations %v", d.Spec.Template.Labels, d.Spec.Template.Annotations)
 	}
 }
 
