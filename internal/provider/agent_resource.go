@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/hashicorp/terraform-plugin-framework-timeouts/resource/timeouts"
-	"github.com/hashicorp/terraform-plugin-framework-validators/stringvalidator"
 	"github.com/hashicorp/terraform-plugin-framework/attr"
 	"github.com/hashicorp/terraform-plugin-framework/diag"
 	"github.com/hashicorp/terraform-plugin-framework/path"
@@ -95,11 +94,11 @@ func agentSchema(ctx context.Context) schema.Schema {
 			"configuration": schema.ObjectAttribute{Required: true, AttributeTypes: refType(configurationSchema(), []string{"document"}, nil),
 				MarkdownDescription: "The native configuration it runs with: `configuration = occ_configuration.<name>`."},
 			"harness": schema.StringAttribute{Optional: true, Computed: true,
-				Validators: []validator.String{stringvalidator.OneOf(admission.Harnesses...)},
+				Validators: []validator.String{oneOfRule("HM1", admission.Harnesses...)},
 				MarkdownDescription: "`openclaw` or `codex`: the Agent-level runtime policy. When omitted, it is resolved from the configuration's " +
 					"runtime policies and models (rule MR5); when set, it must not conflict with them (rule MR3)."},
 			"execution_mode": schema.StringAttribute{Optional: true, Computed: true,
-				Validators:    []validator.String{stringvalidator.OneOf(admission.ExecutionModes...)},
+				Validators:    []validator.String{oneOfRule("HM1", admission.ExecutionModes...)},
 				PlanModifiers: []planmodifier.String{defaultOnCreateKeepOnUpdate{apply: admission.DefaultExecutionMode}},
 				MarkdownDescription: "`embedded` (the harness built into the gateway) or `dedicated` (a separate harness beside the gateway). " +
 					"Defaults to `embedded` on create; an update that omits it keeps the previous mode (rule HM2)."},

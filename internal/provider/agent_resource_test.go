@@ -144,6 +144,9 @@ func TestAccAgent_RuleFamiliesRefuseAtPlan(t *testing.T) {
 		// rule HM1: codex has no embedded mode; HM2 made the omitted mode embedded.
 		"HM1 codex embedded": {agentConfig(testComputeK8s, `{ agents = { defaults = { model = "codex/gpt-5-codex" } } }`, testSourceSecretRef, `harness = "codex"`),
 			`INVALID_REQUEST: the codex harness has no embedded mode[\s\S]*Attribute execution_mode[\s\S]*Rule HM1`},
+		// rule HM1: a harness the platform does not have.
+		"HM1 unknown harness": {agentConfig(testComputeK8s, `{ agents = { defaults = { model = "anthropic/claude-sonnet-4-5" } } }`, testSourceSecretRef, `harness = "claude"`),
+			`INVALID_REQUEST: unsupported value "claude"[\s\S]*"openclaw", "codex"[\s\S]*rule HM1`},
 		// rule MR5: openai needs an explicit runtime policy.
 		"MR5 openai without policy": {agentConfig(testComputeK8s, `{ agents = { defaults = { model = "openai/gpt-5" } } }`, testSourceSecretRef, ""),
 			`INVALID_REQUEST: openai/gpt-5 needs an explicit runtime policy[\s\S]*Attribute configuration[\s\S]*agents.defaults.model[\s\S]*Rule MR5`},

@@ -201,7 +201,7 @@ func TestAccCompute_ValidationErrors(t *testing.T) {
 		"bad facet": {`resource "occ_compute" "k" {
   name       = "prod"
   kubernetes = { namespace = "occ", sandbox_driver = { name = "openshell", facets = ["gpu"] } }
-}`, `(?i)facets`},
+}`, `INVALID_REQUEST: unsupported value "gpu"[\s\S]*"networking", "filesystem", "process"[\s\S]*rule ND7`},
 		"native support on pinned image": {`resource "occ_compute" "k" {
   name       = "prod"
   kubernetes = { namespace = "occ", native_worker_support = true }

@@ -86,7 +86,7 @@ func credentialSourceSchema() schema.Schema {
 			"compute": schema.ObjectAttribute{Optional: true, AttributeTypes: computeRefType(),
 				MarkdownDescription: "The compute the source lives in (`compute = occ_compute.prod`): required for Secret-backed and " +
 					"ServiceAccount sources, whose Secret lives in its namespace. An Agent can only use a source of its own compute (rule AD1)."},
-			"method": schema.StringAttribute{Required: true, Validators: []validator.String{stringvalidator.OneOf(admission.AuthMethods...)},
+			"method": schema.StringAttribute{Required: true, Validators: []validator.String{oneOfRule("AU1 to AU5", admission.AuthMethods...)},
 				MarkdownDescription: "`api_key`, `codex_pat`, `credential_source` or `runtime`."},
 			"value_wo": schema.StringAttribute{Optional: true, Sensitive: true, WriteOnly: true,
 				MarkdownDescription: "The key or token, write-only: it reaches only the Kubernetes Secret the provider writes, never state or plan. " +
@@ -101,7 +101,7 @@ func credentialSourceSchema() schema.Schema {
 				}},
 			"service_account": schema.StringAttribute{Optional: true, Validators: []validator.String{dnsLabel()},
 				MarkdownDescription: "`codex_pat` only: a managed ServiceAccount whose token authenticates Codex (rule AU2)."},
-			"source_type": schema.StringAttribute{Optional: true, Validators: []validator.String{stringvalidator.OneOf(admission.SourceTypes...)},
+			"source_type": schema.StringAttribute{Optional: true, Validators: []validator.String{oneOfRule("AU3", admission.SourceTypes...)},
 				MarkdownDescription: "`credential_source` only: `openai_api_key`, or `codex_oauth` (experimental, dedicated Codex only) (rule AU3)."},
 			"environment_file": schema.StringAttribute{Optional: true, Validators: []validator.String{absolutePath{}},
 				MarkdownDescription: "`runtime` only: the operator's credentials file on the SSH host that systemd loads (`EnvironmentFile=`). The provider never reads or writes it (rule AU5)."},

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"regexp"
+	"strconv"
+	"strings"
 
 	"github.com/hashicorp/terraform-plugin-framework/diag"
 	"github.com/hashicorp/terraform-plugin-framework/path"
@@ -156,4 +158,40 @@ func (v absolutePath) ValidateString(_ context.Context, req validator.StringRequ
 // for paths inside nested attributes.
 func addAttrError(diags *diag.Diagnostics, at path.Path, summary, detail string) {
 	diags.AddAttributeError(at, summary, fmt.Sprintf("Attribute %s: %s", at.String(), detail))
+}
+
+// oneOf accepts one of a closed set of values, and refuses anything else as
+// INVALID_REQUEST citing rule, like every other refusal of the provider
+// (stringvalidator.OneOf's summary names no platform error class).
+type oneOf struct {
+	values []string
+	rule   string
+}
+
+func oneOfRule(rule string, values ...string) oneOf { return oneOf{values: values, rule: rule} }
+
+func (v oneOf) Description(context.Context) string {
+	return "must be one of " + quotedList(v.values)
+}
+func (v oneOf) MarkdownDescription(ctx context.Context) string { return v.Description(ctx) }
+func (v oneOf) ValidateString(_ context.Context, req validator.StringRequest, resp *validator.StringResponse) {
+	if req.ConfigValue.IsNull() || req.ConfigValue.IsUnknown() {
+		return
+	}
+	s := req.ConfigValue.ValueString()
+	for _, ok := range v.values {
+		if s == ok {
+			return
+		}
+	}
+	addAttrError(&resp.Diagnostics, req.Path, fmt.Sprintf("INVALID_REQUEST: unsupported value %q", s),
+		fmt.Sprintf("%q is not supported here; use one of %s (rule %s).", s, quotedList(v.values), v.rule))
+}
+
+func quotedList(values []string) string {
+	q := make([]string, len(values))
+	for i, s := range values {
+		q[i] = strconv.Quote(s)
+	}
+	return strings.Join(q, ", ")
 }
