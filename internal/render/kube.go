@@ -59,6 +59,9 @@ const (
 	Workspace     = "/home/node/workspace" // MR7
 	CodexConfig   = "/etc/codex"
 	CodexHome     = "/var/lib/codex"
+	// HarnessWorkspace is where the dedicated Codex harness works: its own
+	// writable workspace, apart from the gateway's (MR7).
+	HarnessWorkspace = "/home/codex/workspace"
 	// CodexTokenDir holds a managed ServiceAccount's projected token.
 	CodexTokenDir      = "/var/run/secrets/occ/codex"
 	CodexTokenAudience = "codex"
@@ -216,14 +219,17 @@ func dedicatedCodex(rev *admission.Revision, n int64) (*Objects, error) {
 	harness := deployment(rev, n, HarnessName(a), ComponentHarness, HarnessName(a),
 		container(rev, "harness", rev.ComputeSettings.CodexImage, []string{"--container=harness", "--harness=codex", "--probe=" + CodexConfig + "/" + ProbeFile, "--",
 			"codex", "app-server", "--listen", fmt.Sprintf("ws://0.0.0.0:%d", AppServerPort)}, hEnv, AppServerPort).
+			WithWorkingDir(HarnessWorkspace). // MR7
 			WithVolumeMounts(
 				corev1ac.VolumeMount().WithName("codex-config").WithMountPath(CodexConfig).WithReadOnly(true),
 				corev1ac.VolumeMount().WithName("tmp").WithMountPath("/tmp"),
 				corev1ac.VolumeMount().WithName("codex-home").WithMountPath(CodexHome),
+				corev1ac.VolumeMount().WithName("workspace").WithMountPath(HarnessWorkspace),
 			),
 		corev1ac.Volume().WithName("codex-config").WithConfigMap(corev1ac.ConfigMapVolumeSource().WithName(HarnessConfigMapName(a, n))),
 		corev1ac.Volume().WithName("tmp").WithEmptyDir(corev1ac.EmptyDirVolumeSource()),
 		corev1ac.Volume().WithName("codex-home").WithEmptyDir(corev1ac.EmptyDirVolumeSource()),
+		corev1ac.Volume().WithName("workspace").WithEmptyDir(corev1ac.EmptyDirVolumeSource()),
 	)
 	if sa := rev.Source.ServiceAccount; sa != "" && rev.Credential.Method == admission.MethodCodexPAT {
 		spec := harness.Spec.Template.Spec

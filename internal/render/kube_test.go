@@ -351,3 +351,49 @@ func TestLG4_IdentityLabels(t *testing.T) {
 		}
 	}
 }
+
+// rule MR7: the dedicated Codex harness works in its own writable
+// workspace, not the gateway's; the gateway never mounts it.
+func TestMR7_HarnessWorkspaceIsSeparate(t *testing.T) {
+	for name, in := range map[string]admission.Input{
+		"dedicated codex": codexInput(t, admission.MethodAPIKey),
+		"sandboxed codex": sandboxedCodexInput(t),
+	} {
+		objs, err := Kubernetes(admit(t, in), 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var pods []corev1ac.PodSpecApplyConfiguration
+		for _, d := range objs.Deployments {
+			pods = append(pods, *d.Spec.Template.Spec)
+		}
+		for _, s := range objs.Sandboxes {
+			pods = append(pods, *s.Template.Spec)
+		}
+		harnesses := 0
+		for _, p := range pods {
+			for _, c := range p.Containers {
+				mounted := map[string]string{}
+				for _, m := range c.VolumeMounts {
+					if m.ReadOnly == nil || !*m.ReadOnly {
+						mounted[*m.MountPath] = *m.Name
+					}
+				}
+				switch *c.Name {
+				case "harness":
+					harnesses++
+					if c.WorkingDir == nil || *c.WorkingDir != HarnessWorkspace || mounted[HarnessWorkspace] == "" || HarnessWorkspace == Workspace {
+						t.Errorf("%s: harness works in %v with writable mounts %v, want its own %s", name, c.WorkingDir, mounted, HarnessWorkspace)
+					}
+				case "gateway":
+					if _, ok := mounted[HarnessWorkspace]; ok {
+						t.Errorf("%s: the gateway mounts the harness workspace", name)
+					}
+				}
+			}
+		}
+		if harnesses != 1 {
+			t.Errorf("%s: %d harness containers", name, harnesses)
+		}
+	}
+}
