@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/hashicorp/terraform-plugin-framework-validators/int64validator"
-	"github.com/hashicorp/terraform-plugin-framework-validators/resourcevalidator"
 	"github.com/hashicorp/terraform-plugin-framework-validators/setvalidator"
 	"github.com/hashicorp/terraform-plugin-framework-validators/stringvalidator"
 	"github.com/hashicorp/terraform-plugin-framework/attr"
@@ -33,7 +32,6 @@ import (
 
 var (
 	_ resource.Resource                     = (*computeResource)(nil)
-	_ resource.ResourceWithConfigValidators = (*computeResource)(nil)
 	_ resource.ResourceWithValidateConfig   = (*computeResource)(nil)
 	_ resource.ResourceWithModifyPlan       = (*computeResource)(nil)
 	_ resource.ResourceWithImportState      = (*computeResource)(nil)
@@ -201,12 +199,6 @@ var installationAttrTypes = map[string]attr.Type{
 	"sandbox_driver_unavailable": types.BoolType,
 }
 
-func (r *computeResource) ConfigValidators(context.Context) []resource.ConfigValidator {
-	return []resource.ConfigValidator{
-		resourcevalidator.ExactlyOneOf(path.MatchRoot("kubernetes"), path.MatchRoot("ssh")),
-	}
-}
-
 // ValidateConfig holds the static checks that span attributes.
 func (r *computeResource) ValidateConfig(ctx context.Context, req resource.ValidateConfigRequest, resp *resource.ValidateConfigResponse) {
 	var m computeModel
@@ -214,6 +206,7 @@ func (r *computeResource) ValidateConfig(ctx context.Context, req resource.Valid
 	if resp.Diagnostics.HasError() {
 		return
 	}
+	checkOneKind(m, &resp.Diagnostics)
 	if k, ok := decodeObject[kubernetesModel](ctx, m.Kubernetes, &resp.Diagnostics); ok {
 		at := path.Root("kubernetes")
 		if k.NativeWorkerSupport.ValueBool() && !k.RuntimeImage.IsUnknown() && (k.RuntimeImage.IsNull() || k.RuntimeImage.ValueString() == admission.PinnedRuntimeImage) {
@@ -235,6 +228,20 @@ func (r *computeResource) ValidateConfig(ctx context.Context, req resource.Valid
 	}
 }
 
+// checkOneKind: a compute is exactly one of kubernetes or ssh. An unknown
+// one is judged again in the plan that knows it.
+func checkOneKind(m computeModel, diags *diag.Diagnostics) {
+	switch {
+	case m.Kubernetes.IsUnknown() || m.SSH.IsUnknown():
+	case !m.Kubernetes.IsNull() && !m.SSH.IsNull():
+		addAttrError(diags, path.Root("ssh"), "INVALID_REQUEST: a compute is either kubernetes or ssh, not both",
+			"Set only one of kubernetes or ssh; declare a second occ_compute for the other target.")
+	case m.Kubernetes.IsNull() && m.SSH.IsNull():
+		diags.AddError("INVALID_REQUEST: a compute needs kubernetes or ssh",
+			"Set kubernetes = { namespace = ... } for a Kubernetes tenant namespace, or ssh = { host = ..., host_key = ... } for an SSH host.")
+	}
+}
+
 // ModifyPlan fills the computed identity, kind and installation from the
 // planned settings, so that agents see them at plan.
 func (r *computeResource) ModifyPlan(ctx context.Context, req resource.ModifyPlanRequest, resp *resource.ModifyPlanResponse) {
@@ -244,6 +251,9 @@ func (r *computeResource) ModifyPlan(ctx context.Context, req resource.ModifyPla
 	var plan computeModel
 	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
 	if resp.Diagnostics.HasError() {
+		return
+	}
+	if checkOneKind(plan, &resp.Diagnostics); resp.Diagnostics.HasError() {
 		return
 	}
 	if !plan.Name.IsUnknown() {

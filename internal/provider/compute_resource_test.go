@@ -193,7 +193,10 @@ func TestAccCompute_ValidationErrors(t *testing.T) {
   name       = "edge"
   ssh        = { host = "10.0.0.5", host_key = "` + testHostKey + `" }
   kubernetes = { namespace = "x" }
-}`, `(?i)invalid attribute combination`},
+}`, `INVALID_REQUEST: a compute is either kubernetes or ssh, not both`},
+		"neither kind": {`resource "occ_compute" "h" {
+  name = "edge"
+}`, `INVALID_REQUEST: a compute needs kubernetes or ssh`},
 		"bad quantity": {`resource "occ_compute" "k" {
   name       = "prod"
   kubernetes = { namespace = "occ", cpu_limit = "two" }
