@@ -34,7 +34,7 @@ echo "$host_pid" >"$work/host.pid"
 cleanup() {
 	local rc=$?
 	if [ "${OCC_DEMO_KEEP:-}" = 1 ] && [ "$rc" -eq 0 ]; then
-		echo "==> kept running. Destroy with: (cd $work/tf && $terraform destroy -auto-approve); stop the host with: kill $host_pid"
+		echo "==> kept running. Destroy with: (cd $work/tf && TF_CLI_CONFIG_FILE=${TF_CLI_CONFIG_FILE:-} $terraform destroy -auto-approve); stop the host with: kill $host_pid"
 		return
 	fi
 	if [ -f "$work/tf/terraform.tfstate" ] && kill -0 "$host_pid" 2>/dev/null; then

@@ -36,4 +36,12 @@ case "$code" in
 2) echo "second plan is NOT empty:" >&2; "$terraform" plan "${vars[@]}" >&2; exit 1 ;;
 *) echo "second plan failed" >&2; exit 1 ;;
 esac
-echo "==> done. Destroy with: (cd examples/quickstart && terraform destroy ${vars[*]}); stop the cluster with: make cluster-down"
+# The destroy command must find the same provider build and cluster: print
+# the environment it needs, as absolute paths.
+env_for_destroy="TF_CLI_CONFIG_FILE=${TF_CLI_CONFIG_FILE:-}"
+if [ -n "${KUBECONFIG:-}" ]; then
+	env_for_destroy+=" KUBECONFIG=$KUBECONFIG"
+else
+	env_for_destroy+=" KUBE_CONFIG_PATH=$KUBE_CONFIG_PATH"
+fi
+echo "==> done. Destroy with: (cd $PWD && $env_for_destroy $terraform destroy -auto-approve ${vars[*]}); stop the cluster with: make cluster-down"
