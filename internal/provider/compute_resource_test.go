@@ -201,6 +201,8 @@ func TestAccCompute_ValidationErrors(t *testing.T) {
   name       = "prod"
   kubernetes = { namespace = "occ", cpu_limit = "two" }
 }`, `INVALID_REQUEST: not a valid quantity[\s\S]*kubernetes.cpu_limit`},
+		// rule ND7: the facets are networking, filesystem and process;
+		// there is no command-level exec facet.
 		"bad facet": {`resource "occ_compute" "k" {
   name       = "prod"
   kubernetes = { namespace = "occ", sandbox_driver = { name = "openshell", facets = ["gpu"] } }

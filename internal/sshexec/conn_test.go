@@ -282,9 +282,10 @@ func TestUploadCutMidTransferKeepsTheOldFile(t *testing.T) {
 	}
 }
 
-// TestReadinessThroughTheTunnel: /readyz on the host's loopback is read
-// over the SSH connection, retried until 200; a host that refuses to
-// forward fails at once.
+// TestReadinessThroughTheTunnel (rule SS2: the provider checks the
+// gateway's readiness, not model authentication): /readyz on the host's
+// loopback is read over the SSH connection, retried until 200; a host that
+// refuses to forward fails at once.
 func TestReadinessThroughTheTunnel(t *testing.T) {
 	var calls atomic.Int32
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
