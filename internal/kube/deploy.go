@@ -671,10 +671,23 @@ func (e *Executor) activate(ctx context.Context, rev *admission.Revision, objs *
 		case err != nil:
 			return at, fmt.Errorf("read Service %s: %w", name, err)
 		default:
-			if serving, _ := strconv.ParseInt(cur.Labels[render.LabelRevision], 10, 64); serving > n {
+			live, _ := strconv.ParseInt(cur.Labels[render.LabelRevision], 10, 64)
+			if live > n {
 				return at, &Failure{Code: CodeStale, Agent: rev.Agent, Revision: n, Phase: "activation",
-					Reason: fmt.Sprintf("the Service already serves newer revision %d; revision %d is not activated", serving, n),
+					Reason: fmt.Sprintf("the Service already serves newer revision %d; revision %d is not activated", live, n),
 					Next:   "Another apply activated a newer revision. Refresh (terraform plan) and apply again."}
+			}
+			if live == n && cur.Annotations[render.AnnotationRevisionID] == rev.ID() {
+				// AC4: this very revision was activated by an apply that did
+				// not get to record it (a crash, a lost connection). Recovery
+				// repeats only the safe effects: retiring, and the audit
+				// record if it is missing; the activation keeps its time.
+				if t, err := time.Parse(time.RFC3339, cur.Annotations[AnnotationActivatedAt]); err == nil {
+					at = t
+				}
+				e.retire(ctx, ns, rev, n, objs.Enrollment != nil)
+				e.audit(ctx, ns, rev, n, at) // a no-op when it was written
+				return at, nil
 			}
 			upd := cur.DeepCopy()
 			upd.Labels, upd.Annotations = desired.Labels, mergeMaps(cur.Annotations, desired.Annotations)
@@ -783,7 +796,9 @@ func (e *Executor) retire(ctx context.Context, ns string, rev *admission.Revisio
 // on the Service; the Service's annotations carry revision, time and digest.
 func (e *Executor) audit(ctx context.Context, ns string, rev *admission.Revision, n int64, at time.Time) {
 	ev := &corev1.Event{
-		ObjectMeta:     metav1.ObjectMeta{GenerateName: rev.Agent + "-activated-", Namespace: ns, Labels: map[string]string{render.LabelAgent: rev.Agent, render.LabelRevision: strconv.FormatInt(n, 10)}},
+		// One name per activation of a revision: a repeated write (recovery)
+		// is AlreadyExists, so the record is written once (AC4).
+		ObjectMeta:     metav1.ObjectMeta{Name: fmt.Sprintf("%s-activated-r%d-%s", rev.Agent, n, rev.ID()[:8]), Namespace: ns, Labels: map[string]string{render.LabelAgent: rev.Agent, render.LabelRevision: strconv.FormatInt(n, 10)}},
 		InvolvedObject: corev1.ObjectReference{Kind: "Service", Namespace: ns, Name: render.ServiceName(rev.Agent), APIVersion: "v1"},
 		Reason:         "RevisionActivated",
 		Message:        fmt.Sprintf("revision %d (%s, %s) activated at %s", n, rev.ID(), rev.HarnessVersion, at.Format(time.RFC3339)),
@@ -791,7 +806,7 @@ func (e *Executor) audit(ctx context.Context, ns string, rev *admission.Revision
 		Source:         corev1.EventSource{Component: render.ManagedBy},
 		FirstTimestamp: metav1.NewTime(at), LastTimestamp: metav1.NewTime(at), Count: 1,
 	}
-	if _, err := e.Client.CoreV1().Events(ns).Create(ctx, ev, metav1.CreateOptions{}); err != nil {
+	if _, err := e.Client.CoreV1().Events(ns).Create(ctx, ev, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		e.log("activation audit event not written", map[string]any{"work.operation": "audit", "work.outcome": "failed"})
 	}
 }

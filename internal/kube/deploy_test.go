@@ -411,3 +411,41 @@ func TestAU6_SwitchToEmbeddedRetiresTheDedicatedHarness(t *testing.T) {
 		t.Fatalf("after the switch to embedded: Deployments %v, want only %s of revision 2", names, render.GatewayName("bench"))
 	}
 }
+
+// rule AC4: an apply that activated a revision but never recorded it (the
+// provider crashed, the connection dropped) is repeated by the next apply
+// with the same serving revision: recovery keeps the activation time and
+// writes no second audit record.
+func TestAC4_RecoveryRepeatsOnlySafeEffects(t *testing.T) {
+	c := testkube.Shared(t)
+	ns := c.TestNamespace(t)
+	exec := &Executor{Client: c.Clientset}
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	if _, err := exec.Deploy(ctx, testRevision(t, ns, nil), 1, 0); err != nil {
+		t.Fatalf("revision 1: %v", err)
+	}
+	rev2 := testRevision(t, ns, map[string]string{"example.com/r": "2"})
+	first, err := exec.Deploy(ctx, rev2, 2, 1)
+	if err != nil {
+		t.Fatalf("revision 2: %v", err)
+	}
+	time.Sleep(1100 * time.Millisecond) // a new activation would get a later second
+	again, err := exec.Deploy(ctx, rev2, 2, 1)
+	if err != nil {
+		t.Fatalf("revision 2 repeated: %v", err)
+	}
+	if !again.ActivatedAt.Equal(first.ActivatedAt) {
+		t.Errorf("recovery moved the activation time from %s to %s", first.ActivatedAt, again.ActivatedAt)
+	}
+	evs, err := c.Clientset.CoreV1().Events(ns).List(ctx, metav1.ListOptions{LabelSelector: render.LabelRevision + "=2"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(evs.Items) != 1 || evs.Items[0].Reason != "RevisionActivated" {
+		t.Fatalf("%d audit records for revision 2, want exactly 1", len(evs.Items))
+	}
+	if got := serviceRevision(t, c, ns); got != "2" {
+		t.Fatalf("Service selects revision %s, want 2", got)
+	}
+}
