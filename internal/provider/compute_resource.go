@@ -326,7 +326,7 @@ func (r *computeResource) checkCluster(ctx context.Context, c admission.Compute,
 		diags.AddError("UNAVAILABLE: cannot reach Kubernetes", fmt.Sprintf("%v. Nothing was written. Check the provider's kubernetes settings.", err))
 		return false, nil, false
 	}
-	tflog.Info(ctx, "checking the cluster", map[string]any{"work.id": c.Name, "work.operation": op, "namespace": c.Namespace})
+	tflog.Info(ctx, "checking the cluster", mergeFields(work("compute "+c.Name, op), map[string]any{"namespace": c.Namespace}))
 	if created, err = r.providerData().PrepareCompute(ctx, exec, c); err != nil {
 		addNamespaceError(diags, c.Namespace, err)
 		return false, nil, false
@@ -453,7 +453,7 @@ func (r *computeResource) Delete(ctx context.Context, req resource.DeleteRequest
 				"destroy those there first. Delete the namespace yourself once nothing in it is needed.", strings.Join(left, ", ")))
 		return
 	}
-	tflog.Info(ctx, "deleting the namespace the compute created", map[string]any{"work.id": c.Name, "work.operation": "compute-delete", "namespace": c.Namespace})
+	tflog.Info(ctx, "deleting the namespace the compute created", mergeFields(work("compute "+c.Name, "compute-delete"), map[string]any{"namespace": c.Namespace}))
 	if err := exec.DeleteNamespace(ctx, c.Namespace); err != nil {
 		resp.Diagnostics.AddError("UNAVAILABLE: cannot delete namespace "+c.Namespace, err.Error())
 	}

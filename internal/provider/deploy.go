@@ -2,6 +2,8 @@ package provider
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"strings"
@@ -34,7 +36,7 @@ type deployOutcome struct {
 func deploy(ctx context.Context, data *Data, rev *admission.Revision, c admission.Compute, revision, serving int64) (deployOutcome, diag.Diagnostics) {
 	var diags diag.Diagnostics
 	out := deployOutcome{Status: types.StringValue("failed"), ActivatedAt: types.StringNull(), Endpoint: types.StringNull()}
-	fields := map[string]any{"work.id": rev.Agent, "work.operation": "deploy", "work.attempt": 1, "revision": revision, "compute_kind": c.Kind}
+	fields := mergeFields(work("agent "+rev.Agent, "deploy"), map[string]any{"revision": revision, "compute_kind": c.Kind})
 	if c.Kind == admission.KindSSH {
 		return deploySSH(ctx, data, rev, c, revision, fields)
 	}
@@ -49,7 +51,7 @@ func deploy(ctx context.Context, data *Data, rev *admission.Revision, c admissio
 		return out, diags
 	}
 	if c.SandboxDriver != nil && rev.ExecutionMode == admission.ModeDedicated {
-		if !awaitDriver(ctx, exec, rev, c, &diags) {
+		if !awaitDriver(ctx, exec, rev, c, fields, &diags) {
 			return out, diags
 		}
 	}
@@ -91,7 +93,7 @@ func mergeFields(a, b map[string]any) map[string]any {
 // dedicated revision (AD6): a driver the cluster does not serve is refused
 // with ND5's RESOURCE_CONFLICT; during an outage provisioning waits, with
 // a watch, within the apply's deadline (ND5).
-func awaitDriver(ctx context.Context, exec *kube.Executor, rev *admission.Revision, c admission.Compute, diags *diag.Diagnostics) bool {
+func awaitDriver(ctx context.Context, exec *kube.Executor, rev *admission.Revision, c admission.Compute, fields map[string]any, diags *diag.Diagnostics) bool {
 	st, err := exec.DriverState(ctx, c.SandboxDriver)
 	if err != nil {
 		diags.AddError("UNAVAILABLE: cannot read the sandbox driver", err.Error()+". Nothing was written.")
@@ -104,7 +106,7 @@ func awaitDriver(ctx context.Context, exec *kube.Executor, rev *admission.Revisi
 	if st.Ready {
 		return true
 	}
-	tflog.Info(ctx, "waiting for the sandbox driver", map[string]any{"work.id": rev.Agent, "work.operation": "await-driver", "driver": c.SandboxDriver.Name, "detail": st.Detail})
+	tflog.Info(ctx, "waiting for the sandbox driver", mergeFields(fields, map[string]any{"work.operation": "await-driver", "driver": c.SandboxDriver.Name, "detail": st.Detail}))
 	started := time.Now()
 	if err := exec.WaitForDriver(ctx, c.SandboxDriver); err != nil {
 		diags.AddError(fmt.Sprintf("UNAVAILABLE: the sandbox driver %q stayed unavailable", c.SandboxDriver.Name),
@@ -202,4 +204,14 @@ func addNamespaceError(diags *diag.Diagnostics, ns string, err error) {
 		return
 	}
 	diags.AddError(fmt.Sprintf("UNAVAILABLE: cannot prepare namespace %s", ns), err.Error()+". Nothing was written.")
+}
+
+// work starts the log fields of one reconciliation (LG5): work.id is fresh
+// for every operation on a resource, so that its log lines correlate
+// without carrying the runtime's identity; work.target names what is being
+// reconciled. Executors add work.operation phases and work.outcome.
+func work(target, operation string) map[string]any {
+	b := make([]byte, 8)
+	_, _ = rand.Read(b)
+	return map[string]any{"work.id": hex.EncodeToString(b), "work.target": target, "work.operation": operation, "work.attempt": 1}
 }

@@ -195,7 +195,8 @@ func (r *agentResource) readSSH(ctx context.Context, state *agentModel, resp *re
 	if !ok {
 		return false
 	}
-	obs, err := r.providerData().sshExecutor(ctx, map[string]any{"work.id": name, "work.operation": "read"}).Read(ctx, target, name, agentDir)
+	wf := work("agent "+name, "read")
+	obs, err := r.providerData().sshExecutor(ctx, wf).Read(ctx, target, name, agentDir)
 	if err != nil {
 		addSSHReadError(&resp.Diagnostics, "refresh", name, target, err)
 		return true
@@ -217,7 +218,7 @@ func (r *agentResource) readSSH(ctx context.Context, state *agentModel, resp *re
 			state.Endpoint = types.StringValue(a.Endpoint)
 		}
 	}
-	tflog.Debug(ctx, "agent refreshed from its SSH host", map[string]any{"work.id": name, "work.operation": "read", "work.outcome": state.Status.ValueString()})
+	tflog.Debug(ctx, "agent refreshed from its SSH host", mergeFields(wf, map[string]any{"work.outcome": state.Status.ValueString()}))
 	resp.Diagnostics.Append(resp.State.Set(ctx, state)...)
 	return true
 }
@@ -234,7 +235,7 @@ func (r *agentResource) deleteSSH(ctx context.Context, state agentModel, resp *r
 	resp.Diagnostics.Append(d...)
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	if err := r.providerData().sshExecutor(ctx, map[string]any{"work.id": name, "work.operation": "delete"}).Delete(ctx, target, name, agentDir); err != nil {
+	if err := r.providerData().sshExecutor(ctx, work("agent "+name, "delete")).Delete(ctx, target, name, agentDir); err != nil {
 		addSSHReadError(&resp.Diagnostics, "delete", name, target, err)
 	}
 	return true

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -498,6 +499,23 @@ resource "occ_agent" "a" {
 	}
 	if total < 10000 {
 		t.Errorf("the trace log holds only %d bytes: trace logging did not run", total)
+	}
+	// rule LG5: the provider's own log lines describe the reconciliation:
+	// a fresh work.id (not the Agent's name), the target, the outcome.
+	activated := regexp.MustCompile(`revision activated.*`)
+	workID := regexp.MustCompile(`work\.id["=:\s]+"?([0-9a-f]{16})\b`)
+	found := false
+	for _, l := range logs {
+		b, _ := os.ReadFile(filepath.Join(dir, l.Name()))
+		for _, line := range activated.FindAllString(string(b), -1) {
+			found = true
+			if !workID.MatchString(line) || !strings.Contains(line, "agent support") || !strings.Contains(line, "activated") || !strings.Contains(line, "work.attempt") {
+				t.Errorf("activation log line lacks the work fields: %s", line)
+			}
+		}
+	}
+	if !found {
+		t.Error("no \"revision activated\" line in the trace log")
 	}
 }
 
