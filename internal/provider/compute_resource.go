@@ -31,11 +31,11 @@ import (
 )
 
 var (
-	_ resource.Resource                     = (*computeResource)(nil)
-	_ resource.ResourceWithValidateConfig   = (*computeResource)(nil)
-	_ resource.ResourceWithModifyPlan       = (*computeResource)(nil)
-	_ resource.ResourceWithImportState      = (*computeResource)(nil)
-	_ resource.ResourceWithConfigure        = (*computeResource)(nil)
+	_ resource.Resource                   = (*computeResource)(nil)
+	_ resource.ResourceWithValidateConfig = (*computeResource)(nil)
+	_ resource.ResourceWithModifyPlan     = (*computeResource)(nil)
+	_ resource.ResourceWithImportState    = (*computeResource)(nil)
+	_ resource.ResourceWithConfigure      = (*computeResource)(nil)
 )
 
 // NewComputeResource is the occ_compute resource: where Agents run, a
