@@ -225,12 +225,24 @@ func (e *Executor) checkNotStale(ctx context.Context, objs *render.Objects, agen
 	case err != nil:
 		return fmt.Errorf("read Service %s: %w", *objs.Service.Name, err)
 	}
-	if live, _ := strconv.ParseInt(svc.Labels[render.LabelRevision], 10, 64); live > n {
-		return &Failure{Code: CodeStale, Agent: agent, Revision: n, Phase: "admission",
-			Reason: fmt.Sprintf("the Service already serves newer revision %d; nothing of revision %d was written", live, n),
-			Next:   "Another apply activated a newer revision. Refresh (terraform plan) and apply again."}
+	if live := servedRevision(svc); live > n {
+		return staleFailure(agent, n, live, "admission", fmt.Sprintf("nothing of revision %d was written", n))
 	}
 	return nil
+}
+
+// servedRevision is the revision number the Agent's Service selects.
+func servedRevision(svc *corev1.Service) int64 {
+	n, _ := strconv.ParseInt(svc.Labels[render.LabelRevision], 10, 64)
+	return n
+}
+
+// staleFailure refuses revision n because the Service serves newer revision
+// live (AC3); outcome says what became of n.
+func staleFailure(agent string, n, live int64, phase, outcome string) *Failure {
+	return &Failure{Code: CodeStale, Agent: agent, Revision: n, Phase: phase,
+		Reason: fmt.Sprintf("the Service already serves newer revision %d; %s", live, outcome),
+		Next:   "Another apply activated a newer revision. Refresh (terraform plan) and apply again."}
 }
 
 // stopEarlier scales every earlier revision's workloads of the agent to zero
@@ -671,11 +683,9 @@ func (e *Executor) activate(ctx context.Context, rev *admission.Revision, objs *
 		case err != nil:
 			return at, fmt.Errorf("read Service %s: %w", name, err)
 		default:
-			live, _ := strconv.ParseInt(cur.Labels[render.LabelRevision], 10, 64)
+			live := servedRevision(cur)
 			if live > n {
-				return at, &Failure{Code: CodeStale, Agent: rev.Agent, Revision: n, Phase: "activation",
-					Reason: fmt.Sprintf("the Service already serves newer revision %d; revision %d is not activated", live, n),
-					Next:   "Another apply activated a newer revision. Refresh (terraform plan) and apply again."}
+				return at, staleFailure(rev.Agent, n, live, "activation", fmt.Sprintf("revision %d is not activated", n))
 			}
 			if live == n && cur.Annotations[render.AnnotationRevisionID] == rev.ID() {
 				// AC4: this very revision was activated by an apply that did

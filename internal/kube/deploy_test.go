@@ -203,14 +203,7 @@ func serviceRevision(t *testing.T, c *testkube.Cluster, ns string) string {
 // rule AC3: a failed replacement leaves the Service on the revision it
 // served, and an older revision can never take the Service back.
 func TestAC3_GuardedActivation(t *testing.T) {
-	c := testkube.Shared(t)
-	ns := c.TestNamespace(t)
-	exec := &Executor{Client: c.Clientset}
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
-	defer cancel()
-	if _, err := exec.Deploy(ctx, testRevision(t, ns, nil), 1, 0); err != nil {
-		t.Fatalf("revision 1: %v", err)
-	}
+	c, ns, exec, ctx := firstRevision(t, func(ns string) *admission.Revision { return testRevision(t, ns, nil) })
 	// Revision 2 never becomes ready: it fails at its deadline, and the
 	// Service keeps selecting revision 1.
 	short, cancelShort := context.WithTimeout(ctx, 4*time.Second)
@@ -291,14 +284,7 @@ func codexRevision(t *testing.T, ns, model string) *admission.Revision {
 // before the new one's Pods exist; a first dedicated deploy's Service exists
 // while the revision starts.
 func TestAC2_DedicatedReplacementStopsEarlierRevisionsFirst(t *testing.T) {
-	c := testkube.Shared(t)
-	ns := c.TestNamespace(t)
-	exec := &Executor{Client: c.Clientset}
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
-	defer cancel()
-	if _, err := exec.Deploy(ctx, codexRevision(t, ns, "codex/gpt-5-codex"), 1, 0); err != nil {
-		t.Fatalf("revision 1: %v", err)
-	}
+	c, ns, exec, ctx := firstRevision(t, func(ns string) *admission.Revision { return codexRevision(t, ns, "codex/gpt-5-codex") })
 	// Watch Pods and Deployments together: the moment any workload is
 	// changed to revision 2, no Pod of revision 1 may still exist.
 	var mu sync.Mutex
@@ -383,14 +369,7 @@ func TestDeploy_ReplicaFailureFailsFast(t *testing.T) {
 // embedded revision is activated, the earlier harness Deployment, which
 // holds the model credential, is gone.
 func TestAU6_SwitchToEmbeddedRetiresTheDedicatedHarness(t *testing.T) {
-	c := testkube.Shared(t)
-	ns := c.TestNamespace(t)
-	exec := &Executor{Client: c.Clientset}
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
-	defer cancel()
-	if _, err := exec.Deploy(ctx, codexRevision(t, ns, "codex/gpt-5-codex"), 1, 0); err != nil {
-		t.Fatalf("revision 1 (dedicated): %v", err)
-	}
+	c, ns, exec, ctx := firstRevision(t, func(ns string) *admission.Revision { return codexRevision(t, ns, "codex/gpt-5-codex") })
 	sel := metav1.ListOptions{LabelSelector: render.LabelAgent + "=bench"}
 	before, err := c.Clientset.AppsV1().Deployments(ns).List(ctx, sel)
 	if err != nil || len(before.Items) != 2 {
@@ -417,14 +396,7 @@ func TestAU6_SwitchToEmbeddedRetiresTheDedicatedHarness(t *testing.T) {
 // with the same serving revision: recovery keeps the activation time and
 // writes no second audit record.
 func TestAC4_RecoveryRepeatsOnlySafeEffects(t *testing.T) {
-	c := testkube.Shared(t)
-	ns := c.TestNamespace(t)
-	exec := &Executor{Client: c.Clientset}
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
-	defer cancel()
-	if _, err := exec.Deploy(ctx, testRevision(t, ns, nil), 1, 0); err != nil {
-		t.Fatalf("revision 1: %v", err)
-	}
+	c, ns, exec, ctx := firstRevision(t, func(ns string) *admission.Revision { return testRevision(t, ns, nil) })
 	rev2 := testRevision(t, ns, map[string]string{"example.com/r": "2"})
 	first, err := exec.Deploy(ctx, rev2, 2, 1)
 	if err != nil {
@@ -448,4 +420,20 @@ func TestAC4_RecoveryRepeatsOnlySafeEffects(t *testing.T) {
 	if got := serviceRevision(t, c, ns); got != "2" {
 		t.Fatalf("Service selects revision %s, want 2", got)
 	}
+}
+
+// firstRevision deploys revision 1, made by rev for a fresh namespace, and
+// returns the cluster, the namespace, the executor and a context that ends
+// with the test.
+func firstRevision(t *testing.T, rev func(ns string) *admission.Revision) (*testkube.Cluster, string, *Executor, context.Context) {
+	t.Helper()
+	c := testkube.Shared(t)
+	ns := c.TestNamespace(t)
+	exec := &Executor{Client: c.Clientset}
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	t.Cleanup(cancel)
+	if _, err := exec.Deploy(ctx, rev(ns), 1, 0); err != nil {
+		t.Fatalf("revision 1: %v", err)
+	}
+	return c, ns, exec, ctx
 }
