@@ -279,13 +279,7 @@ func TestAU6_SecretBindingsReachOnlyTheGateway(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
-		var containers []corev1ac.ContainerApplyConfiguration
-		for _, d := range objs.Deployments {
-			containers = append(containers, d.Spec.Template.Spec.Containers...)
-		}
-		for _, s := range objs.Sandboxes {
-			containers = append(containers, s.Template.Spec.Containers...)
-		}
+		containers := containersOf(objs)
 		gateways := 0
 		for _, c := range containers {
 			e, ok := envOf(&c)["TELEGRAM"]
@@ -363,32 +357,23 @@ func TestMR7_HarnessWorkspaceIsSeparate(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		var pods []corev1ac.PodSpecApplyConfiguration
-		for _, d := range objs.Deployments {
-			pods = append(pods, *d.Spec.Template.Spec)
-		}
-		for _, s := range objs.Sandboxes {
-			pods = append(pods, *s.Template.Spec)
-		}
 		harnesses := 0
-		for _, p := range pods {
-			for _, c := range p.Containers {
-				mounted := map[string]string{}
-				for _, m := range c.VolumeMounts {
-					if m.ReadOnly == nil || !*m.ReadOnly {
-						mounted[*m.MountPath] = *m.Name
-					}
+		for _, c := range containersOf(objs) {
+			mounted := map[string]string{}
+			for _, m := range c.VolumeMounts {
+				if m.ReadOnly == nil || !*m.ReadOnly {
+					mounted[*m.MountPath] = *m.Name
 				}
-				switch *c.Name {
-				case "harness":
-					harnesses++
-					if c.WorkingDir == nil || *c.WorkingDir != HarnessWorkspace || mounted[HarnessWorkspace] == "" || HarnessWorkspace == Workspace {
-						t.Errorf("%s: harness works in %v with writable mounts %v, want its own %s", name, c.WorkingDir, mounted, HarnessWorkspace)
-					}
-				case "gateway":
-					if _, ok := mounted[HarnessWorkspace]; ok {
-						t.Errorf("%s: the gateway mounts the harness workspace", name)
-					}
+			}
+			switch *c.Name {
+			case "harness":
+				harnesses++
+				if c.WorkingDir == nil || *c.WorkingDir != HarnessWorkspace || mounted[HarnessWorkspace] == "" || HarnessWorkspace == Workspace {
+					t.Errorf("%s: harness works in %v with writable mounts %v, want its own %s", name, c.WorkingDir, mounted, HarnessWorkspace)
+				}
+			case "gateway":
+				if _, ok := mounted[HarnessWorkspace]; ok {
+					t.Errorf("%s: the gateway mounts the harness workspace", name)
 				}
 			}
 		}
@@ -396,4 +381,17 @@ func TestMR7_HarnessWorkspaceIsSeparate(t *testing.T) {
 			t.Errorf("%s: %d harness containers", name, harnesses)
 		}
 	}
+}
+
+// containersOf is every container of a rendered revision: its Deployments'
+// and its Sandboxes' Pod templates.
+func containersOf(objs *Objects) []corev1ac.ContainerApplyConfiguration {
+	var out []corev1ac.ContainerApplyConfiguration
+	for _, d := range objs.Deployments {
+		out = append(out, d.Spec.Template.Spec.Containers...)
+	}
+	for _, s := range objs.Sandboxes {
+		out = append(out, s.Template.Spec.Containers...)
+	}
+	return out
 }

@@ -6,8 +6,6 @@ import (
 	"testing"
 	"time"
 
-	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
-
 	"github.com/occ-platform/terraform-provider-occ/internal/admission"
 )
 
@@ -32,13 +30,7 @@ func TestPR5_KubeletProbesNeverRestartAStartingOrHeldContainer(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
-		var containers []corev1ac.ContainerApplyConfiguration
-		for _, d := range objs.Deployments {
-			containers = append(containers, d.Spec.Template.Spec.Containers...)
-		}
-		for _, s := range objs.Sandboxes {
-			containers = append(containers, s.Template.Spec.Containers...)
-		}
+		containers := containersOf(objs)
 		if len(containers) == 0 {
 			t.Fatalf("%s: no containers", name)
 		}
