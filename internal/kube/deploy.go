@@ -449,9 +449,14 @@ type gateState struct {
 func (s *gateState) unseen(workloads map[string]string) []string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	return withoutPod(s.seen, workloads)
+}
+
+// withoutPod lists, sorted, the components (keys) that seen has no Pod for.
+func withoutPod[V any](seen map[string]bool, components map[string]V) []string {
 	var out []string
-	for c := range workloads {
-		if !s.seen[c] {
+	for c := range components {
+		if !seen[c] {
 			out = append(out, c)
 		}
 	}
@@ -565,14 +570,7 @@ func (s *gateState) deadline() *Failure {
 	if len(ready) > 0 {
 		f.Reason += fmt.Sprintf(" (ready: %s)", strings.Join(ready, ", "))
 	}
-	var missing []string
-	for c := range s.components {
-		if !s.seen[c] {
-			missing = append(missing, c)
-		}
-	}
-	if len(missing) > 0 {
-		sort.Strings(missing)
+	if missing := withoutPod(s.seen, s.components); len(missing) > 0 {
 		f.Reason += fmt.Sprintf("; no Pod was created for: %s", strings.Join(missing, ", "))
 	}
 	if s.sandboxPhase != "" {
