@@ -110,18 +110,14 @@ func checkEntries(doc occconfig.Document) Errors {
 	}
 	// The references to agent ids OpenClaw 2026.9.6 itself checks against
 	// the roster (agents.entries, or the implicit "main").
-	known := func(id string) bool {
-		id = strings.ToLower(id)
-		if len(entries) == 0 {
-			return id == "main"
-		}
-		for e := range entries {
-			if strings.ToLower(e) == id {
-				return true
-			}
-		}
-		return false
+	roster := map[string]bool{}
+	for e := range entries {
+		roster[strings.ToLower(e)] = true
 	}
+	if len(roster) == 0 {
+		roster["main"] = true
+	}
+	known := func(id string) bool { return roster[strings.ToLower(id)] }
 	unknown := func(at occconfig.Path, what, id string) {
 		errs = append(errs, invalid("MR9", nil, at, "%s names agent %q, which agents.entries does not define", what, id))
 	}
