@@ -61,8 +61,9 @@ func TestPR9_RenderedCommandLines(t *testing.T) {
 					continue
 				}
 				seen++
-				if !slices.Equal(c.Command, []string{render.Wrapper}) {
-					t.Errorf("%s/%s: command %v, want the wrapper", name, *c.Name, c.Command)
+				// tini is PID 1 and runs the wrapper with the arguments.
+				if !slices.Equal(c.Command, []string{render.Init, "--", render.Wrapper}) {
+					t.Errorf("%s/%s: command %v, want tini running the wrapper", name, *c.Name, c.Command)
 				}
 				o, err := parseArgs(c.Args, io.Discard)
 				if err != nil {

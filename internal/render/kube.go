@@ -67,6 +67,18 @@ const (
 	CodexTokenAudience = "codex"
 	// Wrapper is the startup wrapper in the runtime images (cmd/occ-runtime).
 	Wrapper = "/usr/local/bin/occ-runtime"
+	// Init is the init process of the runtime images (Debian's tini): PID 1
+	// of every runtime container, so that the runtime the wrapper becomes
+	// has a parent that reaps its children and forwards signals.
+	Init = "/usr/bin/tini"
+	// AppServerTokenDir holds, in the dedicated Codex harness only, the
+	// app server's capability token (key AppServerTokenKey of the
+	// AppServerTokenSecret) as a read-only file.
+	AppServerTokenDir = "/var/run/secrets/occ/app-server"
+	AppServerTokenKey = "token"
+	// AppServerTokenEnv carries the token into the gateway, where the Codex
+	// plugin resolves it as the env SecretRef of appServer.authToken.
+	AppServerTokenEnv = "OCC_APP_SERVER_TOKEN"
 )
 
 // Objects is one revision's Kubernetes objects, in apply order. The Service
@@ -86,6 +98,11 @@ type Objects struct {
 	// InternalService is created once per agent when the revision needs
 	// it (the gateway address a native node enrolls through), or nil.
 	InternalService *corev1ac.ServiceApplyConfiguration
+	// HarnessService is the address the gateway reaches an unsandboxed
+	// dedicated Codex harness at (HarnessServiceName): it selects the
+	// harness of this revision and is applied before the workloads, or nil
+	// (a sandboxed harness is reached through its Sandbox's own Service).
+	HarnessService *corev1ac.ServiceApplyConfiguration
 }
 
 // Names of an agent's objects.
@@ -96,6 +113,10 @@ func ConfigMapName(agent string, n int64) string { return fmt.Sprintf("%s-r%d", 
 func HarnessConfigMapName(agent string, n int64) string {
 	return fmt.Sprintf("%s-harness-r%d", agent, n)
 }
+
+// HarnessServiceName is the Service of an unsandboxed dedicated Codex
+// harness: the host of the gateway's appServer.url.
+func HarnessServiceName(agent string) string { return HarnessName(agent) }
 
 // AppServerTokenSecret holds the token of the harness's websocket listener;
 // the executor creates it once per agent with random bytes.
@@ -191,8 +212,10 @@ func dedicatedCodex(rev *admission.Revision, n int64) (*Objects, error) {
 		return nil, err
 	}
 	// The gateway never receives the harness inference credential (AU6).
-	gwEnv := append(gatewayEnv(), corev1ac.EnvVar().WithName("OCC_APP_SERVER_TOKEN").WithValueFrom(
-		corev1ac.EnvVarSource().WithSecretKeyRef(corev1ac.SecretKeySelector().WithName(AppServerTokenSecret(a)).WithKey("token"))))
+	// The gateway's Codex plugin sends the app server's token as a bearer
+	// token; it reads it from the environment (appServer.authToken).
+	gwEnv := append(gatewayEnv(), corev1ac.EnvVar().WithName(AppServerTokenEnv).WithValueFrom(
+		corev1ac.EnvVarSource().WithSecretKeyRef(corev1ac.SecretKeySelector().WithName(AppServerTokenSecret(a)).WithKey(AppServerTokenKey))))
 	gateway := gatewayDeployment(rev, n, []string{"--wait-peer=harness"}, gwEnv, nil)
 	hEnv := []*corev1ac.EnvVarApplyConfiguration{
 		envValue("LOG_FORMAT", "json"), // LG3
@@ -200,8 +223,6 @@ func dedicatedCodex(rev *admission.Revision, n int64) (*Objects, error) {
 		envValue("CODEX_HOME", CodexHome),
 		envValue("OCC_CODEX_CONFIG", CodexConfig+"/config.toml"),
 		envValue("TMPDIR", "/tmp"),
-		corev1ac.EnvVar().WithName("OCC_APP_SERVER_TOKEN").WithValueFrom(
-			corev1ac.EnvVarSource().WithSecretKeyRef(corev1ac.SecretKeySelector().WithName(AppServerTokenSecret(a)).WithKey("token"))),
 	}
 	switch c := rev.Credential; {
 	case c.Method == admission.MethodCodexPAT && rev.Source.ServiceAccount != "":
@@ -217,15 +238,20 @@ func dedicatedCodex(rev *admission.Revision, n int64) (*Objects, error) {
 		hEnv = append(hEnv, placeholderCredential(rev)...)
 	}
 	harness := deployment(rev, n, HarnessName(a), ComponentHarness, HarnessName(a),
-		container(rev, "harness", rev.ComputeSettings.CodexImage, []string{"--container=harness", "--harness=codex", "--probe=" + CodexConfig + "/" + ProbeFile, "--",
-			"codex", "app-server", "--listen", fmt.Sprintf("ws://0.0.0.0:%d", AppServerPort)}, hEnv, AppServerPort).
+		container(rev, "harness", rev.ComputeSettings.CodexImage, append([]string{"--container=harness", "--harness=codex", "--probe=" + CodexConfig + "/" + ProbeFile, "--"},
+			AppServerCommand()...), hEnv, AppServerPort).
 			WithWorkingDir(HarnessWorkspace). // MR7
 			WithVolumeMounts(
 				corev1ac.VolumeMount().WithName("codex-config").WithMountPath(CodexConfig).WithReadOnly(true),
 				corev1ac.VolumeMount().WithName("tmp").WithMountPath("/tmp"),
 				corev1ac.VolumeMount().WithName("codex-home").WithMountPath(CodexHome),
 				corev1ac.VolumeMount().WithName("workspace").WithMountPath(HarnessWorkspace),
+				corev1ac.VolumeMount().WithName("app-server-token").WithMountPath(AppServerTokenDir).WithReadOnly(true),
 			),
+		// Only the token's key, owned by root with the Pod's fsGroup (1000):
+		// the harness reads it through its group, nobody else can.
+		corev1ac.Volume().WithName("app-server-token").WithSecret(corev1ac.SecretVolumeSource().WithSecretName(AppServerTokenSecret(a)).
+			WithItems(corev1ac.KeyToPath().WithKey(AppServerTokenKey).WithPath(AppServerTokenKey)).WithDefaultMode(0o440)),
 		corev1ac.Volume().WithName("codex-config").WithConfigMap(corev1ac.ConfigMapVolumeSource().WithName(HarnessConfigMapName(a, n))),
 		corev1ac.Volume().WithName("tmp").WithEmptyDir(corev1ac.EmptyDirVolumeSource()),
 		corev1ac.Volume().WithName("codex-home").WithEmptyDir(corev1ac.EmptyDirVolumeSource()),
@@ -251,8 +277,32 @@ func dedicatedCodex(rev *admission.Revision, n int64) (*Objects, error) {
 		// The driver provisions the harness: one Sandbox per revision (OS1).
 		objs.Deployments = []*appsv1ac.DeploymentApplyConfiguration{gateway}
 		objs.Sandboxes = []*Sandbox{sandbox(rev, n, HarnessSandboxName(a, n), ComponentHarness, harness.Spec.Template)}
+	} else {
+		objs.HarnessService = harnessService(rev, n)
 	}
 	return objs, nil
+}
+
+// AppServerCommand is the dedicated Codex harness's runtime command: the
+// app server on the Pod network, refusing every websocket client that does
+// not present the capability token of the AppServerTokenSecret as
+// "Authorization: Bearer <token>" (codex reads the token from the file
+// and will not listen beyond loopback without --ws-auth).
+func AppServerCommand() []string {
+	return []string{"codex", "app-server", "--listen", fmt.Sprintf("ws://0.0.0.0:%d", AppServerPort),
+		"--ws-auth", "capability-token", "--ws-token-file", AppServerTokenDir + "/" + AppServerTokenKey}
+}
+
+// harnessService is the gateway's way to its unsandboxed harness: a
+// ClusterIP Service named HarnessServiceName that selects the harness of
+// revision n (only one revision's harness runs: AC2).
+func harnessService(rev *admission.Revision, n int64) *corev1ac.ServiceApplyConfiguration {
+	sel := Selector(rev.Agent, ComponentHarness)
+	sel[LabelRevision] = strconv.FormatInt(n, 10)
+	return meta(corev1ac.Service(HarnessServiceName(rev.Agent), rev.ComputeSettings.Namespace), rev, n, ComponentHarness).
+		WithSpec(corev1ac.ServiceSpec().WithType(corev1.ServiceTypeClusterIP).WithSelector(sel).
+			WithPorts(corev1ac.ServicePort().WithName("app-server").WithProtocol(corev1.ProtocolTCP).
+				WithPort(AppServerPort).WithTargetPort(intstr.FromInt32(AppServerPort))))
 }
 
 // gatewayDeployment is the Agent's gateway: the OpenClaw gateway under the
@@ -309,12 +359,15 @@ func GatewayDocument(rev *admission.Revision, n int64) occconfig.Document {
 		p := occconfig.Keys("plugins", "entries", "codex")
 		occconfig.Set(d, p.Key("enabled"), true)
 		occconfig.Set(d, p.Key("config").Key("appServer").Key("transport"), "websocket")
-		host := HarnessName(rev.Agent)
+		host := HarnessServiceName(rev.Agent)
 		if Sandboxed(rev) {
 			host = HarnessSandboxName(rev.Agent, n)
 		}
 		occconfig.Set(d, p.Key("config").Key("appServer").Key("url"), fmt.Sprintf("ws://%s:%d", host, AppServerPort))
-		occconfig.Set(d, p.Key("config").Key("appServer").Key("authToken"), "${OCC_APP_SERVER_TOKEN}")
+		// The plugin resolves this env SecretRef shorthand and sends the
+		// value as "Authorization: Bearer <token>", which the app server's
+		// capability-token mode checks.
+		occconfig.Set(d, p.Key("config").Key("appServer").Key("authToken"), "${"+AppServerTokenEnv+"}")
 	}
 	return d
 }
@@ -412,6 +465,17 @@ func StartupFailureThreshold(rev *admission.Revision) int32 {
 	return int32((window + period - 1) / period)
 }
 
+// Command is every runtime container's command, before the wrapper's
+// arguments: tini as PID 1 running the wrapper, which later execs the
+// runtime in its own process. The command replaces the image's
+// entrypoint, so render names tini itself. Without it the runtime would be
+// PID 1: no reaping of the orphans its tools leave, and the kernel drops a
+// SIGTERM a PID 1 has no handler for. tini forwards the kubelet's signals
+// to its child alone (no -g: the runtime stops its own process group in
+// its drain, which a group signal would cut short) and is PID 1 of the
+// container's PID namespace, so it needs no -s (subreaper).
+func Command() []string { return []string{Init, "--", Wrapper} }
+
 func container(rev *admission.Revision, name, image string, args []string, env []*corev1ac.EnvVarApplyConfiguration, port int32) *corev1ac.ContainerApplyConfiguration {
 	cpu := resource.NewMilliQuantity(rev.ComputeSettings.CPUMillis, resource.DecimalSI)
 	limits := corev1.ResourceList{corev1.ResourceCPU: *cpu}
@@ -424,7 +488,7 @@ func container(rev *admission.Revision, name, image string, args []string, env [
 	// their time, so a slow start is never killed and re-probed.
 	args = append([]string{"--health-port=" + strconv.Itoa(int(port))}, args...)
 	return corev1ac.Container().WithName(name).WithImage(image).
-		WithCommand(Wrapper).WithArgs(args...).
+		WithCommand(Command()...).WithArgs(args...).
 		WithEnv(env...).
 		WithPorts(corev1ac.ContainerPort().WithName("http").WithContainerPort(port)).
 		WithResources(corev1ac.ResourceRequirements().WithLimits(limits).WithRequests(limits)).

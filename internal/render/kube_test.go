@@ -395,3 +395,201 @@ func containersOf(objs *Objects) []corev1ac.ContainerApplyConfiguration {
 	}
 	return out
 }
+
+// harnessOf is the harness container and Pod spec of a dedicated Codex
+// revision (its Deployment's or its Sandbox's), and the gateway's.
+func harnessOf(t *testing.T, objs *Objects) (harness, gateway *corev1ac.PodSpecApplyConfiguration) {
+	t.Helper()
+	var specs []*corev1ac.PodTemplateSpecApplyConfiguration
+	for _, d := range objs.Deployments {
+		specs = append(specs, d.Spec.Template)
+	}
+	for _, s := range objs.Sandboxes {
+		specs = append(specs, s.Template)
+	}
+	for _, tmpl := range specs {
+		switch tmpl.Labels[LabelComponent] {
+		case ComponentHarness:
+			harness = tmpl.Spec
+		case ComponentGateway:
+			gateway = tmpl.Spec
+		}
+	}
+	if harness == nil || gateway == nil {
+		t.Fatalf("no harness (%v) or gateway (%v) Pod", harness != nil, gateway != nil)
+	}
+	return harness, gateway
+}
+
+// appServerURL is where the gateway's Codex plugin connects.
+func appServerURL(t *testing.T, objs *Objects) string {
+	t.Helper()
+	for _, cm := range objs.ConfigMaps {
+		if cm.Labels[LabelComponent] != ComponentGateway {
+			continue
+		}
+		var gw map[string]any
+		if err := json.Unmarshal([]byte(cm.Data[ConfigFile]), &gw); err != nil {
+			t.Fatal(err)
+		}
+		u, _ := occconfig.String(gw, occconfig.Keys("plugins", "entries", "codex", "config", "appServer", "url"))
+		return u
+	}
+	t.Fatal("no gateway configuration")
+	return ""
+}
+
+// rule HM4: the gateway and an unsandboxed harness are separate Pods, so
+// the gateway reaches the harness through a Service: the host of its
+// appServer.url is a rendered ClusterIP Service on the app server's port
+// that selects this revision's harness Pod, and only it, with the identity
+// labels of the other objects (LG4). A sandboxed harness is reached at its
+// Sandbox's own Service, and no such Service is rendered.
+func TestHM4_GatewayReachesTheHarnessThroughItsService(t *testing.T) {
+	objs, err := Kubernetes(admit(t, codexInput(t, admission.MethodAPIKey)), 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc := objs.HarnessService
+	if want := "ws://coder-harness:18790"; appServerURL(t, objs) != want {
+		t.Fatalf("appServer.url = %q, want %q", appServerURL(t, objs), want)
+	}
+	if svc == nil || *svc.Name != "coder-harness" || *svc.Namespace != "occ-acme" {
+		t.Fatalf("harness Service = %+v, want coder-harness in occ-acme, the host the gateway connects to", svc)
+	}
+	if svc.Spec.Type == nil || *svc.Spec.Type != "ClusterIP" || len(svc.Spec.Ports) != 1 ||
+		*svc.Spec.Ports[0].Port != 18790 || svc.Spec.Ports[0].TargetPort.IntValue() != 18790 {
+		t.Errorf("harness Service spec = %+v, want ClusterIP 18790 -> 18790", svc.Spec)
+	}
+	harness, gateway := 0, 0
+	for _, d := range objs.Deployments {
+		l := d.Spec.Template.Labels
+		matches := len(svc.Spec.Selector) > 0
+		for k, v := range svc.Spec.Selector {
+			matches = matches && l[k] == v
+		}
+		switch {
+		case matches && l[LabelComponent] == ComponentHarness && l[LabelRevision] == "3":
+			harness++
+		case matches:
+			gateway++
+		}
+	}
+	if harness != 1 || gateway != 0 || svc.Spec.Selector[LabelRevision] != "3" {
+		t.Errorf("selector %v selects %d harness and %d other Pod templates, want revision 3's harness only", svc.Spec.Selector, harness, gateway)
+	}
+	rev := admit(t, codexInput(t, admission.MethodAPIKey))
+	for k, v := range Labels(rev, 3, ComponentHarness) { // rule LG4
+		if svc.Labels[k] != v {
+			t.Errorf("harness Service label %s = %q, want %q", k, svc.Labels[k], v)
+		}
+	}
+
+	sandboxed, err := Kubernetes(admit(t, sandboxedCodexInput(t)), 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sandboxed.HarnessService != nil || appServerURL(t, sandboxed) != "ws://coder-harness-r3:18790" {
+		t.Errorf("sandboxed: harness Service %v, url %q: want none, and the Sandbox's Service", sandboxed.HarnessService, appServerURL(t, sandboxed))
+	}
+	embedded, err := Kubernetes(admit(t, embeddedInput(t, "anthropic/claude-sonnet-4-5")), 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if embedded.HarnessService != nil {
+		t.Error("embedded renders a harness Service")
+	}
+}
+
+// rule AU6: the harness holds the model credential, so its app server
+// takes only clients that present the app-server token: codex's
+// capability-token mode, with the token read from the AppServerTokenSecret
+// mounted read-only into the harness alone (never an environment variable
+// there: codex reads none). The gateway gets the same Secret's token as the
+// variable its Codex plugin resolves for appServer.authToken and sends as a
+// bearer token.
+func TestAU6_AppServerTakesOnlyTheGatewaysToken(t *testing.T) {
+	for name, in := range map[string]admission.Input{
+		"dedicated codex": codexInput(t, admission.MethodAPIKey),
+		"sandboxed codex": sandboxedCodexInput(t),
+	} {
+		objs, err := Kubernetes(admit(t, in), 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		harness, gateway := harnessOf(t, objs)
+		h := harness.Containers[0]
+		_, runtime, _ := strings.Cut(strings.Join(h.Args, " "), " -- ")
+		want := "codex app-server --listen ws://0.0.0.0:18790 --ws-auth capability-token --ws-token-file " + AppServerTokenDir + "/token"
+		if runtime != want {
+			t.Errorf("%s: harness runs %q, want %q", name, runtime, want)
+		}
+		// The token file is the Secret's "token" key on a read-only mount.
+		var tokenVolume string
+		for _, m := range h.VolumeMounts {
+			if *m.MountPath == AppServerTokenDir {
+				if m.ReadOnly == nil || !*m.ReadOnly {
+					t.Errorf("%s: %s is writable", name, AppServerTokenDir)
+				}
+				tokenVolume = *m.Name
+			}
+		}
+		found := false
+		for _, v := range harness.Volumes {
+			if *v.Name != tokenVolume || v.Secret == nil {
+				continue
+			}
+			found = *v.Secret.SecretName == "coder-app-server-token" && len(v.Secret.Items) == 1 &&
+				*v.Secret.Items[0].Key == "token" && *v.Secret.Items[0].Path == "token" && *v.Secret.DefaultMode&0o007 == 0
+		}
+		if !found {
+			t.Errorf("%s: %s is not the app-server token Secret's key, private to the Pod: volumes %s", name, AppServerTokenDir, podJSON(t, &corev1ac.PodTemplateSpecApplyConfiguration{Spec: harness}))
+		}
+		for _, e := range h.Env {
+			if *e.Name == AppServerTokenEnv || (e.ValueFrom != nil && e.ValueFrom.SecretKeyRef != nil && *e.ValueFrom.SecretKeyRef.Name == "coder-app-server-token") {
+				t.Errorf("%s: the harness gets the token as %s, which codex never reads", name, *e.Name)
+			}
+		}
+		// The gateway: authToken names an env SecretRef whose variable
+		// comes from the token Secret; no token file in the gateway.
+		var gw map[string]any
+		for _, cm := range objs.ConfigMaps {
+			if cm.Labels[LabelComponent] == ComponentGateway {
+				if err := json.Unmarshal([]byte(cm.Data[ConfigFile]), &gw); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		ref, _ := occconfig.String(gw, occconfig.Keys("plugins", "entries", "codex", "config", "appServer", "authToken"))
+		envName := strings.TrimSuffix(strings.TrimPrefix(ref, "${"), "}")
+		e, ok := envOf(&gateway.Containers[0])[envName]
+		if !strings.HasPrefix(ref, "${") || !ok || e.ValueFrom == nil || *e.ValueFrom.SecretKeyRef.Name != "coder-app-server-token" || *e.ValueFrom.SecretKeyRef.Key != "token" {
+			t.Errorf("%s: appServer.authToken = %q, gateway env %s = %+v: want the token Secret's key", name, ref, envName, e)
+		}
+		if strings.Contains(podJSON(t, &corev1ac.PodTemplateSpecApplyConfiguration{Spec: gateway}), AppServerTokenDir) {
+			t.Errorf("%s: the gateway mounts the harness's token file", name)
+		}
+	}
+}
+
+// rule PR9: every runtime container starts tini as PID 1, which runs the
+// wrapper (the container command replaces the image's entrypoint): the
+// runtime the wrapper execs has an init that reaps and forwards signals.
+func TestPR9_TiniIsPID1OfEveryRuntimeContainer(t *testing.T) {
+	for name, in := range map[string]admission.Input{
+		"embedded":        embeddedInput(t, "anthropic/claude-sonnet-4-5"),
+		"dedicated codex": codexInput(t, admission.MethodAPIKey),
+		"sandboxed codex": sandboxedCodexInput(t),
+		"native openclaw": nativeInput(t, admission.MethodAPIKey),
+	} {
+		objs, err := Kubernetes(admit(t, in), 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range containersOf(objs) {
+			if got := strings.Join(c.Command, " "); got != "/usr/bin/tini -- /usr/local/bin/occ-runtime" {
+				t.Errorf("%s/%s: command %q, want tini running the wrapper", name, *c.Name, got)
+			}
+		}
+	}
+}
