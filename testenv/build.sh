@@ -36,7 +36,8 @@ modversion() {
 K8S_VERSION="$(modversion "$here/go.mod" k8s.io/kubernetes)"
 ETCD_VERSION="$(modversion "$here/go.mod" go.etcd.io/etcd/server/v3)"
 KWOK_VERSION="$(modversion "$here/kwok/go.mod" sigs.k8s.io/kwok)"
-for v in K8S_VERSION ETCD_VERSION KWOK_VERSION; do
+COREDNS_VERSION="$(modversion "$here/coredns/go.mod" github.com/coredns/coredns)"
+for v in K8S_VERSION ETCD_VERSION KWOK_VERSION COREDNS_VERSION; do
 	[ -n "${!v}" ] || { echo "testenv: cannot read ${v} from testenv/go.mod" >&2; exit 1; }
 done
 
@@ -62,6 +63,9 @@ declare -A version=(
 	[kwok]="$KWOK_VERSION"
 	[tofu]="$TOFU_VERSION"
 	[kubectl]="$K8S_VERSION"
+	[kubelet]="$K8S_VERSION"
+	[kube-proxy]="$K8S_VERSION"
+	[coredns]="$COREDNS_VERSION"
 )
 # Measured on 2 cores: the first figure with the machine otherwise idle
 # (TESTENV.md), the second while other builds and tests ran.
@@ -73,8 +77,11 @@ declare -A eta=(
 	[kwok]="about 1.5 min cold, up to 3 min on a busy machine"
 	[tofu]="about 3 min cold, up to 15 min on a busy machine"
 	[kubectl]="about 1 min once kube-apiserver is built"
+	[kubelet]="about 30 s once kube-apiserver is built"
+	[kube-proxy]="about 10 s once kube-apiserver is built"
+	[coredns]="about 1 min cold"
 )
-kube_names=(kube-apiserver etcd kube-controller-manager kube-scheduler kwok)
+kube_names=(kube-apiserver etcd kube-controller-manager kube-scheduler kwok kubelet kube-proxy coredns)
 tofu_names=(tofu)
 
 path_of() { echo "$bindir/$1-${version[$1]}"; }
@@ -87,7 +94,7 @@ export GOTOOLCHAIN="${GOTOOLCHAIN:-local}"
 build_one() { # NAME OUTFILE
 	local name="$1" out="$2"
 	case "$name" in
-	kube-apiserver | kube-controller-manager | kube-scheduler | kubectl)
+	kube-apiserver | kube-controller-manager | kube-scheduler | kubectl | kubelet | kube-proxy)
 		go -C "$here" build -ldflags "$K8S_LDFLAGS" -o "$out" "k8s.io/kubernetes/cmd/$name"
 		;;
 	etcd)
@@ -96,6 +103,10 @@ build_one() { # NAME OUTFILE
 	kwok)
 		go -C "$here/kwok" build -ldflags "-s -w -X sigs.k8s.io/kwok/pkg/consts.Version=${KWOK_VERSION#v}" \
 			-o "$out" sigs.k8s.io/kwok/cmd/kwok
+		;;
+	coredns)
+		# Only the plugins the real node's Corefile uses (testenv/coredns/main.go).
+		go -C "$here/coredns" build -ldflags "-s -w" -o "$out" .
 		;;
 	tofu)
 		local dir
@@ -119,6 +130,7 @@ version_check() {
 	# which makes tofu print warnings first)
 	tofu) got="$(TF_CLI_CONFIG_FILE=/dev/null CHECKPOINT_DISABLE=1 "$file" version 2>&1 | grep -m1 '^OpenTofu v' || true)" ;;
 	kubectl) got="$("$file" version --client 2>&1 | head -3 | tr '\n' ' ')" ;;
+	coredns) got="$("$file" -version 2>&1 | head -3 | tr '\n' ' ')" ;;
 	*) got="$("$file" --version 2>&1 | head -3 | tr '\n' ' ')" ;;
 	esac
 	if [[ "$got" != *"$want"* ]]; then
