@@ -20,12 +20,14 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/selection"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
 
 	"github.com/occ-platform/terraform-provider-occ/internal/admission"
 	"github.com/occ-platform/terraform-provider-occ/internal/render"
@@ -179,6 +181,13 @@ func (e *Executor) Deploy(ctx context.Context, rev *admission.Revision, n, servi
 	}
 	if err := e.ensureInternalService(ctx, objs); err != nil {
 		return Result{}, err
+	}
+	if s := objs.HarnessService; s != nil {
+		// HM4: the gateway reaches its harness by this name; it selects
+		// revision n's harness before either workload exists.
+		if _, err := e.Client.CoreV1().Services(ns).Apply(ctx, s, applyOpts); err != nil {
+			return Result{}, fmt.Errorf("apply Service %s: %w", *s.Name, err)
+		}
 	}
 	components := map[string]bool{}
 	workloads := map[string]string{} // component -> Deployment name
@@ -669,7 +678,7 @@ func (e *Executor) activate(ctx context.Context, rev *admission.Revision, objs *
 		err = fmt.Errorf("serving revision %d is not older than %d", serving, n)
 	}
 	if err == nil {
-		e.retire(ctx, ns, rev, n, objs.Enrollment != nil)
+		e.retire(ctx, rev, objs, n)
 		e.audit(ctx, ns, rev, n, at)
 		return at, nil
 	}
@@ -693,7 +702,7 @@ func (e *Executor) activate(ctx context.Context, rev *admission.Revision, objs *
 				if t, err := time.Parse(time.RFC3339, cur.Annotations[AnnotationActivatedAt]); err == nil {
 					at = t
 				}
-				e.retire(ctx, ns, rev, n, objs.Enrollment != nil)
+				e.retire(ctx, rev, objs, n)
 				e.audit(ctx, ns, rev, n, at) // a no-op when it was written
 				return at, nil
 			}
@@ -708,7 +717,7 @@ func (e *Executor) activate(ctx context.Context, rev *admission.Revision, objs *
 		if err != nil {
 			return at, fmt.Errorf("activate revision %d: %w", n, err)
 		}
-		e.retire(ctx, ns, rev, n, objs.Enrollment != nil)
+		e.retire(ctx, rev, objs, n)
 		e.audit(ctx, ns, rev, n, at)
 		return at, nil
 	}
@@ -761,14 +770,16 @@ func mergeMaps(a, b map[string]string) map[string]string {
 // runs. It is a safe effect: a crash before it leaves only what the next
 // activation removes (AC4).
 //
-// enrollment says the revision has a native node: earlier revisions'
-// one-use enrollment targets and verifiers are removed too (they can
-// never be used again: their nodes are gone, AC2).
-func (e *Executor) retire(ctx context.Context, ns string, rev *admission.Revision, n int64, enrollment bool) {
+// A revision with a native node (objs.Enrollment) also removes earlier
+// revisions' one-use enrollment targets and verifiers (they can never be
+// used again: their nodes are gone, AC2); one without an unsandboxed
+// harness removes the harness Service an earlier dedicated Codex revision
+// left.
+func (e *Executor) retire(ctx context.Context, rev *admission.Revision, objs *render.Objects, n int64) {
 	if n <= 1 {
 		return // no earlier revision can have left anything behind
 	}
-	agent := rev.Agent
+	ns, agent, enrollment := objs.Namespace, rev.Agent, objs.Enrollment != nil
 	req, _ := labels.NewRequirement(render.LabelRevision, selection.NotEquals, []string{strconv.FormatInt(n, 10)})
 	agentReq, _ := labels.NewRequirement(render.LabelAgent, selection.Equals, []string{agent})
 	sel := labels.NewSelector().Add(*agentReq, *req).String()
@@ -782,6 +793,11 @@ func (e *Executor) retire(ctx context.Context, ns string, rev *admission.Revisio
 	bg := metav1.DeletePropagationBackground
 	if err := e.Client.AppsV1().Deployments(ns).DeleteCollection(ctx, metav1.DeleteOptions{PropagationPolicy: &bg}, metav1.ListOptions{LabelSelector: sel}); err != nil {
 		e.log("retiring earlier workloads failed; the next activation retries", map[string]any{"work.operation": "retire", "work.outcome": "failed"})
+	}
+	if objs.HarnessService == nil {
+		if err := e.deleteHarnessService(ctx, ns, agent); err != nil {
+			e.log("retiring the earlier harness Service failed; the next activation retries", map[string]any{"work.operation": "retire", "work.outcome": "failed"})
+		}
 	}
 	if rev.Sandbox != nil {
 		if err := e.stopEarlierSandboxes(ctx, ns, agent, n, false); err != nil {
@@ -798,6 +814,23 @@ func (e *Executor) retire(ctx context.Context, ns string, rev *admission.Revisio
 	if err := e.Client.CoreV1().Secrets(ns).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{LabelSelector: secretSel}); err != nil {
 		e.log("retiring earlier enrollment targets failed; the next activation retries", map[string]any{"work.operation": "retire", "work.outcome": "failed"})
 	}
+}
+
+// deleteHarnessService removes the agent's harness Service (HM4), and
+// only it: selected by its name and by the agent's harness labels, so that
+// another agent's Service that happens to bear the name (an Agent named
+// "<agent>-harness") is never touched. One request, found or not.
+func (e *Executor) deleteHarnessService(ctx context.Context, ns, agent string) error {
+	sel := labels.SelectorFromSet(labels.Set{render.LabelAgent: agent, render.LabelComponent: render.ComponentHarness, render.LabelManagedBy: render.ManagedBy})
+	list := metav1.ListOptions{LabelSelector: sel.String(), FieldSelector: fields.OneTermEqualSelector("metadata.name", render.HarnessServiceName(agent)).String()}
+	// The typed client has no DeleteCollection for Services; the API
+	// server serves it (deletecollection on services).
+	err := e.Client.CoreV1().RESTClient().Delete().Namespace(ns).Resource("services").
+		VersionedParams(&list, scheme.ParameterCodec).Body(&metav1.DeleteOptions{}).Do(ctx).Error()
+	if err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("delete Service %s: %w", render.HarnessServiceName(agent), err)
+	}
+	return nil
 }
 
 // audit writes the one activation audit record (AC4): a Kubernetes Event

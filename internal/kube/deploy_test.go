@@ -13,8 +13,10 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -436,4 +438,115 @@ func firstRevision(t *testing.T, rev func(ns string) *admission.Revision) (*test
 		t.Fatalf("revision 1: %v", err)
 	}
 	return c, ns, exec, ctx
+}
+
+// rule HM4: an unsandboxed dedicated Codex gateway reaches its harness by
+// the Service the gateway document names. The executor applies it before
+// either workload (the gateway waits for its peer from its first start),
+// moves it to each new revision's harness, retires it on a switch to
+// embedded, and a destroy removes it.
+func TestHM4_HarnessServiceFollowsTheHarness(t *testing.T) {
+	c := testkube.Shared(t)
+	ns := c.TestNamespace(t)
+	cfg := rest.CopyConfig(c.Config)
+	counter := &countingTransport{}
+	cfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper { counter.next = rt; return counter }
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	exec := &Executor{Client: cs}
+	name := render.HarnessServiceName("bench")
+	harnessSelects := func(n string) {
+		t.Helper()
+		svc, err := c.Clientset.CoreV1().Services(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatalf("revision %s: harness Service: %v", n, err)
+		}
+		if svc.Spec.Type != corev1.ServiceTypeClusterIP || svc.Spec.ClusterIP == "" || len(svc.Spec.Ports) != 1 || svc.Spec.Ports[0].Port != render.AppServerPort {
+			t.Errorf("revision %s: harness Service %s %s ports %v, want a ClusterIP on %d", n, svc.Spec.Type, svc.Spec.ClusterIP, svc.Spec.Ports, render.AppServerPort)
+		}
+		pods, err := c.Clientset.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: labels.SelectorFromSet(svc.Spec.Selector).String()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var selected []string
+		for _, p := range pods.Items {
+			if p.DeletionTimestamp == nil {
+				selected = append(selected, p.Labels[render.LabelComponent]+"@r"+p.Labels[render.LabelRevision])
+			}
+		}
+		if len(selected) != 1 || selected[0] != "harness@r"+n {
+			t.Errorf("revision %s: the harness Service selects %v, want revision %s's harness Pod", n, selected, n)
+		}
+	}
+
+	if _, err := exec.Deploy(ctx, codexRevision(t, ns, "codex/gpt-5-codex"), 1, 0); err != nil {
+		t.Fatalf("revision 1: %v", err)
+	}
+	counter.mu.Lock()
+	first := map[string]int{}
+	for i, r := range counter.reqs {
+		for _, obj := range []string{"/services/" + name, "/deployments/" + render.HarnessName("bench"), "/deployments/" + render.GatewayName("bench")} {
+			if _, seen := first[obj]; !seen && strings.HasPrefix(r, "PATCH ") && strings.HasSuffix(r, obj) {
+				first[obj] = i
+			}
+		}
+	}
+	counter.mu.Unlock()
+	svcAt, ok := first["/services/"+name]
+	if !ok || len(first) != 3 || svcAt > first["/deployments/"+render.HarnessName("bench")] || svcAt > first["/deployments/"+render.GatewayName("bench")] {
+		t.Errorf("apply order %v: the harness Service must be applied before both workloads", first)
+	}
+	harnessSelects("1")
+
+	if _, err := exec.Deploy(ctx, codexRevision(t, ns, "codex/gpt-5.1-codex"), 2, 1); err != nil {
+		t.Fatalf("revision 2: %v", err)
+	}
+	harnessSelects("2")
+
+	// A switch to embedded retires it with the harness.
+	if _, err := exec.Deploy(ctx, testRevision(t, ns, nil), 3, 2); err != nil {
+		t.Fatalf("revision 3 (embedded): %v", err)
+	}
+	if _, err := c.Clientset.CoreV1().Services(ns).Get(ctx, name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("after the switch to embedded the harness Service is still there (%v)", err)
+	}
+
+	// Back to dedicated Codex, then destroy: it goes with the agent.
+	if _, err := exec.Deploy(ctx, codexRevision(t, ns, "codex/gpt-5-codex"), 4, 3); err != nil {
+		t.Fatalf("revision 4: %v", err)
+	}
+	harnessSelects("4")
+	if err := exec.Delete(ctx, ns, "bench", false); err != nil {
+		t.Fatalf("delete: %v", err)
+	}
+	if _, err := c.Clientset.CoreV1().Services(ns).Get(ctx, name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("after destroy the harness Service is still there (%v)", err)
+	}
+}
+
+// rule HM4: retiring and destroying an agent's harness Service never
+// touches another agent's Service that bears its name (the Agent named
+// "bench-harness" is served by a Service of that name).
+func TestHM4_HarnessServiceCleanupSparesOtherAgents(t *testing.T) {
+	c, ns, exec, ctx := firstRevision(t, func(ns string) *admission.Revision { return testRevision(t, ns, nil) })
+	other := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: render.HarnessServiceName("bench"), Labels: map[string]string{render.LabelAgent: "bench-harness", render.LabelManagedBy: render.ManagedBy}},
+		Spec:       corev1.ServiceSpec{Selector: render.Selector("bench-harness", render.ComponentGateway), Ports: []corev1.ServicePort{{Name: "http", Port: render.GatewayPort}}},
+	}
+	if _, err := c.Clientset.CoreV1().Services(ns).Create(ctx, other, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := exec.Deploy(ctx, testRevision(t, ns, map[string]string{"example.com/r": "2"}), 2, 1); err != nil {
+		t.Fatalf("revision 2: %v", err)
+	}
+	if err := exec.Delete(ctx, ns, "bench", false); err != nil {
+		t.Fatalf("delete: %v", err)
+	}
+	if _, err := c.Clientset.CoreV1().Services(ns).Get(ctx, other.Name, metav1.GetOptions{}); err != nil {
+		t.Errorf("agent bench's retire or destroy removed agent bench-harness's Service: %v", err)
+	}
 }

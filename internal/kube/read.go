@@ -100,6 +100,9 @@ func (e *Executor) Delete(ctx context.Context, ns, agent string, sandboxed bool)
 	if err := e.Client.CoreV1().Services(ns).Delete(ctx, render.GatewayInternalName(agent), opts); err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("delete Service %s: %w", render.GatewayInternalName(agent), err)
 	}
+	if err := e.deleteHarnessService(ctx, ns, agent); err != nil {
+		return err
+	}
 	if err := e.Client.CoreV1().Services(ns).Delete(ctx, render.ServiceName(agent), opts); err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("delete Service of %s: %w", agent, err)
 	}
