@@ -28,8 +28,9 @@
 # (or pause's) Go sources and the tool versions. Archives are written to a
 # temporary name and renamed, so an interrupted build leaves no half archive;
 # a present archive is kept (a no-op run takes a second or two: `go list`).
-# Needs root (debootstrap, chroot, file ownership in the layers), umoci,
-# skopeo, debootstrap, go, and testenv/runtimes.sh's installs.
+# Needs root (debootstrap, chroot, file ownership in the layers), go, and
+# testenv/runtimes.sh's installs; installs the Debian packages debootstrap,
+# skopeo and umoci when they are missing.
 #
 #   testenv/images.sh [build] [openclaw|codex|pause ...]   build (default all)
 #   testenv/images.sh path NAME    the archive of NAME for the current recipe
@@ -214,8 +215,8 @@ npm_input() {
 RECIPE_FUNCTIONS=(runtime_recipe recipe trim_rootfs build_rootfs build_base build_runtime build_pause write_archive)
 
 tool_versions() {
-	umoci --version
-	skopeo --version
+	umoci --version || die "umoci is not installed (make images installs it)"
+	skopeo --version || die "skopeo is not installed (make images installs it)"
 }
 
 # key NAME: the recipe hash of NAME's archive.
@@ -397,6 +398,34 @@ go_build() {
 	(cd "$REPO" && CGO_ENABLED=0 GOOS=linux GOARCH=amd64 go build "${GO_BUILD_FLAGS[@]}" -o "$2" "$1")
 }
 
+# The Debian packages the build uses; installed when missing. apt-get is
+# retried while another apt (make testenv runs ssh.sh beside this) holds
+# its lock.
+APT_PACKAGES=(debootstrap skopeo umoci)
+install_apt_packages() {
+	local missing=() p try aptlog
+	for p in "${APT_PACKAGES[@]}"; do
+		[ "$(dpkg-query -W -f='${db:Status-Status}' "$p" 2>/dev/null)" = installed ] || missing+=("$p")
+	done
+	[ "${#missing[@]}" -eq 0 ] && return
+	log "installing apt packages: ${missing[*]}"
+	aptlog=$(mktemp)
+	for try in 1 2 3 4 5 6 7 8 9 10; do
+		if { DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=120 update -qq &&
+			DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=120 install -y -qq --no-install-recommends "${missing[@]}"; } >"$aptlog" 2>&1; then
+			rm -f "$aptlog"
+			log "apt packages installed"
+			return
+		fi
+		grep -qi 'lock' "$aptlog" || break
+		log "  apt is busy (try $try); waiting"
+		sleep 10
+	done
+	tail -n 30 "$aptlog" >&2
+	rm -f "$aptlog"
+	die "apt-get failed (log tail above)"
+}
+
 cmd_build() {
 	local names=("$@") name todo=() k
 	[ "${#names[@]}" -eq 0 ] && names=("${ALL[@]}")
@@ -404,8 +433,9 @@ cmd_build() {
 		case "$name" in openclaw | codex | pause) ;; *) die "unknown image $name (openclaw, codex or pause)" ;; esac
 	done
 	[ "$(id -u)" -eq 0 ] || die "must run as root (debootstrap, chroot, file owners in the layers)"
+	install_apt_packages
 	local tool
-	for tool in umoci skopeo go chroot flock; do
+	for tool in umoci skopeo debootstrap go chroot flock; do
 		command -v "$tool" >/dev/null || die "$tool is not installed"
 	done
 	mkdir -p "$IMAGES_DIR"
