@@ -20,14 +20,12 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/selection"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/kubernetes/scheme"
 
 	"github.com/occ-platform/terraform-provider-occ/internal/admission"
 	"github.com/occ-platform/terraform-provider-occ/internal/render"
@@ -817,18 +815,27 @@ func (e *Executor) retire(ctx context.Context, rev *admission.Revision, objs *re
 }
 
 // deleteHarnessService removes the agent's harness Service (HM4), and
-// only it: selected by its name and by the agent's harness labels, so that
-// another agent's Service that happens to bear the name (an Agent named
-// "<agent>-harness") is never touched. One request, found or not.
+// only it: another agent's Service that happens to bear the name (an Agent
+// named "<agent>-harness") lacks this agent's harness labels and is left
+// alone. One request when there is none (the common case).
 func (e *Executor) deleteHarnessService(ctx context.Context, ns, agent string) error {
-	sel := labels.SelectorFromSet(labels.Set{render.LabelAgent: agent, render.LabelComponent: render.ComponentHarness, render.LabelManagedBy: render.ManagedBy})
-	list := metav1.ListOptions{LabelSelector: sel.String(), FieldSelector: fields.OneTermEqualSelector("metadata.name", render.HarnessServiceName(agent)).String()}
-	// The typed client has no DeleteCollection for Services; the API
-	// server serves it (deletecollection on services).
-	err := e.Client.CoreV1().RESTClient().Delete().Namespace(ns).Resource("services").
-		VersionedParams(&list, scheme.ParameterCodec).Body(&metav1.DeleteOptions{}).Do(ctx).Error()
-	if err != nil && !apierrors.IsNotFound(err) {
-		return fmt.Errorf("delete Service %s: %w", render.HarnessServiceName(agent), err)
+	name := render.HarnessServiceName(agent)
+	svcs := e.Client.CoreV1().Services(ns)
+	svc, err := svcs.Get(ctx, name, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		return nil
+	case err != nil:
+		return fmt.Errorf("read Service %s: %w", name, err)
+	}
+	l := svc.Labels
+	if l[render.LabelAgent] != agent || l[render.LabelComponent] != render.ComponentHarness || l[render.LabelManagedBy] != render.ManagedBy {
+		return nil
+	}
+	// The UID precondition deletes exactly the Service judged above.
+	err = svcs.Delete(ctx, name, metav1.DeleteOptions{Preconditions: metav1.NewUIDPreconditions(string(svc.UID))})
+	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+		return fmt.Errorf("delete Service %s: %w", name, err)
 	}
 	return nil
 }
