@@ -112,7 +112,7 @@ func Run(ctx context.Context, o Options) (Result, *Recorder, error) {
 	}{
 		{runtimerecord.PhaseLogin, s.login},
 		{runtimerecord.PhaseModelProbe, s.modelProbe},
-		{runtimerecord.PhasePeerStatus, skip},
+		{runtimerecord.PhasePeerStatus, s.peerStatus},
 		{runtimerecord.PhasePluginInstall, skip},
 		{runtimerecord.PhaseStateMigration, skip},
 		{runtimerecord.PhaseWorkspaceSetup, s.workspace},
