@@ -62,7 +62,7 @@ func TestPR9_RenderedCommandLines(t *testing.T) {
 				}
 				seen++
 				// tini is PID 1 and runs the wrapper with the arguments.
-				if !slices.Equal(c.Command, []string{render.Init, "--", render.Wrapper}) {
+				if !slices.Equal(c.Command, []string{render.Init, "-s", "--", render.Wrapper}) {
 					t.Errorf("%s/%s: command %v, want tini running the wrapper", name, *c.Name, c.Command)
 				}
 				o, err := parseArgs(c.Args, io.Discard)

@@ -466,15 +466,16 @@ func StartupFailureThreshold(rev *admission.Revision) int32 {
 }
 
 // Command is every runtime container's command, before the wrapper's
-// arguments: tini as PID 1 running the wrapper, which later execs the
-// runtime in its own process. The command replaces the image's
-// entrypoint, so render names tini itself. Without it the runtime would be
-// PID 1: no reaping of the orphans its tools leave, and the kernel drops a
-// SIGTERM a PID 1 has no handler for. tini forwards the kubelet's signals
-// to its child alone (no -g: the runtime stops its own process group in
-// its drain, which a group signal would cut short) and is PID 1 of the
-// container's PID namespace, so it needs no -s (subreaper).
-func Command() []string { return []string{Init, "--", Wrapper} }
+// arguments: tini running the wrapper, which later execs the runtime in
+// its own process. The command replaces the image's entrypoint, so render
+// names tini itself; without it the runtime would be PID 1, with nobody to
+// reap the orphans its tools leave, and a PID 1 ignores every signal it
+// has no handler for. tini forwards the kubelet's signals to its child
+// alone (no -g: the runtime stops its own children in its drain, which a
+// group signal would cut short). -s keeps tini the reaper where it is not
+// PID 1 (a Pod that shares its PID namespace, as a sandbox driver may
+// make it); as PID 1 it changes nothing.
+func Command() []string { return []string{Init, "-s", "--", Wrapper} }
 
 func container(rev *admission.Revision, name, image string, args []string, env []*corev1ac.EnvVarApplyConfiguration, port int32) *corev1ac.ContainerApplyConfiguration {
 	cpu := resource.NewMilliQuantity(rev.ComputeSettings.CPUMillis, resource.DecimalSI)

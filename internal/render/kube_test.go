@@ -587,7 +587,7 @@ func TestPR9_TiniIsPID1OfEveryRuntimeContainer(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, c := range containersOf(objs) {
-			if got := strings.Join(c.Command, " "); got != "/usr/bin/tini -- /usr/local/bin/occ-runtime" {
+			if got := strings.Join(c.Command, " "); got != "/usr/bin/tini -s -- /usr/local/bin/occ-runtime" {
 				t.Errorf("%s/%s: command %q, want tini running the wrapper", name, *c.Name, got)
 			}
 		}
