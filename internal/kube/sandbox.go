@@ -3,9 +3,7 @@ package kube
 import (
 	"context"
 	"crypto/rand"
-	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"fmt"
 	"slices"
 	"sort"
@@ -23,6 +21,7 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 
 	"github.com/occ-platform/terraform-provider-occ/internal/admission"
+	"github.com/occ-platform/terraform-provider-occ/internal/enrollment"
 	"github.com/occ-platform/terraform-provider-occ/internal/render"
 	"github.com/occ-platform/terraform-provider-occ/internal/sandboxapi"
 )
@@ -85,26 +84,34 @@ func (e *Executor) stopEarlierSandboxes(ctx context.Context, ns, agent string, n
 }
 
 // ensureEnrollment writes revision n's one-use node enrollment (ND2): the
-// target, a fresh random token and the gateway address, into a Secret only
-// the node mounts; its sha256 into a Secret only the gateway mounts. Both
-// are immutable; a repeated deploy of the same revision keeps them.
+// target, the broker's URL and a fresh random token, into a Secret only
+// the node mounts; the token's sha256 into a Secret only the enrollment
+// broker beside the gateway mounts. Both are immutable; a repeated deploy
+// of the same revision keeps them. It also creates, once per agent, the
+// gateway's token (only the gateway Pod reads it; the node never does).
 func (e *Executor) ensureEnrollment(ctx context.Context, ns string, rev *admission.Revision, n int64, en *render.Enrollment) error {
 	if en == nil {
 		return nil
+	}
+	if err := e.ensureGatewayToken(ctx, ns, rev.Agent, en.GatewayToken); err != nil {
+		return err
 	}
 	buf := make([]byte, 32)
 	if _, err := rand.Read(buf); err != nil {
 		return err
 	}
-	target, _ := json.Marshal(map[string]any{"gateway": en.Gateway, "token": hex.EncodeToString(buf), "oneUse": true})
-	sum := sha256.Sum256(target)
+	token := hex.EncodeToString(buf)
+	target, err := enrollment.Target{URL: en.URL, Token: token}.Encode()
+	if err != nil {
+		return err
+	}
 	lbl := map[string]string{render.LabelAgent: rev.Agent, render.LabelRevision: strconv.FormatInt(n, 10), render.LabelManagedBy: render.ManagedBy}
 	immutable := true
 	verifier := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: en.Verifier, Namespace: ns, Labels: withComponent(lbl, render.ComponentGateway)},
-		Type: corev1.SecretTypeOpaque, Immutable: &immutable, StringData: map[string]string{"sha256": hex.EncodeToString(sum[:])}}
+		Type: corev1.SecretTypeOpaque, Immutable: &immutable, StringData: map[string]string{render.VerifierFile: enrollment.Digest(token)}}
 	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: en.Target, Namespace: ns, Labels: withComponent(lbl, render.ComponentNode)},
 		Type: corev1.SecretTypeOpaque, Immutable: &immutable, StringData: map[string]string{render.EnrollmentFile: string(target)}}
-	_, err := e.Client.CoreV1().Secrets(ns).Create(ctx, secret, metav1.CreateOptions{FieldManager: render.FieldManager})
+	_, err = e.Client.CoreV1().Secrets(ns).Create(ctx, secret, metav1.CreateOptions{FieldManager: render.FieldManager})
 	if apierrors.IsAlreadyExists(err) {
 		return nil // this revision's enrollment was written by an earlier attempt
 	}
@@ -117,6 +124,26 @@ func (e *Executor) ensureEnrollment(ctx context.Context, ns string, rev *admissi
 	return nil
 }
 
+// ensureGatewayToken creates a native agent's gateway token once: random
+// bytes, labelled with the agent only (no revision: it outlives them, and
+// destroy removes it with the agent's Secrets).
+func (e *Executor) ensureGatewayToken(ctx context.Context, ns, agent, name string) error {
+	buf := make([]byte, 32)
+	if _, err := rand.Read(buf); err != nil {
+		return err
+	}
+	s := &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns,
+			Labels: map[string]string{render.LabelAgent: agent, render.LabelComponent: render.ComponentGateway, render.LabelManagedBy: render.ManagedBy}},
+		Type:       corev1.SecretTypeOpaque,
+		StringData: map[string]string{render.GatewayTokenKey: hex.EncodeToString(buf)},
+	}
+	if _, err := e.Client.CoreV1().Secrets(ns).Create(ctx, s, metav1.CreateOptions{FieldManager: render.FieldManager}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("create the gateway token Secret: %w", err)
+	}
+	return nil
+}
+
 func withComponent(l map[string]string, c string) map[string]string {
 	out := map[string]string{render.LabelComponent: c}
 	for k, v := range l {
@@ -125,16 +152,16 @@ func withComponent(l map[string]string, c string) map[string]string {
 	return out
 }
 
-// ensureInternalService creates the agent's internal gateway Service once.
+// ensureInternalService applies the agent's internal gateway Service (the
+// gateway's port and the enrollment broker's): server-side apply, so an
+// agent whose Service predates the broker gets its port.
 func (e *Executor) ensureInternalService(ctx context.Context, objs *render.Objects) error {
 	s := objs.InternalService
 	if s == nil {
 		return nil
 	}
-	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: *s.Name, Namespace: objs.Namespace, Labels: s.Labels},
-		Spec: corev1.ServiceSpec{Selector: s.Spec.Selector, Ports: []corev1.ServicePort{{Name: "http", Port: render.GatewayPort}}}}
-	if _, err := e.Client.CoreV1().Services(objs.Namespace).Create(ctx, svc, metav1.CreateOptions{FieldManager: render.FieldManager}); err != nil && !apierrors.IsAlreadyExists(err) {
-		return fmt.Errorf("create Service %s: %w", svc.Name, err)
+	if _, err := e.Client.CoreV1().Services(objs.Namespace).Apply(ctx, s, applyOpts); err != nil {
+		return fmt.Errorf("apply Service %s: %w", *s.Name, err)
 	}
 	return nil
 }
