@@ -49,6 +49,12 @@ type Options struct {
 	KeepDir bool
 	// Logf, when set, receives one line per step of the start and stop.
 	Logf func(format string, args ...any)
+	// RealNode starts the real node with the cluster (see node.go);
+	// otherwise a test starts it on first use (Cluster.RealNode).
+	RealNode bool
+	// Placement is where Pods of a namespace without placement annotations
+	// run: PlacementKwok (the default) or PlacementReal.
+	Placement string
 }
 
 // Cluster is a running control plane: etcd, kube-apiserver,
@@ -81,7 +87,13 @@ type Cluster struct {
 	// ServerVersion is the API server's version, e.g. v1.37.2.
 	ServerVersion string
 
+	// Node is the real node, once started (Options.RealNode, RealNode).
+	Node *RealNode
+
 	ca       *certAuthority
+	files    *files
+	nodeMu   sync.Mutex
+	nodeErr  error
 	procs    []*process // in start order
 	opts     Options
 	stopOnce sync.Once
@@ -103,6 +115,9 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 	}
 	if opts.Logf == nil {
 		opts.Logf = func(string, ...any) {}
+	}
+	if opts.Placement == "" {
+		opts.Placement = PlacementKwok
 	}
 	bins, err := FindBinaries(opts.BinDir)
 	if err != nil {
@@ -145,6 +160,11 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 	f, err := c.writeFiles()
 	if err != nil {
 		return nil, fmt.Errorf("testenv/kube: write certificates and configuration: %w", err)
+	}
+	c.files = f
+	admission, err := admissionConfig(filepath.Join(dir, "pki"), opts.Placement)
+	if err != nil {
+		return nil, err
 	}
 	logDir := filepath.Join(dir, "logs")
 	loopback := func(port int) string { return "127.0.0.1:" + strconv.Itoa(port) }
@@ -197,6 +217,9 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 		"--kubelet-certificate-authority=" + f.caCert,
 		"--kubelet-preferred-address-types=InternalIP,Hostname",
 		"--profiling=false",
+		// Pods run on kwok or on the real node by their namespace (node.go).
+		"--enable-admission-plugins=PodNodeSelector,PodTolerationRestriction",
+		"--admission-control-config-file=" + admission,
 	}
 	apiArgs = append(apiArgs, opts.APIServerArgs...)
 	apiserver, err := c.start(BinAPIServer, bins[BinAPIServer], apiArgs, nil, logDir)
@@ -278,7 +301,8 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 	kwok, err := c.start(BinKwok, bins[BinKwok], []string{
 		"--kubeconfig=" + f.kwokKubeconfig,
 		"--config=" + f.stages,
-		"--manage-all-nodes=true",
+		// kwok plays only its own Nodes; the real node has a kubelet.
+		"--manage-nodes-with-label-selector=" + NodeLabel + "=" + PlacementKwok,
 		"--server-address=" + loopback(kwokPort),
 		"--node-ip=127.0.0.1",
 		"--node-port=" + strconv.Itoa(kwokPort),
@@ -315,8 +339,29 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 	}); err != nil {
 		return nil, err
 	}
+	if opts.RealNode {
+		if c.Node, err = c.startRealNode(ctx, f); err != nil {
+			return nil, err
+		}
+	}
 	opts.Logf("testenv/kube: cluster ready in %s (data in %s)", since(started), dir)
 	return c, nil
+}
+
+// StartRealNode starts the cluster's real node unless it runs already (it
+// takes about a minute: containerd imports the runtime images), and
+// returns it. A failed start is remembered: the next call returns the same
+// error.
+func (c *Cluster) StartRealNode(ctx context.Context) (*RealNode, error) {
+	c.nodeMu.Lock()
+	defer c.nodeMu.Unlock()
+	if c.Node != nil || c.nodeErr != nil {
+		return c.Node, c.nodeErr
+	}
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
+	defer cancel()
+	c.Node, c.nodeErr = c.startRealNode(ctx, c.files)
+	return c.Node, c.nodeErr
 }
 
 // Stop stops kwok, the scheduler, the controller manager, the API server and
@@ -326,6 +371,9 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 func (c *Cluster) Stop() {
 	c.stopOnce.Do(func() {
 		start := time.Now()
+		if c.Node != nil {
+			c.Node.stop()
+		}
 		for i := len(c.procs) - 1; i >= 0; i-- {
 			p := c.procs[i]
 			grace := 5 * time.Second
@@ -574,6 +622,7 @@ func (c *Cluster) createNode(ctx context.Context, name string) error {
 				"kubernetes.io/os":       "linux",
 				"kubernetes.io/arch":     "amd64",
 				"type":                   "kwok",
+				NodeLabel:                PlacementKwok,
 			},
 			Annotations: map[string]string{
 				"kwok.x-k8s.io/node":           "fake",

@@ -111,13 +111,21 @@ func (c *Cluster) NamespacedIdentity(ctx context.Context, namespace string, rule
 // CreateNamespace creates a namespace named prefix-XXXXX and waits until
 // its default ServiceAccount exists (the API server refuses Pods before).
 func (c *Cluster) CreateNamespace(ctx context.Context, prefix string) (string, error) {
+	return c.createNamespace(ctx, prefix, "")
+}
+
+// createNamespace creates a namespace; placement, when set, pins its Pods
+// to kwok or to the real node (PlacementAnnotations).
+func (c *Cluster) createNamespace(ctx context.Context, prefix, placement string) (string, error) {
 	prefix = strings.TrimSuffix(prefix, "-")
 	if prefix == "" {
 		prefix = "test"
 	}
-	ns, err := c.Clientset.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{
-		ObjectMeta: metav1.ObjectMeta{GenerateName: prefix + "-"},
-	}, metav1.CreateOptions{})
+	meta := metav1.ObjectMeta{GenerateName: prefix + "-"}
+	if placement != "" {
+		meta.Annotations = PlacementAnnotations(placement)
+	}
+	ns, err := c.Clientset.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: meta}, metav1.CreateOptions{})
 	if err != nil {
 		return "", err
 	}

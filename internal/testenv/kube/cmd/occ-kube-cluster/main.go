@@ -25,14 +25,17 @@ import (
 func main() {
 	dir := flag.String("dir", ".dev/cluster", "directory for the kubeconfig, the environment file and the cluster's data")
 	nodes := flag.Int("nodes", 1, "number of kwok Nodes")
+	realNode := flag.Bool("real-node", false, "also start the real node (containerd, kubelet, kube-proxy, CoreDNS in a network namespace; needs root and make testenv)")
+	placement := flag.String("placement", kube.PlacementKwok, "where Pods of a namespace without placement annotations run: kwok or real")
+	keep := flag.Bool("keep", false, "keep the cluster's data directory after it stops (logs, for debugging)")
 	flag.Parse()
-	if err := run(*dir, *nodes); err != nil {
+	if err := run(*dir, *nodes, *realNode, *placement, *keep); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
 }
 
-func run(dir string, nodes int) error {
+func run(dir string, nodes int, realNode bool, placement string, keep bool) error {
 	dir, err := filepath.Abs(dir)
 	if err != nil {
 		return err
@@ -44,9 +47,12 @@ func run(dir string, nodes int) error {
 	defer stop()
 
 	c, err := kube.Start(ctx, kube.Options{
-		Dir:   dir,
-		Nodes: nodes,
-		Logf:  func(format string, args ...any) { fmt.Fprintf(os.Stderr, format+"\n", args...) },
+		Dir:       dir,
+		Nodes:     nodes,
+		RealNode:  realNode,
+		Placement: placement,
+		KeepDir:   keep,
+		Logf:      func(format string, args ...any) { fmt.Fprintf(os.Stderr, format+"\n", args...) },
 	})
 	if err != nil {
 		return err
@@ -68,7 +74,11 @@ func run(dir string, nodes int) error {
 	if err := os.WriteFile(envFile, []byte(env), 0o600); err != nil {
 		return err
 	}
-	fmt.Printf("cluster up: Kubernetes %s at %s, node(s) %v\n", c.ServerVersion, c.Host, c.Nodes)
+	fmt.Printf("cluster up: Kubernetes %s at %s, kwok node(s) %v\n", c.ServerVersion, c.Host, c.Nodes)
+	if c.Node != nil {
+		fmt.Printf("  real node %s at %s (network namespace %s; Pods of namespaces without placement annotations run on %s)\n",
+			c.Node.Name, c.Node.NodeIP, c.Node.NetNS, placement)
+	}
 	fmt.Printf("  export KUBECONFIG=%s\n", kubeconfig)
 	if kubectl := filepath.Join(kube.BinDir(), "kubectl"); fileExists(kubectl) {
 		fmt.Printf("  %s get nodes   (kubectl from make testenv-kubectl)\n", kubectl)
