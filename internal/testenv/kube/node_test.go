@@ -102,7 +102,9 @@ func TestRealNode_PodsServiceDNSAndLogs(t *testing.T) {
 
 	// From the node, through kube-proxy.
 	client := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{
-		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) { return node.DialInNode(ctx, network, addr) },
+		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			return node.DialInNode(ctx, network, addr)
+		},
 	}}
 	var body string
 	var last error
@@ -135,7 +137,9 @@ dns.lookup("web.%s.svc.cluster.local", (err, addr) => {
 	if _, err := c.Clientset.CoreV1().Pods(ns).Create(ctx, nodePod("client", script, nil), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	waitPod(t, c, ns, "client", "Succeeded", func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed })
+	waitPod(t, c, ns, "client", "Succeeded", func(p *corev1.Pod) bool {
+		return p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed
+	})
 	stream, err := c.Clientset.CoreV1().Pods(ns).GetLogs("client", &corev1.PodLogOptions{}).Stream(ctx)
 	if err != nil {
 		t.Fatalf("logs through the API server: %v", err)
