@@ -469,8 +469,24 @@ func checkNativeIsolation(env sandboxEnv, n int64, workers int) error {
 			return fmt.Errorf("the node Pod mentions %s (no gateway token in the worker)", leak)
 		}
 	}
-	if !strings.Contains(string(nodeSpec), fmt.Sprintf("--workers=%d", workers)) || !strings.Contains(string(nodeSpec), "--connection=ephemeral") {
+	// The pinned runtime's node command (ND2) and its worker slots (HM6,
+	// nodeHost.workerRuns.capacity in the node's configuration).
+	if !strings.Contains(string(nodeSpec), `"openclaw","connect","--ephemeral","--target-file"`) {
 		return fmt.Errorf("node args: %s", nodeSpec)
+	}
+	cm, err := cs.CoreV1().ConfigMaps(env.ns).Get(ctx, render.NodeConfigMapName("native", n), metav1.GetOptions{})
+	if err != nil {
+		return fmt.Errorf("node configuration: %v", err)
+	}
+	var nodeDoc struct {
+		NodeHost struct {
+			WorkerRuns struct {
+				Capacity int `json:"capacity"`
+			} `json:"workerRuns"`
+		} `json:"nodeHost"`
+	}
+	if err := json.Unmarshal([]byte(cm.Data[render.ConfigFile]), &nodeDoc); err != nil || nodeDoc.NodeHost.WorkerRuns.Capacity != workers {
+		return fmt.Errorf("node worker capacity = %d (%v), want %d", nodeDoc.NodeHost.WorkerRuns.Capacity, err, workers)
 	}
 	target, err := cs.CoreV1().Secrets(env.ns).Get(ctx, fmt.Sprintf("native-r%d-enrollment", n), metav1.GetOptions{})
 	if err != nil {
