@@ -181,7 +181,7 @@ func TestND2_EnrollmentSecrets(t *testing.T) {
 	for _, p := range svc.Spec.Ports {
 		ports[p.Name] = p.Port
 	}
-	if ports["http"] != render.GatewayPort || ports["enrollment"] != render.EnrollPort {
-		t.Errorf("internal gateway Service ports = %v", ports)
+	if ports["http"] != render.GatewayPort || ports["enrollment"] != render.EnrollPort || !svc.Spec.PublishNotReadyAddresses {
+		t.Errorf("internal gateway Service ports = %v, not-ready addresses published: %v", ports, svc.Spec.PublishNotReadyAddresses)
 	}
 }

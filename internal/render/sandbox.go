@@ -420,11 +420,14 @@ func stripInferenceCredentials(d occconfig.Document) {
 
 // internalGatewayService is the Agent's gateway address for its node host:
 // it selects the gateway of whichever revision runs (only one does, AC2),
-// at the gateway's port and the enrollment broker's.
+// at the gateway's port and the enrollment broker's. It lists the gateway
+// before its Pod is ready: the Pod turns ready only once the node has
+// enrolled and connected through this very Service.
 func internalGatewayService(rev *admission.Revision) *corev1ac.ServiceApplyConfiguration {
 	return corev1ac.Service(GatewayInternalName(rev.Agent), rev.ComputeSettings.Namespace).
 		WithLabels(map[string]string{LabelAgent: rev.Agent, LabelComponent: ComponentGateway, LabelManagedBy: ManagedBy}).
 		WithSpec(corev1ac.ServiceSpec().WithSelector(Selector(rev.Agent, ComponentGateway)).
+			WithPublishNotReadyAddresses(true).
 			WithPorts(
 				corev1ac.ServicePort().WithName("http").WithPort(GatewayPort).WithTargetPort(intstr.FromInt32(GatewayPort)),
 				corev1ac.ServicePort().WithName("enrollment").WithPort(EnrollPort).WithTargetPort(intstr.FromInt32(EnrollPort))))

@@ -140,6 +140,11 @@ func TestND2_NativeOpenClawIsolation(t *testing.T) {
 			if ports["http"] != GatewayPort || ports["enrollment"] != EnrollPort {
 				t.Errorf("internal gateway Service ports = %v", ports)
 			}
+			// The gateway's Pod is ready only once the node has connected
+			// through this Service (ND3): it must list the Pod before.
+			if p := objs.InternalService.Spec.PublishNotReadyAddresses; p == nil || !*p {
+				t.Error("the internal gateway Service lists only ready gateways: the node could never enroll")
+			}
 			gwPod := objs.Deployments[0].Spec.Template
 			nodePod := objs.Sandboxes[0].Template
 			// Own ServiceAccounts, no token automount (HM4).
