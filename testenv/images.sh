@@ -69,9 +69,11 @@ NODE_BIN=/usr/local/bin/node
 WRAPPER_BIN=/usr/local/bin/occ-runtime
 WRAPPER_PKG=./cmd/occ-runtime
 IMAGE_PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
-ENTRYPOINT=(/usr/bin/tini -- "$WRAPPER_BIN")
+# render.Command(): tini (-s: the reaper also where it is not PID 1), the wrapper.
+ENTRYPOINT=(/usr/bin/tini -s -- "$WRAPPER_BIN")
 RUNTIME_UID=1000
 RUNTIME_GID=1000
+GO_BUILD_ENV=(CGO_ENABLED=0)
 GO_BUILD_FLAGS=(-trimpath "-ldflags=-s -w")
 
 PAUSE_IMAGE=localhost/occ-testenv/pause:1
@@ -108,7 +110,8 @@ runtime_recipe() {
 		R_DIRS=(/home/codex /home/codex/workspace /var/lib/codex)
 		R_ENV=("PATH=$IMAGE_PATH" HOME=/home/codex CODEX_HOME=/var/lib/codex TMPDIR=/tmp)
 		R_PORT=18790
-		R_CMD=(--container=harness --harness=codex --probe=/etc/codex/probe.json -- codex app-server --listen ws://0.0.0.0:18790)
+		R_CMD=(--container=harness --harness=codex --probe=/etc/codex/probe.json --
+			codex app-server --listen ws://0.0.0.0:18790 --ws-auth capability-token --ws-token-file /var/run/secrets/occ/app-server/token)
 		;;
 	*) die "no runtime image $1 (openclaw or codex)" ;;
 	esac
@@ -125,6 +128,7 @@ recipe() {
 			printf '%s %s\n' \
 				pause "image $PAUSE_IMAGE" \
 				pause "go $PAUSE_PKG $PAUSE_BIN" \
+				pause "gobuild ${GO_BUILD_ENV[*]} ${GO_BUILD_FLAGS[*]}" \
 				pause "user $PAUSE_USER" \
 				pause "entrypoint $PAUSE_BIN"
 			continue
@@ -139,6 +143,7 @@ recipe() {
 			"$name" "npm $R_PKG prefix $R_PREFIX" \
 			"$name" "link /usr/local/bin/$R_BIN $R_PREFIX/node_modules/.bin/$R_BIN" \
 			"$name" "go $WRAPPER_PKG $WRAPPER_BIN" \
+			"$name" "gobuild ${GO_BUILD_ENV[*]} ${GO_BUILD_FLAGS[*]}" \
 			"$name" "account $R_USER $RUNTIME_UID:$RUNTIME_GID $R_HOME" \
 			"$name" "dirs $RUNTIME_UID:$RUNTIME_GID ${R_DIRS[*]}" \
 			"$name" "user $RUNTIME_UID:$RUNTIME_GID" \
@@ -212,7 +217,7 @@ npm_input() {
 
 # The functions whose text is part of the recipe hash: editing them builds
 # anew.
-RECIPE_FUNCTIONS=(runtime_recipe recipe trim_rootfs build_rootfs build_base build_runtime build_pause write_archive)
+RECIPE_FUNCTIONS=(runtime_recipe recipe trim_rootfs build_rootfs build_base build_runtime build_pause write_archive go_build)
 
 tool_versions() {
 	umoci --version || die "umoci is not installed (make images installs it)"
@@ -395,7 +400,7 @@ write_archive() {
 }
 
 go_build() {
-	(cd "$REPO" && CGO_ENABLED=0 GOOS=linux GOARCH=amd64 go build "${GO_BUILD_FLAGS[@]}" -o "$2" "$1")
+	(cd "$REPO" && env "${GO_BUILD_ENV[@]}" GOOS=linux GOARCH=amd64 go build "${GO_BUILD_FLAGS[@]}" -o "$2" "$1")
 }
 
 # The Debian packages the build uses; installed when missing. apt-get is
