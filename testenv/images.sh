@@ -39,6 +39,9 @@
 #   testenv/images.sh recipe       the recipe, one fact a line
 #   testenv/images.sh check        import all three into a private containerd
 #                                  and run node/openclaw/codex --version in them
+#
+# OCC_IMAGES_LAYERS=none writes Docker archives with plain layers instead of
+# OCI archives with gzip layers (see "layers" below).
 set -euo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -455,7 +458,7 @@ cmd_build() {
 
 	declare -A KEYS=()
 	for name in "${names[@]}"; do
-		k=$(key "$name")
+		k=$(key "$name") || die "$name: no recipe hash (above)"
 		KEYS[$name]=$k
 		if [ -f "$(archive_path "$name" "$k")" ]; then
 			log "$name: present $(archive_path "$name" "$k")"
@@ -510,9 +513,10 @@ cmd_build() {
 }
 
 cmd_path() {
-	local name="$1" p
+	local name="$1" k p
 	case "$name" in openclaw | codex | pause) ;; *) die "unknown image $name (openclaw, codex or pause)" ;; esac
-	p=$(archive_path "$name" "$(key "$name")")
+	k=$(key "$name") || die "$name: no recipe hash (above)"
+	p=$(archive_path "$name" "$k")
 	[ -f "$p" ] || die "$name: $p is not built for the current recipe (run make images)"
 	echo "$p"
 }
