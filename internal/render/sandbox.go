@@ -123,7 +123,7 @@ func EnrollmentVerifierName(agent string, n int64) string {
 	return fmt.Sprintf("%s-r%d-enrollment-verifier", agent, n)
 }
 
-// GatewayTokenSecret holds a native agent's gateway token; the executor
+// GatewayTokenSecret holds an agent's gateway token; the executor
 // creates it once per agent with random bytes. Only the gateway Pod reads it.
 func GatewayTokenSecret(agent string) string { return agent + "-gateway-token" }
 
@@ -240,9 +240,8 @@ func nativeOpenClaw(rev *admission.Revision, n int64) (*Objects, error) {
 	if err != nil {
 		return nil, err
 	}
-	gwToken := corev1ac.EnvVar().WithName(GatewayTokenEnv).WithValueFrom(corev1ac.EnvVarSource().WithSecretKeyRef(
-		corev1ac.SecretKeySelector().WithName(GatewayTokenSecret(a)).WithKey(GatewayTokenKey)))
-	gateway := gatewayDeployment(rev, n, []string{"--wait-peer=node"}, append(gatewayEnv(), gwToken), nil)
+	gwToken := GatewayTokenEnvVar(a)
+	gateway := gatewayDeployment(rev, n, []string{"--wait-peer=node"}, gatewayEnv(), nil)
 	broker := container(rev, "enrollment", rev.ComputeSettings.RuntimeImage, nil, []*corev1ac.EnvVarApplyConfiguration{
 		gwToken,
 		envValue("HOME", BrokerHome),
@@ -309,7 +308,7 @@ func nativeOpenClaw(rev *admission.Revision, n int64) (*Objects, error) {
 		ConfigMaps:  []*corev1ac.ConfigMapApplyConfiguration{gwCM, nodeCM},
 		Deployments: []*appsv1ac.DeploymentApplyConfiguration{gateway},
 		Sandboxes:   []*Sandbox{sandbox(rev, n, NodeSandboxName(a, n), ComponentNode, tmpl)},
-		Enrollment: &Enrollment{Target: EnrollmentSecretName(a, n), Verifier: EnrollmentVerifierName(a, n), GatewayToken: GatewayTokenSecret(a),
+		Enrollment: &Enrollment{Target: EnrollmentSecretName(a, n), Verifier: EnrollmentVerifierName(a, n),
 			URL: fmt.Sprintf("http://%s:%d%s", GatewayHost(a, ns), EnrollPort, enrollment.Path)},
 		InternalService:  internalGatewayService(rev),
 		Service:          service(rev, n, ComponentGateway),
@@ -336,11 +335,10 @@ func withoutHTTPHealth(c *corev1ac.ContainerApplyConfiguration) *corev1ac.Contai
 // Enrollment names revision n's one-use node enrollment: the executor
 // writes a fresh random token and the broker's URL into Target (mounted
 // only in the node) and the token's digest into Verifier (mounted only in
-// the broker), and creates the agent's GatewayToken once.
+// the broker).
 type Enrollment struct {
-	Target       string
-	Verifier     string
-	GatewayToken string
+	Target   string
+	Verifier string
 	// URL is where the node redeems its target.
 	URL string
 }
@@ -348,18 +346,14 @@ type Enrollment struct {
 // NativeGatewayDocument is the gateway's configuration with a native node:
 // the Kubernetes gateway document without any model credential (ND3: the
 // gateway never infers; AU6), with token auth (the token is
-// OPENCLAW_GATEWAY_TOKEN, never in the file: OpenClaw binds beyond
-// loopback only with a shared secret), no Control UI (beyond loopback it
-// needs allowed browser origins; OCC serves none), and node pairing only
-// through the platform's setup code: no silent pairing of local clients
-// and no SSH probes back to a connecting node.
+// OPENCLAW_GATEWAY_TOKEN, never in the file: OpenClaw refuses, exit 78,
+// to bind beyond loopback without a shared secret), no Control UI (OCC
+// serves none; the Pod network reaches the gateway's port), and node
+// pairing only through the platform's setup code: no silent pairing of
+// local clients and no SSH probes back to a connecting node.
 func NativeGatewayDocument(rev *admission.Revision, n int64) occconfig.Document {
 	d := GatewayDocument(rev, n)
 	stripInferenceCredentials(d)
-	occconfig.Delete(d, occconfig.Keys("gateway", "auth", "token"))
-	occconfig.Delete(d, occconfig.Keys("gateway", "auth", "password"))
-	occconfig.Set(d, occconfig.Keys("gateway", "auth", "mode"), "token")
-	occconfig.Set(d, occconfig.Keys("gateway", "controlUi", "enabled"), false)
 	occconfig.Set(d, occconfig.Keys("gateway", "nodes", "pairing", "autoApproveLocal"), false)
 	occconfig.Set(d, occconfig.Keys("gateway", "nodes", "pairing", "sshVerify"), false)
 	return d
