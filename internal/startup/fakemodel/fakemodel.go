@@ -82,6 +82,11 @@ type Server struct {
 	// CAPEM is the CA of a TLS server's certificate (NewTLS).
 	CAPEM []byte
 
+	// Accept, when set, is the one credential the server takes: a model
+	// call with another is answered 401 invalid_api_key, whatever the
+	// steps say (a long-running endpoint for make demo).
+	Accept string
+
 	// OnRequest, when set, sees every request as it arrives.
 	OnRequest func(Request)
 	// LogWS, when set, sees every WebSocket message a client sends.
@@ -101,6 +106,18 @@ type Server struct {
 func New(steps ...Step) *Server {
 	s := newServer(steps)
 	s.Server = httptest.NewServer(s)
+	return s
+}
+
+// NewOn starts the same plain HTTP server on l (a listener in another
+// network namespace, for Pods of the test environment's real node); its
+// URL names l's address.
+func NewOn(l net.Listener, steps ...Step) *Server {
+	s := newServer(steps)
+	s.Server = httptest.NewUnstartedServer(s)
+	_ = s.Server.Listener.Close()
+	s.Server.Listener = l
+	s.Server.Start()
 	return s
 }
 
@@ -200,6 +217,10 @@ func (s *Server) next(r Request) Step {
 	if r.Upfront {
 		s.reqs = append(s.reqs, r)
 		return s.upfront
+	}
+	if s.Accept != "" && r.Credential != s.Accept {
+		s.reqs = append(s.reqs, r)
+		return Step{Kind: Status, Status: http.StatusUnauthorized, Shape: ShapeErrorCode, Code: "invalid_api_key", Type: "authentication_error"}
 	}
 	n := 0
 	for _, q := range s.reqs {

@@ -359,58 +359,62 @@ func (n *RealNode) cgroups() error {
 // net.Listen, e.g. ":0" or NodeIP+":0"): what it serves, Pods reach at
 // NodeIP, and nothing outside the test environment's namespaces can.
 func (n *RealNode) ListenInNode(network, address string) (net.Listener, error) {
-	type result struct {
-		l   net.Listener
-		err error
-	}
-	ch := make(chan result, 1)
-	go func() {
-		// The thread enters the namespace and is never returned to the Go
-		// scheduler (no UnlockOSThread): it ends with this goroutine.
-		runtime.LockOSThread()
-		fd, err := unix.Open("/run/netns/"+n.NetNS, unix.O_RDONLY|unix.O_CLOEXEC, 0)
-		if err != nil {
-			ch <- result{nil, err}
-			return
-		}
-		defer unix.Close(fd)
-		if err := unix.Setns(fd, unix.CLONE_NEWNET); err != nil {
-			ch <- result{nil, fmt.Errorf("setns %s: %w", n.NetNS, err)}
-			return
-		}
-		l, err := net.Listen(network, address)
-		ch <- result{l, err}
-	}()
-	r := <-ch
-	return r.l, r.err
+	var l net.Listener
+	err := n.inNode(func() (err error) {
+		l, err = net.Listen(network, address)
+		return err
+	})
+	return l, err
 }
 
 // DialInNode connects from inside the node's network namespace, e.g. to a
 // Service's ClusterIP (through kube-proxy) or a Pod.
 func (n *RealNode) DialInNode(ctx context.Context, network, address string) (net.Conn, error) {
-	type result struct {
-		c   net.Conn
-		err error
-	}
-	ch := make(chan result, 1)
+	var c net.Conn
+	err := n.inNode(func() (err error) {
+		var d net.Dialer
+		c, err = d.DialContext(ctx, network, address)
+		return err
+	})
+	return c, err
+}
+
+// inNode runs f on an OS thread that has entered the node's network
+// namespace (sockets f makes live there), then moves the thread back. The
+// thread must come back rather than end: the node's processes have
+// Pdeathsig set, and Linux sends it when the thread that forked them
+// ends, which may be any thread of this process. A thread that cannot
+// return stays locked and is parked for good, never ended.
+func (n *RealNode) inNode(f func() error) error {
+	errc := make(chan error, 1)
 	go func() {
 		runtime.LockOSThread()
+		home, err := unix.Open("/proc/thread-self/ns/net", unix.O_RDONLY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			runtime.UnlockOSThread()
+			errc <- err
+			return
+		}
+		defer unix.Close(home)
 		fd, err := unix.Open("/run/netns/"+n.NetNS, unix.O_RDONLY|unix.O_CLOEXEC, 0)
 		if err != nil {
-			ch <- result{nil, err}
+			runtime.UnlockOSThread()
+			errc <- err
 			return
 		}
 		defer unix.Close(fd)
 		if err := unix.Setns(fd, unix.CLONE_NEWNET); err != nil {
-			ch <- result{nil, fmt.Errorf("setns %s: %w", n.NetNS, err)}
+			runtime.UnlockOSThread()
+			errc <- fmt.Errorf("setns %s: %w", n.NetNS, err)
 			return
 		}
-		var d net.Dialer
-		c, err := d.DialContext(ctx, network, address)
-		ch <- result{c, err}
+		errc <- f()
+		if err := unix.Setns(home, unix.CLONE_NEWNET); err != nil {
+			select {} // never let this thread run other goroutines, nor end
+		}
+		runtime.UnlockOSThread()
 	}()
-	r := <-ch
-	return r.c, r.err
+	return <-errc
 }
 
 // forwardTo copies connections to the node's 127.0.0.1:6443 to the API

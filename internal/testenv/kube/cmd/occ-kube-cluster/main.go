@@ -19,6 +19,7 @@ import (
 	"path/filepath"
 	"syscall"
 
+	"github.com/occ-platform/terraform-provider-occ/internal/startup/fakemodel"
 	"github.com/occ-platform/terraform-provider-occ/internal/testenv/kube"
 )
 
@@ -28,14 +29,15 @@ func main() {
 	realNode := flag.Bool("real-node", false, "also start the real node (containerd, kubelet, kube-proxy, CoreDNS in a network namespace; needs root and make testenv)")
 	placement := flag.String("placement", kube.PlacementKwok, "where Pods of a namespace without placement annotations run: kwok or real")
 	keep := flag.Bool("keep", false, "keep the cluster's data directory after it stops (logs, for debugging)")
+	modelKey := flag.String("model-key", "", "with -real-node: serve a local fake model endpoint inside the node's network namespace that accepts only this key (its URL goes to DIR/cluster.env as OCC_TESTENV_MODEL_URL)")
 	flag.Parse()
-	if err := run(*dir, *nodes, *realNode, *placement, *keep); err != nil {
+	if err := run(*dir, *nodes, *realNode, *placement, *keep, *modelKey); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
 }
 
-func run(dir string, nodes int, realNode bool, placement string, keep bool) error {
+func run(dir string, nodes int, realNode bool, placement string, keep bool, modelKey string) error {
 	dir, err := filepath.Abs(dir)
 	if err != nil {
 		return err
@@ -71,6 +73,20 @@ func run(dir string, nodes int, realNode bool, placement string, keep bool) erro
 		return err
 	}
 	env := fmt.Sprintf("KUBECONFIG=%s\nOCC_TESTENV_KUBE_HOST=%s\nOCC_TESTENV_KUBE_TOKEN=%s\n", kubeconfig, c.Host, c.Token)
+	if modelKey != "" && c.Node != nil {
+		// The model is local: a fake provider endpoint (OpenAI Responses
+		// and chat completions, Anthropic Messages) that answers every call
+		// with "ok" for modelKey and 401 for any other key. Nothing is billed.
+		l, err := c.Node.ListenInNode("tcp", c.Node.NodeIP+":0")
+		if err != nil {
+			return fmt.Errorf("model endpoint in the node: %w", err)
+		}
+		srv := fakemodel.NewOn(l, fakemodel.Step{Kind: fakemodel.OK})
+		srv.Accept = modelKey
+		defer srv.Close()
+		env += "OCC_TESTENV_MODEL_URL=" + srv.URL + "\n"
+		fmt.Printf("  local model endpoint %s (inside the node's network namespace; nothing is billed)\n", srv.URL)
+	}
 	if err := os.WriteFile(envFile, []byte(env), 0o600); err != nil {
 		return err
 	}
