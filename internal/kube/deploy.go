@@ -143,8 +143,15 @@ func (e *Executor) Deploy(ctx context.Context, rev *admission.Revision, n, servi
 		}
 	}
 	e.log("applying revision", map[string]any{"work.operation": "apply", "revision": n})
+	// The agent's tokens, created once and kept across revisions: the
+	// gateway's (every gateway listens beyond loopback only with one) and,
+	// for dedicated Codex, the app server's.
+	tokens := [][3]string{{render.GatewayTokenSecret(rev.Agent), render.GatewayTokenKey, render.ComponentGateway}}
 	if rev.Harness == admission.HarnessCodex {
-		if err := e.ensureAppServerToken(ctx, ns, rev.Agent); err != nil {
+		tokens = append(tokens, [3]string{render.AppServerTokenSecret(rev.Agent), render.AppServerTokenKey, render.ComponentHarness})
+	}
+	for _, tk := range tokens {
+		if err := e.ensureToken(ctx, ns, rev.Agent, tk[0], tk[1], tk[2]); err != nil {
 			return Result{}, &NotWritten{Err: err}
 		}
 	}
@@ -299,20 +306,24 @@ func (e *Executor) stopEarlier(ctx context.Context, ns, agent string, n int64) e
 	}
 }
 
-func (e *Executor) ensureAppServerToken(ctx context.Context, ns, agent string) error {
+// ensureToken creates an agent's token Secret once: 32 random bytes, hex,
+// under key, labelled with the agent and component only (no revision: it
+// outlives them; destroy removes it with the agent's Secrets). An existing
+// Secret is kept, so a token never changes under a running Pod.
+func (e *Executor) ensureToken(ctx context.Context, ns, agent, name, key, component string) error {
 	buf := make([]byte, 32)
 	if _, err := rand.Read(buf); err != nil {
 		return err
 	}
 	s := &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Name: render.AppServerTokenSecret(agent), Namespace: ns,
-			Labels: map[string]string{render.LabelAgent: agent, render.LabelManagedBy: render.ManagedBy}},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns,
+			Labels: map[string]string{render.LabelAgent: agent, render.LabelComponent: component, render.LabelManagedBy: render.ManagedBy}},
 		Type:       corev1.SecretTypeOpaque,
-		StringData: map[string]string{"token": hex.EncodeToString(buf)},
+		StringData: map[string]string{key: hex.EncodeToString(buf)},
 	}
 	_, err := e.Client.CoreV1().Secrets(ns).Create(ctx, s, metav1.CreateOptions{FieldManager: render.FieldManager})
 	if err != nil && !apierrors.IsAlreadyExists(err) {
-		return fmt.Errorf("create the app-server token Secret: %w", err)
+		return fmt.Errorf("create the token Secret %s: %w", name, err)
 	}
 	return nil
 }

@@ -104,7 +104,7 @@ func TestDeploy_Figures(t *testing.T) {
 		t.Fatalf("deploy: %v", err)
 	}
 	objs, _ := render.Kubernetes(rev, 1)
-	objects := len(objs.ServiceAccounts) + len(objs.ConfigMaps) + len(objs.Deployments) + 2 // + Service, audit Event
+	objects := len(objs.ServiceAccounts) + len(objs.ConfigMaps) + len(objs.Deployments) + 3 // + the gateway token Secret, Service, audit Event
 	counter.mu.Lock()
 	logs := 0
 	for _, r := range counter.reqs {

@@ -87,14 +87,10 @@ func (e *Executor) stopEarlierSandboxes(ctx context.Context, ns, agent string, n
 // target, the broker's URL and a fresh random token, into a Secret only
 // the node mounts; the token's sha256 into a Secret only the enrollment
 // broker beside the gateway mounts. Both are immutable; a repeated deploy
-// of the same revision keeps them. It also creates, once per agent, the
-// gateway's token (only the gateway Pod reads it; the node never does).
+// of the same revision keeps them.
 func (e *Executor) ensureEnrollment(ctx context.Context, ns string, rev *admission.Revision, n int64, en *render.Enrollment) error {
 	if en == nil {
 		return nil
-	}
-	if err := e.ensureGatewayToken(ctx, ns, rev.Agent, en.GatewayToken); err != nil {
-		return err
 	}
 	buf := make([]byte, 32)
 	if _, err := rand.Read(buf); err != nil {
@@ -120,26 +116,6 @@ func (e *Executor) ensureEnrollment(ctx context.Context, ns string, rev *admissi
 	}
 	if _, err := e.Client.CoreV1().Secrets(ns).Create(ctx, verifier, metav1.CreateOptions{FieldManager: render.FieldManager}); err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("create the enrollment verifier Secret: %w", err)
-	}
-	return nil
-}
-
-// ensureGatewayToken creates a native agent's gateway token once: random
-// bytes, labelled with the agent only (no revision: it outlives them, and
-// destroy removes it with the agent's Secrets).
-func (e *Executor) ensureGatewayToken(ctx context.Context, ns, agent, name string) error {
-	buf := make([]byte, 32)
-	if _, err := rand.Read(buf); err != nil {
-		return err
-	}
-	s := &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns,
-			Labels: map[string]string{render.LabelAgent: agent, render.LabelComponent: render.ComponentGateway, render.LabelManagedBy: render.ManagedBy}},
-		Type:       corev1.SecretTypeOpaque,
-		StringData: map[string]string{render.GatewayTokenKey: hex.EncodeToString(buf)},
-	}
-	if _, err := e.Client.CoreV1().Secrets(ns).Create(ctx, s, metav1.CreateOptions{FieldManager: render.FieldManager}); err != nil && !apierrors.IsAlreadyExists(err) {
-		return fmt.Errorf("create the gateway token Secret: %w", err)
 	}
 	return nil
 }

@@ -145,6 +145,11 @@ func TestND2_EnrollmentSecrets(t *testing.T) {
 		return target, string(v.Data[render.VerifierFile]), string(g.Data[render.GatewayTokenKey])
 	}
 	for i := 0; i < 2; i++ {
+		// Deploy creates the gateway's token (every gateway has one) before
+		// the enrollment.
+		if err := e.ensureToken(ctx, ns, "native", render.GatewayTokenSecret("native"), render.GatewayTokenKey, render.ComponentGateway); err != nil {
+			t.Fatal(err)
+		}
 		if err := e.ensureEnrollment(ctx, ns, rev, 1, objs.Enrollment); err != nil {
 			t.Fatal(err)
 		}

@@ -327,6 +327,10 @@ func gatewayDeployment(rev *admission.Revision, n int64, wrapperArgs []string, e
 		mounts = append(mounts, corev1ac.VolumeMount().WithName(extra.Name).WithMountPath(extra.Path).WithReadOnly(true))
 		volumes = append(volumes, corev1ac.Volume().WithName(extra.Name).WithSecret(corev1ac.SecretVolumeSource().WithSecretName(extra.Secret).WithDefaultMode(extra.Mode)))
 	}
+	// OpenClaw refuses to listen beyond loopback without a shared secret:
+	// every gateway has the agent's own token (GatewayTokenSecret), which
+	// only the gateway Pod reads.
+	env = append(env, GatewayTokenEnvVar(a))
 	// AU6: the configuration's secret bindings (channel and gateway feature
 	// credentials) reach the gateway, and only the gateway.
 	for _, b := range rev.SecretBindings {
@@ -343,16 +347,31 @@ type secretMount struct {
 	Mode               int32
 }
 
+// GatewayTokenEnvVar is the gateway's token, from the agent's
+// GatewayTokenSecret.
+func GatewayTokenEnvVar(agent string) *corev1ac.EnvVarApplyConfiguration {
+	return corev1ac.EnvVar().WithName(GatewayTokenEnv).WithValueFrom(corev1ac.EnvVarSource().WithSecretKeyRef(
+		corev1ac.SecretKeySelector().WithName(GatewayTokenSecret(agent)).WithKey(GatewayTokenKey)))
+}
+
 // GatewayDocument is the gateway's native configuration as it runs on
 // Kubernetes: the revision's private gateway configuration (MR4 applied)
 // with the deployment wiring the platform owns: listen on the Pod network
-// at the contract's port, no mDNS, no update checks, and for dedicated
-// Codex the Codex plugin pointed at the harness over websocket.
+// at the contract's port with token auth (the token is
+// OPENCLAW_GATEWAY_TOKEN, never in the file: OpenClaw 2026.9.6 refuses to
+// bind beyond loopback without auth), no Control UI (OCC serves none to
+// browsers), no mDNS, no update
+// checks, and for dedicated Codex the Codex plugin pointed at the harness
+// over websocket.
 func GatewayDocument(rev *admission.Revision, n int64) occconfig.Document {
 	d := occconfig.Clone(rev.GatewayDocument)
 	occconfig.Set(d, occconfig.Keys("gateway", "mode"), "local")
 	occconfig.Set(d, occconfig.Keys("gateway", "bind"), "lan")
 	occconfig.Set(d, occconfig.Keys("gateway", "port"), int64(GatewayPort))
+	occconfig.Delete(d, occconfig.Keys("gateway", "auth", "token"))
+	occconfig.Delete(d, occconfig.Keys("gateway", "auth", "password"))
+	occconfig.Set(d, occconfig.Keys("gateway", "auth", "mode"), "token")
+	occconfig.Set(d, occconfig.Keys("gateway", "controlUi", "enabled"), false)
 	occconfig.Set(d, occconfig.Keys("discovery", "mdns", "mode"), "off")
 	occconfig.Set(d, occconfig.Keys("update", "checkOnStart"), false)
 	if rev.Harness == admission.HarnessCodex && rev.ExecutionMode == admission.ModeDedicated {

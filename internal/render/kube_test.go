@@ -593,3 +593,60 @@ func TestPR9_TiniIsPID1OfEveryRuntimeContainer(t *testing.T) {
 		}
 	}
 }
+
+// Every gateway listens on the Pod network, which OpenClaw 2026.9.6 allows
+// only with auth ("Refusing to bind gateway to lan without auth", seen on
+// the real node): each gateway container, and no other container, gets the
+// agent's token from its own Secret, and the document says token auth with
+// no token or password of its own and no Control UI. rules AU6, PR9
+func TestPR9_EveryGatewayHasTokenAuth(t *testing.T) {
+	withAuth := embeddedInput(t, "anthropic/claude-sonnet-4-5")
+	withAuth.Configuration.Document = doc(t, `{agents: {defaults: {model: "anthropic/claude-sonnet-4-5"}}, gateway: {auth: {mode: "password", password: "literal-in-the-document"}}}`)
+	for name, in := range map[string]admission.Input{
+		"embedded":           embeddedInput(t, "anthropic/claude-sonnet-4-5"),
+		"embedded, own auth": withAuth,
+		"dedicated codex":    codexInput(t, admission.MethodAPIKey),
+		"native openclaw":    nativeInput(t, admission.MethodAPIKey),
+		"sandboxed codex":    sandboxedCodexInput(t),
+	} {
+		t.Run(name, func(t *testing.T) {
+			rev := admit(t, in)
+			objs, err := Kubernetes(rev, 1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			gateways := 0
+			for _, c := range containersOf(objs) {
+				env := envOf(&c)
+				tok, has := env[GatewayTokenEnv]
+				isGateway := *c.Name == "gateway"
+				if isGateway {
+					gateways++
+				}
+				// The native node's enrollment broker sits beside the
+				// gateway and asks it for a setup code: it holds the token too.
+				wantToken := isGateway || *c.Name == "enrollment"
+				if has != wantToken {
+					t.Errorf("container %s: has the gateway token %v, want %v", *c.Name, has, wantToken)
+					continue
+				}
+				if has && (tok.ValueFrom == nil || *tok.ValueFrom.SecretKeyRef.Name != GatewayTokenSecret(rev.Agent) || *tok.ValueFrom.SecretKeyRef.Key != GatewayTokenKey) {
+					t.Errorf("container %s: the token does not come from Secret %s", *c.Name, GatewayTokenSecret(rev.Agent))
+				}
+			}
+			if gateways != 1 {
+				t.Fatalf("%d gateway containers", gateways)
+			}
+			d := GatewayDocument(rev, 1)
+			if rev.ExecutionMode == admission.ModeDedicated && rev.Harness == admission.HarnessOpenClaw {
+				d = NativeGatewayDocument(rev, 1)
+			}
+			for path, want := range map[string]any{"gateway.auth.mode": "token", "gateway.controlUi.enabled": false, "gateway.auth.password": nil, "gateway.auth.token": nil} {
+				got, _ := occconfig.Lookup(d, occconfig.Keys(strings.Split(path, ".")...))
+				if got != want {
+					t.Errorf("%s = %v, want %v", path, got, want)
+				}
+			}
+		})
+	}
+}

@@ -125,7 +125,7 @@ func TestND2_NativeOpenClawIsolation(t *testing.T) {
 			if len(objs.Deployments) != 1 || len(objs.Sandboxes) != 1 || objs.Sandboxes[0].Name != "native-node-r2" || objs.Sandboxes[0].Component != ComponentNode {
 				t.Fatalf("objects: %d deployments, sandboxes %+v", len(objs.Deployments), objs.Sandboxes)
 			}
-			want := Enrollment{Target: "native-r2-enrollment", Verifier: "native-r2-enrollment-verifier", GatewayToken: "native-gateway-token",
+			want := Enrollment{Target: "native-r2-enrollment", Verifier: "native-r2-enrollment-verifier",
 				URL: "http://native-gateway.occ-acme.svc.cluster.local:18791/v1/enroll"}
 			if objs.Enrollment == nil || *objs.Enrollment != want {
 				t.Fatalf("enrollment = %+v, want %+v", objs.Enrollment, want)
