@@ -40,7 +40,12 @@ type kubeEnv struct {
 func newKubeEnv(t *testing.T) kubeEnv {
 	t.Helper()
 	c := testkube.Shared(t)
-	ns := c.TestNamespace(t)
+	return newKubeEnvIn(t, c, c.TestNamespace(t))
+}
+
+// newKubeEnvIn is newKubeEnv in the namespace ns of c.
+func newKubeEnvIn(t *testing.T, c *testkube.Cluster, ns string) kubeEnv {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	id, err := c.NamespacedIdentity(ctx, ns, kube.RequiredRules)
