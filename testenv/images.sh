@@ -406,32 +406,11 @@ go_build() {
 	(cd "$REPO" && env "${GO_BUILD_ENV[@]}" GOOS=linux GOARCH=amd64 go build "${GO_BUILD_FLAGS[@]}" -o "$2" "$1")
 }
 
-# The Debian packages the build uses; installed when missing. apt-get is
-# retried while another apt (make testenv runs ssh.sh beside this) holds
-# its lock.
+# The Debian packages the build uses; installed when missing by
+# testenv/apt.sh (retried while another apt of make testenv holds the lock).
 APT_PACKAGES=(debootstrap skopeo umoci)
 install_apt_packages() {
-	local missing=() p try aptlog
-	for p in "${APT_PACKAGES[@]}"; do
-		[ "$(dpkg-query -W -f='${db:Status-Status}' "$p" 2>/dev/null)" = installed ] || missing+=("$p")
-	done
-	[ "${#missing[@]}" -eq 0 ] && return
-	log "installing apt packages: ${missing[*]}"
-	aptlog=$(mktemp)
-	for try in 1 2 3 4 5 6 7 8 9 10; do
-		if { DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=120 update -qq &&
-			DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=120 install -y -qq --no-install-recommends "${missing[@]}"; } >"$aptlog" 2>&1; then
-			rm -f "$aptlog"
-			log "apt packages installed"
-			return
-		fi
-		grep -qi 'lock' "$aptlog" || break
-		log "  apt is busy (try $try); waiting"
-		sleep 10
-	done
-	tail -n 30 "$aptlog" >&2
-	rm -f "$aptlog"
-	die "apt-get failed (log tail above)"
+	bash "$HERE/apt.sh" "${APT_PACKAGES[@]}" || die "apt-get failed"
 }
 
 cmd_build() {

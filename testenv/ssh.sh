@@ -76,27 +76,10 @@ remove_tree() {
 [ "$(id -u)" -eq 0 ] || die "must run as root (debootstrap, systemd-nspawn)"
 
 # ---------------------------------------------------------------- apt packages
+# (testenv/apt.sh: installed when missing, retried while another apt of
+# make testenv holds the lock.)
 install_apt_packages() {
-	local missing=() p
-	for p in "${APT_PACKAGES[@]}"; do
-		# Installed, not merely known to dpkg (removed packages keep a record).
-		[ "$(dpkg-query -W -f='${db:Status-Status}' "$p" 2>/dev/null)" = installed ] || missing+=("$p")
-	done
-	if [ "${#missing[@]}" -eq 0 ]; then
-		log "apt packages present: ${APT_PACKAGES[*]}"
-		return
-	fi
-	log "installing apt packages: ${missing[*]} (apt-get update first; about 30 s)"
-	local aptlog
-	aptlog=$(mktemp)
-	if ! { DEBIAN_FRONTEND=noninteractive apt-get update -qq &&
-		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}"; } >"$aptlog" 2>&1; then
-		tail -n 30 "$aptlog" >&2
-		rm -f "$aptlog"
-		die "apt-get failed (log tail above)"
-	fi
-	rm -f "$aptlog"
-	log "apt packages installed"
+	bash "$(dirname "${BASH_SOURCE[0]}")/apt.sh" "${APT_PACKAGES[@]}" || die "apt-get failed"
 }
 
 # ---------------------------------------------------------------- mirror
