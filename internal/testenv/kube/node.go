@@ -169,7 +169,7 @@ func (c *Cluster) startRealNode(ctx context.Context, f *files) (_ *RealNode, err
 			n.stop()
 		}
 	}()
-	if err := n.claimID(); err != nil {
+	if err := n.claimID(1, maxNodes); err != nil {
 		return nil, err
 	}
 	n.Name = fmt.Sprintf("occ-real-node-%d", n.ID)
@@ -261,12 +261,15 @@ func (n *RealNode) start(name, bin string, args, env []string, logDir string) (*
 	return p, nil
 }
 
-// claimID takes the first free node number: `ip netns add` fails when the
-// namespace exists, so two clusters never take the same one. A namespace
-// left by a killed run (its owner file names a dead process) is removed
-// and reused.
-func (n *RealNode) claimID() error {
-	for id := 1; id <= 50; id++ {
+// maxNodes bounds the node numbers (10.250.N.0/24, 10.245.N.0/24).
+const maxNodes = 50
+
+// claimID takes the first free node number in [first, last]: `ip netns
+// add` fails when the namespace exists, so two clusters never take the
+// same one. A namespace left by a killed run (its owner file names a dead
+// process) is removed and reused.
+func (n *RealNode) claimID(first, last int) error {
+	for id := first; id <= last; id++ {
 		name := fmt.Sprintf("occ-node-%d", id)
 		owner := filepath.Join("/run", name+".owner")
 		if data, err := os.ReadFile(owner); err == nil {
@@ -281,7 +284,7 @@ func (n *RealNode) claimID() error {
 		n.ID, n.NetNS = id, name
 		return os.WriteFile(owner, []byte(strconv.Itoa(os.Getpid())), 0o644)
 	}
-	return errors.New("testenv/kube: no free real-node number (occ-node-1 … occ-node-50 all in use)")
+	return fmt.Errorf("testenv/kube: no free real-node number (occ-node-%d … occ-node-%d all in use)", first, last)
 }
 
 // cleanupStaleNode removes what a killed run left of node id.

@@ -7,6 +7,9 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
+	"os/exec"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -181,5 +184,58 @@ func TestRealNode_PlacementByNamespace(t *testing.T) {
 		if got := pod.Spec.NodeName == node.Name; got != tc.wantReal {
 			t.Errorf("namespace %s: Pod on %q, real node %v, want %v", tc.ns, pod.Spec.NodeName, got, tc.wantReal)
 		}
+	}
+}
+
+// TestRealNode_ReclaimsWhatAKilledRunLeft: a node namespace, veth and
+// cgroup whose owner died (a test binary killed with SIGKILL) are removed
+// and the number reused; one whose owner lives is never touched.
+func TestRealNode_ReclaimsWhatAKilledRunLeft(t *testing.T) {
+	if _, err := FindNodeBinaries(""); err != nil {
+		SkipOrFail(t, err)
+	}
+	const id = maxNodes // far from the numbers running clusters take first
+	name := fmt.Sprintf("occ-node-%d", id)
+	owner := "/run/" + name + ".owner"
+	dead := exec.Command("true")
+	if err := dead.Run(); err != nil {
+		t.Fatal(err)
+	}
+	// What a killed run leaves: the namespace, the host end of its veth, an
+	// owner file naming a process that is gone, a cgroup.
+	for _, s := range [][]string{
+		{"ip", "netns", "add", name},
+		{"ip", "link", "add", fmt.Sprintf("occn%d", id), "type", "veth", "peer", "name", "eth0", "netns", name},
+	} {
+		if err := run(s[0], s[1:]...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Cleanup(func() { cleanupStaleNode(id) })
+	if err := os.WriteFile(owner, []byte(strconv.Itoa(dead.Process.Pid)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll("/sys/fs/cgroup/pids/"+name, 0o755); err != nil {
+		t.Fatal(err)
+	}
+
+	n := &RealNode{}
+	if err := n.claimID(id, id); err != nil {
+		t.Fatalf("a namespace whose owner died was not reclaimed: %v", err)
+	}
+	if n.ID != id {
+		t.Fatalf("claimed %d, want %d", n.ID, id)
+	}
+	if err := run("ip", "link", "show", fmt.Sprintf("occn%d", id)); err == nil {
+		t.Error("the stale veth is still there")
+	}
+	if data, _ := os.ReadFile(owner); strings.TrimSpace(string(data)) != strconv.Itoa(os.Getpid()) {
+		t.Errorf("owner file = %q, want this process", data)
+	}
+
+	// Now it is ours, and alive: another claim must not take it.
+	other := &RealNode{}
+	if err := other.claimID(id, id); err == nil {
+		t.Fatalf("a live node's namespace was claimed twice")
 	}
 }
