@@ -16,7 +16,8 @@
 # the machine's apt mirror) with the packages below, then Node 26. On top
 # come the runtime (the npm install testenv/runtimes.sh made: that script's
 # pinned packages are the one list of versions), its user and directories,
-# and last the static startup wrapper (cmd/occ-runtime, built from this
+# in the openclaw image OpenClaw's Codex plugin (see runtime_recipe), and
+# last the static startup wrapper (cmd/occ-runtime, built from this
 # checkout), so a changed wrapper is one small new layer to unpack.
 # cmd/occ-runtime/Dockerfile describes the same images; its test
 # (cmd/occ-runtime/recipe_test.go) compares the two through `recipe`.
@@ -39,6 +40,8 @@
 #   testenv/images.sh recipe       the recipe, one fact a line
 #   testenv/images.sh check        import all three into a private containerd
 #                                  and run node/openclaw/codex --version in them
+#                                  (and see that OpenClaw trusts its Codex
+#                                  plugin as bundled)
 #
 # OCC_IMAGES_LAYERS=none writes Docker archives with plain layers instead of
 # OCI archives with gzip layers (see "layers" below).
@@ -59,9 +62,9 @@ die() {
 
 # ================================================================ the recipe
 # Versions: the pinned packages of testenv/runtimes.sh.
-eval "$(grep -E '^(CODEX_PKG|NODE_PKG|OPENCLAW_PKG)="[^"$`]+"$' "$HERE/runtimes.sh")"
-[ -n "${CODEX_PKG:-}" ] && [ -n "${NODE_PKG:-}" ] && [ -n "${OPENCLAW_PKG:-}" ] ||
-	die "testenv/runtimes.sh does not pin CODEX_PKG, NODE_PKG and OPENCLAW_PKG"
+eval "$(grep -E '^(CODEX_PKG|NODE_PKG|OPENCLAW_PKG|CODEX_PLUGIN_PKG|CODEX_PLUGIN_NPM_FLAGS)="[^"$`]+"$' "$HERE/runtimes.sh")"
+[ -n "${CODEX_PKG:-}" ] && [ -n "${NODE_PKG:-}" ] && [ -n "${OPENCLAW_PKG:-}" ] && [ -n "${CODEX_PLUGIN_PKG:-}" ] && [ -n "${CODEX_PLUGIN_NPM_FLAGS:-}" ] ||
+	die "testenv/runtimes.sh does not pin CODEX_PKG, NODE_PKG, OPENCLAW_PKG, CODEX_PLUGIN_PKG and CODEX_PLUGIN_NPM_FLAGS"
 
 DEBIAN_SUITE=bookworm
 DEBIAN_VARIANT=minbase
@@ -89,13 +92,33 @@ ALL=(openclaw codex pause)
 # runtime_recipe NAME: sets R_* to the recipe of the openclaw or codex image.
 # R_PREFIX is the npm prefix in the image (the cached $NPM_DIR/NAME as it
 # is); /usr/local/bin/R_BIN links to npm's own bin link of the package.
+#
+# R_PLUGIN_PKG (openclaw only) is the Codex plugin the gateway of a
+# dedicated Codex agent loads (its websocket client of the harness's app
+# server): openclaw 2026.9.6 no longer bundles it, and Pods have no network
+# to fetch it (a gateway whose configuration enables the codex plugin tries
+# `npm install @openclaw/codex` at start when it is missing). It goes where
+# OpenClaw's own bundled plugins are, R_PLUGIN_DIR inside the openclaw
+# package's dist/extensions: OpenClaw trusts a plugin as bundled only when
+# it lies physically there (the realpath inside the running package). A
+# plugin anywhere else loads untrusted (plugins.load.paths) or not at all
+# (an OPENCLAW_BUNDLED_PLUGINS_DIR outside the package is refused), unless
+# the state directory (an emptyDir in the Pods) holds the install record
+# of an `openclaw plugins install` from the registry. The directory is the
+# whole plugin: runtimes.sh installs it with its dependencies nested and
+# without its peer (the openclaw package around it) or the optional native
+# codex binary (the websocket transport starts no codex).
 runtime_recipe() {
+	R_PLUGIN_PKG="" R_PLUGIN_NPM="" R_PLUGIN_DIR=""
 	case "$1" in
 	openclaw)
 		R_IMAGE="registry.occ-platform.io/runtime/openclaw:${OPENCLAW_PKG##*@}"
 		R_PKG=$OPENCLAW_PKG
 		R_PREFIX=/usr/local/lib/openclaw
 		R_BIN=openclaw
+		R_PLUGIN_PKG=$CODEX_PLUGIN_PKG
+		R_PLUGIN_NPM=codex-plugin
+		R_PLUGIN_DIR=$R_PREFIX/node_modules/openclaw/dist/extensions/codex
 		R_USER=node
 		R_HOME=/home/node
 		R_DIRS=(/home/node /home/node/workspace /home/node/.openclaw)
@@ -145,6 +168,8 @@ recipe() {
 			"$name" "npm $NODE_PKG node $NODE_BIN" \
 			"$name" "npm $R_PKG prefix $R_PREFIX" \
 			"$name" "link /usr/local/bin/$R_BIN $R_PREFIX/node_modules/.bin/$R_BIN" \
+			${R_PLUGIN_PKG:+"$name" "npm $R_PLUGIN_PKG plugin $R_PLUGIN_DIR"} \
+			${R_PLUGIN_PKG:+"$name" "npmflags $R_PLUGIN_PKG $CODEX_PLUGIN_NPM_FLAGS"} \
 			"$name" "go $WRAPPER_PKG $WRAPPER_BIN" \
 			"$name" "gobuild ${GO_BUILD_ENV[*]} ${GO_BUILD_FLAGS[*]}" \
 			"$name" "account $R_USER $RUNTIME_UID:$RUNTIME_GID $R_HOME" \
@@ -241,6 +266,7 @@ key() {
 			printf 'rootfs %s\n' "$(rootfs_key)"
 			npm_input node "$NODE_PKG"
 			npm_input "$1" "$R_PKG"
+			[ -z "$R_PLUGIN_PKG" ] || npm_input "$R_PLUGIN_NPM" "$R_PLUGIN_PKG $CODEX_PLUGIN_NPM_FLAGS"
 			go_sources "$WRAPPER_PKG"
 			;;
 		esac
@@ -370,6 +396,12 @@ build_runtime() {
 	for e in "${R_DIRS[@]}"; do install -d -o "$RUNTIME_UID" -g "$RUNTIME_GID" "$root$e"; done
 	timed "layer: $R_PKG at $R_PREFIX, user $R_USER" \
 		repack "$b" "$name" "$R_PKG at $R_PREFIX; user $R_USER ($RUNTIME_UID:$RUNTIME_GID); ${R_DIRS[*]}"
+	if [ -n "$R_PLUGIN_PKG" ]; then
+		[ -d "$root$(dirname "$R_PLUGIN_DIR")" ] || die "$R_PKG has no bundled plugin directory $(dirname "$R_PLUGIN_DIR")"
+		[ ! -e "$root$R_PLUGIN_DIR" ] || die "$R_PKG bundles $R_PLUGIN_DIR itself; drop CODEX_PLUGIN_PKG"
+		cp -al "$NPM_DIR/$R_PLUGIN_NPM/node_modules/${R_PLUGIN_PKG%@*}" "$root$R_PLUGIN_DIR"
+		timed "layer: $R_PLUGIN_PKG at $R_PLUGIN_DIR" repack "$b" "$name" "$R_PLUGIN_PKG ($CODEX_PLUGIN_NPM_FLAGS) as $R_PLUGIN_DIR"
+	fi
 	install -m 0755 "$WORK/occ-runtime" "$root$WRAPPER_BIN"
 	timed "layer: wrapper $WRAPPER_BIN" repack "$b" "$name" "go build $WRAPPER_PKG as $WRAPPER_BIN"
 	for e in "${R_ENV[@]}"; do args+=(--config.env "$e"); done
@@ -548,7 +580,7 @@ cmd_check() {
 			return 1
 		fi
 		case "$out" in
-		*"$want"*) log "check: $img: $*: $(printf '%s' "$out" | tail -n 1)" ;;
+		*"$want"*) log "check: $img: $*: $(printf '%s\n' "$out" | grep -F -m 1 -- "$want" | sed 's/^[[:space:]]*//')" ;;
 		*)
 			log "check: $img: $*: got '$out', want '$want'"
 			return 1
@@ -559,6 +591,7 @@ cmd_check() {
 	runs "$R_IMAGE" "$R_HOME" "uid=$RUNTIME_UID($R_USER) gid=$RUNTIME_GID($R_USER)" id || rc=1
 	runs "$R_IMAGE" "$R_HOME" v26. node --version || rc=1
 	runs "$R_IMAGE" "$R_HOME" "${OPENCLAW_PKG##*@}" "${ENTRYPOINT[@]}" --container=gateway --harness=openclaw -- openclaw --version || rc=1
+	runs "$R_IMAGE" "$R_HOME" '"reason": "bundled"' openclaw plugins inspect codex --json || rc=1
 	runtime_recipe codex
 	runs "$R_IMAGE" /var/lib/codex "uid=$RUNTIME_UID($R_USER) gid=$RUNTIME_GID($R_USER)" id || rc=1
 	runs "$R_IMAGE" /var/lib/codex v26. node --version || rc=1

