@@ -13,6 +13,31 @@ TOFU        ?= $(TESTENV_BIN)/tofu
 CLUSTER_DIR := $(DEV_DIR)/cluster
 CLUSTER_CMD := $(DEV_DIR)/bin/occ-kube-cluster
 
+# make cluster-up starts the control plane and kwok nodes only (about 6 s):
+# Pods act out their runtime, no container runs. REAL_NODE=1 (what make demo
+# uses) adds the real node: containerd, kubelet, kube-proxy and CoreDNS in
+# network namespace occ-node-N (root; make testenv-node and make images are
+# its prerequisites, a no-op when built), about 40 s warm. With it:
+#   CLUSTER_PLACEMENT  where Pods of namespaces without placement
+#                      annotations run (default real with REAL_NODE=1, else
+#                      kwok);
+#   CLUSTER_MODEL_KEY  the one key the local fake model endpoint accepts
+#                      (default occ-demo-local-key; every other key gets 401
+#                      invalid_api_key). The endpoint runs inside the node's
+#                      network namespace, answers "ok" (OpenAI Responses and
+#                      chat completions, Anthropic Messages), bills nothing,
+#                      and its URL is OCC_TESTENV_MODEL_URL in
+#                      $(CLUSTER_DIR)/cluster.env.
+REAL_NODE ?=
+cluster_real := $(filter 1 yes true,$(REAL_NODE))
+CLUSTER_PLACEMENT ?= $(if $(cluster_real),real,kwok)
+CLUSTER_MODEL_KEY ?= occ-demo-local-key
+CLUSTER_FLAGS := -placement $(CLUSTER_PLACEMENT)$(if $(cluster_real), -real-node -model-key $(CLUSTER_MODEL_KEY))
+CLUSTER_PREREQS := testenv-kube $(if $(cluster_real),testenv-node images)
+# How long cluster-up waits for the cluster (the real node imports the
+# images into its containerd first).
+CLUSTER_WAIT_S := $(if $(cluster_real),300,120)
+
 .PHONY: testenv-kube testenv-tofu testenv-kubectl cluster cluster-up cluster-down testacc-tofu
 
 testenv-kube: ## Build etcd, kube-apiserver, -controller-manager, -scheduler and kwok once (about 9 min cold on 2 cores).
@@ -27,38 +52,53 @@ testenv-kubectl: ## Build kubectl once (optional; for poking at make cluster-up)
 $(CLUSTER_CMD): FORCE
 	go build -o $@ ./internal/testenv/kube/cmd/occ-kube-cluster
 
-cluster: testenv-kube $(CLUSTER_CMD) ## Start a cluster in the foreground and print its kubeconfig; Ctrl-C stops it.
-	$(CLUSTER_CMD) -dir $(CLUSTER_DIR)
+cluster: $(CLUSTER_PREREQS) $(CLUSTER_CMD) ## Start a cluster in the foreground and print its kubeconfig; Ctrl-C stops it (REAL_NODE=1: with the real node).
+	$(CLUSTER_CMD) -dir $(CLUSTER_DIR) $(CLUSTER_FLAGS)
 
-cluster-up: testenv-kube $(CLUSTER_CMD) ## Start a cluster in the background (stop it with make cluster-down).
+# The flags of the running cluster are kept in $(CLUSTER_DIR)/flags: a
+# cluster-up with other flags fails instead of handing out a cluster that
+# is not the one asked for. The model key is on the command line of the
+# cluster process: it is a fake endpoint's key, not a credential.
+cluster-up: $(CLUSTER_PREREQS) $(CLUSTER_CMD) ## Start a cluster in the background, kwok only (REAL_NODE=1: with the real node and a local model endpoint); make cluster-down stops it.
 	@mkdir -p $(CLUSTER_DIR)
-	@if [ -f $(CLUSTER_DIR)/pid ] && kill -0 "$$(cat $(CLUSTER_DIR)/pid)" 2>/dev/null; then \
+	@flags='$(CLUSTER_FLAGS)'; \
+	if [ -f $(CLUSTER_DIR)/pid ] && kill -0 "$$(cat $(CLUSTER_DIR)/pid)" 2>/dev/null; then \
+		if [ "$$(cat $(CLUSTER_DIR)/flags 2>/dev/null)" != "$$flags" ]; then \
+			echo "cluster-up: a cluster with other flags is running (pid $$(cat $(CLUSTER_DIR)/pid): $$(cat $(CLUSTER_DIR)/flags 2>/dev/null)); want: $$flags. Stop it first: make cluster-down" >&2; \
+			exit 1; \
+		fi; \
 		echo "cluster-up: already running (pid $$(cat $(CLUSTER_DIR)/pid)); export KUBECONFIG=$(CLUSTER_DIR)/kubeconfig"; \
 		exit 0; \
 	fi; \
-	rm -f $(CLUSTER_DIR)/kubeconfig; \
-	nohup $(CLUSTER_CMD) -dir $(CLUSTER_DIR) > $(CLUSTER_DIR)/cluster.log 2>&1 < /dev/null & \
-	pid=$$!; echo $$pid > $(CLUSTER_DIR)/pid; \
-	for _ in $$(seq 1 1200); do \
-		if [ -f $(CLUSTER_DIR)/kubeconfig ]; then cat $(CLUSTER_DIR)/cluster.log; exit 0; fi; \
+	rm -f $(CLUSTER_DIR)/kubeconfig $(CLUSTER_DIR)/cluster.env $(CLUSTER_DIR)/cluster.log; \
+	nohup $(CLUSTER_CMD) -dir $(CLUSTER_DIR) $$flags > $(CLUSTER_DIR)/cluster.log 2>&1 < /dev/null & \
+	pid=$$!; echo $$pid > $(CLUSTER_DIR)/pid; echo "$$flags" > $(CLUSTER_DIR)/flags; \
+	for _ in $$(seq 1 $$(( $(CLUSTER_WAIT_S) * 10 ))); do \
+		if grep -qs '^stop with Ctrl-C' $(CLUSTER_DIR)/cluster.log; then cat $(CLUSTER_DIR)/cluster.log; exit 0; fi; \
 		if ! kill -0 $$pid 2>/dev/null; then \
 			echo "cluster-up: the cluster did not start:" >&2; cat $(CLUSTER_DIR)/cluster.log >&2; \
-			rm -f $(CLUSTER_DIR)/pid; exit 1; \
+			rm -f $(CLUSTER_DIR)/pid $(CLUSTER_DIR)/flags; exit 1; \
 		fi; \
 		sleep 0.1; \
 	done; \
-	echo "cluster-up: not ready after 120 s; see $(CLUSTER_DIR)/cluster.log" >&2; exit 1
+	echo "cluster-up: not ready after $(CLUSTER_WAIT_S) s (pid $$pid still running; make cluster-down stops it); see $(CLUSTER_DIR)/cluster.log" >&2; exit 1
 
-cluster-down: ## Stop the cluster of make cluster-up and remove its data.
+# Stops the cluster process by its PID; it stops what it started (the
+# servers, and the real node with its containers, network namespace and
+# cgroups) before it exits.
+cluster-down: ## Stop the cluster of make cluster-up (with its real node) and remove its data.
 	@if [ ! -f $(CLUSTER_DIR)/pid ]; then echo "cluster-down: no cluster running"; exit 0; fi; \
 	pid=$$(cat $(CLUSTER_DIR)/pid); \
 	if kill -TERM $$pid 2>/dev/null; then \
-		while kill -0 $$pid 2>/dev/null; do sleep 0.2; done; \
+		for i in $$(seq 1 600); do kill -0 $$pid 2>/dev/null || break; sleep 0.2; done; \
+		if kill -0 $$pid 2>/dev/null; then \
+			echo "cluster-down: pid $$pid still stopping after 120 s; see $(CLUSTER_DIR)/cluster.log" >&2; exit 1; \
+		fi; \
 		echo "cluster-down: stopped (pid $$pid)"; \
 	else \
 		echo "cluster-down: pid $$pid was not running"; \
 	fi; \
-	rm -f $(CLUSTER_DIR)/pid
+	rm -f $(CLUSTER_DIR)/pid $(CLUSTER_DIR)/flags
 
 # The acceptance tests once more with the built OpenTofu instead of
 # Terraform. OpenTofu reattaches to the in-process provider only under a
