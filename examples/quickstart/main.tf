@@ -7,7 +7,15 @@ terraform {
   }
 }
 
-provider "occ" {}
+variable "kube_context" {
+  description = "The kubeconfig context to deploy to; null (the default): the current context of KUBE_CONFIG_PATH, KUBECONFIG or ~/.kube/config."
+  type        = string
+  default     = null
+}
+
+provider "occ" {
+  kubernetes = { config_context = var.kube_context }
+}
 
 resource "occ_compute" "local" {
   name = "local"
@@ -17,13 +25,19 @@ resource "occ_compute" "local" {
   }
 }
 
+variable "model_base_url" {
+  description = "An OpenAI-compatible endpoint (Responses API) for the openai models, e.g. http://llm.internal:8080/v1; null (the default): OpenAI's own. A literal URL: the startup probe calls it as written (rule PR11)."
+  type        = string
+  default     = null
+}
+
 resource "occ_configuration" "assistant" {
   name     = "assistant"
-  document = file("${path.module}/openclaw.json5")
+  document = templatefile("${path.module}/openclaw.json5.tftpl", { model_base_url = var.model_base_url })
 }
 
 variable "openai_api_key" {
-  description = "The OpenAI key; write-only, it reaches only a Kubernetes Secret."
+  description = "The key for the openai models (OpenAI's, or the one model_base_url takes); write-only, it reaches only a Kubernetes Secret."
   type        = string
   sensitive   = true
   ephemeral   = true
@@ -47,6 +61,10 @@ resource "occ_agent" "assistant" {
 
 output "revision" {
   value = occ_agent.assistant.revision
+}
+
+output "status" {
+  value = occ_agent.assistant.status
 }
 
 output "endpoint" {
