@@ -266,7 +266,13 @@ sed -n '/^Error: /,/^╵/p' "$work/wrong-key.log" | sed '/^╵/d; s/^│ \{0,1\}
 grep -q '^Error: AUTHENTICATION_FAILED' "$work/wrong-key.log" ||
 	die "the apply with a wrong key did not fail with AUTHENTICATION_FAILED (see $work/wrong-key.log)"
 grep -q 'providerCode 401' "$work/wrong-key.log" || die "the diagnostic has no providerCode 401 (see $work/wrong-key.log)"
-step "failed in $((SECONDS - t0)) s, held: the revision was not activated"
+step "failed in $((SECONDS - t0)) s, held: the revision was not activated, its gateway Pod stays unready"
+k -n occ-demo-wrong-key get pods -l occ-platform.io/agent=wrong-key \
+	-o custom-columns='POD:.metadata.name,NODE:.spec.nodeName,READY:.status.containerStatuses[0].ready' | sed 's/^/    /'
+if k -n occ-demo-wrong-key get service wrong-key >/dev/null 2>&1; then
+	die "the wrong-key Agent has a Service: a held revision was activated"
+fi
+echo "    no Service occ-demo-wrong-key/wrong-key: nothing routes to it"
 if grep -q "$model_key" "$work"/*.log || grep -q "$model_key" "$quickstart/terraform.tfstate" "$work/wrong-key/terraform.tfstate" 2>/dev/null; then
 	die "a key is in the demo's logs or state"
 fi
