@@ -43,7 +43,7 @@ die() { printf 'demo: %s\n' "$*" >&2; exit 1; }
 
 # kubectl, for the context check, the port-forward and a look at the Pods
 # (built once from the module proxy, about 30 s cold, then cached).
-testenv/build.sh kubectl >/dev/null
+testenv/build.sh kubectl | { grep -E 'building|built' || true; } | sed 's/^/    /'
 kubectl="$(testenv/build.sh path kubectl)"
 
 # The local cluster's API server, when make cluster-up runs one.
