@@ -260,6 +260,9 @@ func nativeOpenClaw(rev *admission.Revision, n int64) (*Objects, error) {
 	// /healthz and /readyz itself) and needs only what one OpenClaw CLI
 	// call takes (about 220 MB).
 	broker.Args = BrokerArgs(a, ns)
+	// Its port is the internal Service's "enrollment": port names are
+	// unique across a Pod's containers, and "http" is the gateway's.
+	broker.Ports[0].WithName("enrollment")
 	broker.WithResources(corev1ac.ResourceRequirements().
 		WithLimits(corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("500m"), corev1.ResourceMemory: resource.MustParse("512Mi")}).
 		WithRequests(corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m"), corev1.ResourceMemory: resource.MustParse("256Mi")}))
@@ -297,7 +300,11 @@ func nativeOpenClaw(rev *admission.Revision, n int64) (*Objects, error) {
 		)
 	tmpl := podTemplate(rev, n, ComponentNode, NodeName(a), node,
 		corev1ac.Volume().WithName("node-config").WithConfigMap(corev1ac.ConfigMapVolumeSource().WithName(NodeConfigMapName(a, n))),
-		corev1ac.Volume().WithName("enrollment").WithSecret(corev1ac.SecretVolumeSource().WithSecretName(EnrollmentSecretName(a, n)).WithDefaultMode(0o400)),
+		// Owned by root with the Pod's fsGroup (1000): the node reads it
+		// through its group. 0440 is what a kubelet writes anyway (it adds
+		// the fsGroup's read to every Secret file), and 0400 without the
+		// group would lock the runtime user out.
+		corev1ac.Volume().WithName("enrollment").WithSecret(corev1ac.SecretVolumeSource().WithSecretName(EnrollmentSecretName(a, n)).WithDefaultMode(0o440)),
 		corev1ac.Volume().WithName("tmp").WithEmptyDir(corev1ac.EmptyDirVolumeSource()),
 		corev1ac.Volume().WithName("node-state").WithEmptyDir(corev1ac.EmptyDirVolumeSource()),
 	)

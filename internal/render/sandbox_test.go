@@ -112,7 +112,7 @@ func TestOS1_SandboxedCodex(t *testing.T) {
 // rules ND1, ND2, ND4, HM4, HM6, AU6: native OpenClaw: the gateway is a
 // Deployment with its own ServiceAccount; beside it the enrollment broker
 // alone mounts the verifier; the node host is in the revision's Sandbox
-// with the one-use target (0400), node-local inference and its own
+// with the one-use target (0440, read through the fsGroup), node-local inference and its own
 // storage; the worker gets no gateway token.
 func TestND2_NativeOpenClawIsolation(t *testing.T) {
 	for _, method := range []string{admission.MethodAPIKey, admission.MethodCredentialSource} {
@@ -198,8 +198,12 @@ func TestND2_NativeOpenClawIsolation(t *testing.T) {
 					enrollMode = *v.Secret.DefaultMode
 				}
 			}
-			if enrollMode != 0o400 {
-				t.Errorf("enrollment target mode = %o, want 0400 (a private file)", enrollMode)
+			// A private file of the runtime user: root's, read through the
+			// Pod's fsGroup, as the kubelet writes it (0440 root:1000 on the
+			// real node, TestAccAgent_RealNodeNativeOpenClaw).
+			sc := nodePod.Spec.Containers[0].SecurityContext
+			if fsGroup := nodePod.Spec.SecurityContext.FSGroup; enrollMode != 0o440 || fsGroup == nil || *fsGroup != 1000 || *sc.RunAsUser != 1000 {
+				t.Errorf("enrollment target mode = %o, user %d: want 0440 read by the runtime user through the Pod's fsGroup 1000", enrollMode, *sc.RunAsUser)
 			}
 			nc := nodePod.Spec.Containers[0]
 			if nc.ReadinessProbe != nil || nc.LivenessProbe != nil || nc.StartupProbe != nil || len(nc.Ports) != 0 {
@@ -398,6 +402,49 @@ func TestND2_NativeGatewayDocument(t *testing.T) {
 	for _, path := range []string{"gateway.auth.token", "gateway.auth.password", "models.providers.openai.apiKey"} {
 		if v, ok := occconfig.Lookup(d, occconfig.Keys(strings.Split(path, ".")...)); ok {
 			t.Errorf("%s = %v: the gateway file holds a secret", path, v)
+		}
+	}
+}
+
+// rule ND3: the broker beside the native gateway, whose readiness is the
+// node's enrollment, has its own port name, the internal Service's
+// "enrollment". Every Pod names each port once: a second "http" is refused
+// by nothing but warned about by the API server (seen on the real node),
+// and a probe or Service that named it would reach the gateway instead.
+func TestND3_PortNamesAreUniqueInEveryPod(t *testing.T) {
+	for name, in := range map[string]admission.Input{
+		"embedded":        embeddedInput(t, "anthropic/claude-sonnet-4-5"),
+		"dedicated codex": codexInput(t, admission.MethodAPIKey),
+		"sandboxed codex": sandboxedCodexInput(t),
+		"native openclaw": nativeInput(t, admission.MethodAPIKey),
+	} {
+		objs, err := Kubernetes(admit(t, in), 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var pods []*corev1ac.PodTemplateSpecApplyConfiguration
+		for _, d := range objs.Deployments {
+			pods = append(pods, d.Spec.Template)
+		}
+		for _, s := range objs.Sandboxes {
+			pods = append(pods, s.Template)
+		}
+		for _, p := range pods {
+			seen := map[string]string{}
+			for _, c := range p.Spec.Containers {
+				for _, port := range c.Ports {
+					if port.Name == nil {
+						continue
+					}
+					if other, dup := seen[*port.Name]; dup {
+						t.Errorf("%s: containers %s and %s both name a port %q", name, other, *c.Name, *port.Name)
+					}
+					seen[*port.Name] = *c.Name
+					if *c.Name == "enrollment" && (*port.Name != "enrollment" || *port.ContainerPort != EnrollPort) {
+						t.Errorf("%s: the broker's port is %q %d, want the internal Service's \"enrollment\" %d", name, *port.Name, *port.ContainerPort, EnrollPort)
+					}
+				}
+			}
 		}
 	}
 }
