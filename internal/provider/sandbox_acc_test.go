@@ -41,7 +41,12 @@ type sandboxEnv struct {
 func newSandboxEnv(t *testing.T) sandboxEnv {
 	t.Helper()
 	c := testkube.Shared(t)
-	ns := c.TestNamespace(t)
+	return newSandboxEnvIn(t, c, c.TestNamespace(t))
+}
+
+// newSandboxEnvIn is newSandboxEnv in the namespace ns of c.
+func newSandboxEnvIn(t *testing.T, c *testkube.Cluster, ns string) sandboxEnv {
+	t.Helper()
 	driver := c.StartSandboxDriver(t, testkube.SandboxDriverOptions{Namespaces: []string{ns}})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
