@@ -360,9 +360,8 @@ func GatewayTokenEnvVar(agent string) *corev1ac.EnvVarApplyConfiguration {
 // at the contract's port with token auth (the token is
 // OPENCLAW_GATEWAY_TOKEN, never in the file: OpenClaw 2026.9.6 refuses to
 // bind beyond loopback without auth), no Control UI (OCC serves none to
-// browsers), no mDNS, no update
-// checks, and for dedicated Codex the Codex plugin pointed at the harness
-// over websocket.
+// browsers), offline (startOffline), and for dedicated Codex the Codex
+// plugin pointed at the harness over websocket.
 func GatewayDocument(rev *admission.Revision, n int64) occconfig.Document {
 	d := occconfig.Clone(rev.GatewayDocument)
 	occconfig.Set(d, occconfig.Keys("gateway", "mode"), "local")
@@ -372,8 +371,7 @@ func GatewayDocument(rev *admission.Revision, n int64) occconfig.Document {
 	occconfig.Delete(d, occconfig.Keys("gateway", "auth", "password"))
 	occconfig.Set(d, occconfig.Keys("gateway", "auth", "mode"), "token")
 	occconfig.Set(d, occconfig.Keys("gateway", "controlUi", "enabled"), false)
-	occconfig.Set(d, occconfig.Keys("discovery", "mdns", "mode"), "off")
-	occconfig.Set(d, occconfig.Keys("update", "checkOnStart"), false)
+	startOffline(d)
 	if rev.Harness == admission.HarnessCodex && rev.ExecutionMode == admission.ModeDedicated {
 		p := occconfig.Keys("plugins", "entries", "codex")
 		occconfig.Set(d, p.Key("enabled"), true)
@@ -389,6 +387,17 @@ func GatewayDocument(rev *admission.Revision, n int64) occconfig.Document {
 		occconfig.Set(d, p.Key("config").Key("appServer").Key("authToken"), "${"+AppServerTokenEnv+"}")
 	}
 	return d
+}
+
+// startOffline is the gateway's wiring on every compute: it announces
+// nothing and fetches nothing on its own. No mDNS, no update check, and no
+// refresh of the model catalog from catalog.openclaw.ai: the gateway keeps
+// the catalog of the pinned runtime the revision was admitted against
+// (seen on the real node: without it every gateway looks the host up).
+func startOffline(d occconfig.Document) {
+	occconfig.Set(d, occconfig.Keys("discovery", "mdns", "mode"), "off")
+	occconfig.Set(d, occconfig.Keys("update", "checkOnStart"), false)
+	occconfig.Set(d, occconfig.Keys("models", "catalogRefresh", "enabled"), false)
 }
 
 // codexConfig is the host-owned Codex configuration (LG3).

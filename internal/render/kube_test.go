@@ -650,3 +650,51 @@ func TestPR9_EveryGatewayHasTokenAuth(t *testing.T) {
 		})
 	}
 }
+
+// rules SS1, PR9: every gateway starts offline, on Kubernetes as on an SSH
+// host: no mDNS, no update check, no model catalog refresh (on the real
+// node every Kubernetes gateway looked catalog.openclaw.ai up; the SSH
+// gateway never did).
+func TestSS1_EveryGatewayStartsOffline(t *testing.T) {
+	offline := map[string]any{"discovery.mdns.mode": "off", "update.checkOnStart": false, "models.catalogRefresh.enabled": false}
+	docs := map[string]occconfig.Document{}
+	for name, in := range map[string]admission.Input{
+		"embedded":        embeddedInput(t, "anthropic/claude-sonnet-4-5"),
+		"dedicated codex": codexInput(t, admission.MethodAPIKey),
+		"native openclaw": nativeInput(t, admission.MethodAPIKey),
+	} {
+		rev := admit(t, in)
+		objs, err := Kubernetes(rev, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, cm := range objs.ConfigMaps {
+			if *cm.Name == ConfigMapName(rev.Agent, 1) {
+				d, err := occconfig.Parse(cm.Data[ConfigFile])
+				if err != nil {
+					t.Fatal(err)
+				}
+				docs[name] = d
+			}
+		}
+	}
+	ssh, err := Systemd(admit(t, sshInput(t, `{agents: {defaults: {model: "anthropic/claude-sonnet-4-5"}}}`)), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := occconfig.Parse(string(ssh.Config))
+	if err != nil {
+		t.Fatal(err)
+	}
+	docs["ssh"] = d
+	if len(docs) != 4 {
+		t.Fatalf("gateway documents of %d topologies, want 4", len(docs))
+	}
+	for name, d := range docs {
+		for p, want := range offline {
+			if got, _ := occconfig.Lookup(d, occconfig.Keys(strings.Split(p, ".")...)); got != want {
+				t.Errorf("%s: %s = %v, want %v", name, p, got, want)
+			}
+		}
+	}
+}

@@ -229,9 +229,7 @@ func SystemdGatewayDocument(rev *admission.Revision, port int64) occconfig.Docum
 	occconfig.Set(d, occconfig.Keys("gateway", "bind"), "loopback")
 	occconfig.Set(d, occconfig.Keys("gateway", "port"), port)
 	occconfig.Set(d, occconfig.Keys("gateway", "reload", "mode"), "off")
-	occconfig.Set(d, occconfig.Keys("discovery", "mdns", "mode"), "off")
-	occconfig.Set(d, occconfig.Keys("update", "checkOnStart"), false)
-	occconfig.Set(d, occconfig.Keys("models", "catalogRefresh", "enabled"), false)
+	startOffline(d)
 	return d
 }
 
