@@ -285,6 +285,10 @@ func checkRealNative(t *testing.T, env realSandboxEnv, srv *fakemodel.Server, n 
 	if want := fmt.Sprintf("node host gateway connected: ws://%s:%d", render.GatewayHost("native", env.ns), render.GatewayPort); !strings.Contains(logs["node"], want) {
 		return secrets, fmt.Errorf("the node's log does not say %q:\n%s", want, logs["node"])
 	}
+	// The gateway starts offline: it fetches no model catalog.
+	if strings.Contains(logs["gateway"], "remote model catalog") {
+		return secrets, fmt.Errorf("the gateway refreshes its model catalog from the network:\n%s", logs["gateway"])
+	}
 	for name, l := range logs {
 		for _, s := range append([]string{testSentinel}, secrets...) {
 			if strings.Contains(l, s) {
