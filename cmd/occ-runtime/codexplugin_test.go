@@ -139,7 +139,7 @@ func dedicatedCodexObjects(t *testing.T, baseURL string) *render.Objects {
 	return objs
 }
 
-// rules AU6, MR6 end to end on loopback, with the real runtimes: the
+// rule AU6 end to end on loopback, with the real runtimes: the
 // rendered dedicated Codex harness (the wrapper logs the real codex in,
 // probes the fake endpoint, becomes the app server with the capability
 // token) and the rendered gateway (its configuration, environment and

@@ -1,6 +1,7 @@
 package provider
 
 import (
+	"bufio"
 	"context"
 	"fmt"
 	"io"
@@ -18,6 +19,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-testing/statecheck"
 	"github.com/hashicorp/terraform-plugin-testing/terraform"
 	"github.com/hashicorp/terraform-plugin-testing/tfjsonpath"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/occ-platform/terraform-provider-occ/internal/kube"
@@ -207,4 +209,274 @@ func TestAccAgent_RealNodeEmbedded(t *testing.T) {
 		}},
 	})
 	checkLogs(testSentinel)
+}
+
+// realCodexConfig: a dedicated Codex agent (its own gateway beside the
+// Codex app server) whose primary model is a custom Codex endpoint at the
+// fake model's literal baseUrl (PR3, PR11), with a write-only api_key
+// taken from TF_VAR_key that only the harness receives (AU6). Each of the
+// two Pods requests its limits: one CPU each fits the real node's two.
+func realCodexConfig(e realEnv, baseURL, timeout string) string {
+	return e.provider + e.compute(`, cpu_limit = "1", memory_limit = "2Gi"`) + fmt.Sprintf(`
+variable "key" {
+  type      = string
+  sensitive = true
+}
+resource "occ_configuration" "c" {
+  name     = "coder"
+  document = jsonencode({
+    agents = { defaults = { model = "codex/gpt-5-codex" } }
+    models = { providers = { codex = {
+      baseUrl = %q
+      models  = [{ id = "gpt-5-codex", name = "GPT-5 Codex" }]
+    } } }
+  })
+}
+resource "occ_credential_source" "s" {
+  name             = "openai"
+  compute          = occ_compute.k
+  method           = "api_key"
+  value_wo         = var.key
+  value_wo_version = 1
+}
+resource "occ_agent" "a" {
+  name           = "coder"
+  compute        = occ_compute.k
+  configuration  = occ_configuration.c
+  harness        = "codex"
+  execution_mode = "dedicated"
+  harness_auth   = { source = occ_credential_source.s }
+  timeouts       = { create = %q, update = %q, delete = "2m" }
+}`, baseURL+"/v1", timeout, timeout)
+}
+
+// podLogs is every container log of the agent's Pods, through the API
+// server (the real kubelet's log endpoint), by "pod/container".
+func podLogs(ctx context.Context, e realEnv, agent string) (map[string]string, error) {
+	cs := e.cluster.Clientset
+	pods, err := cs.CoreV1().Pods(e.ns).List(ctx, metav1.ListOptions{LabelSelector: render.LabelAgent + "=" + agent})
+	if err != nil {
+		return nil, err
+	}
+	logs := map[string]string{}
+	for _, p := range pods.Items {
+		for _, c := range p.Spec.Containers {
+			rc, err := cs.CoreV1().Pods(e.ns).GetLogs(p.Name, &corev1.PodLogOptions{Container: c.Name}).Stream(ctx)
+			if err != nil {
+				return nil, err
+			}
+			b, err := io.ReadAll(rc)
+			rc.Close()
+			if err != nil {
+				return nil, err
+			}
+			logs[p.Name+"/"+c.Name] = string(b)
+		}
+	}
+	return logs, nil
+}
+
+// wsUpgrade opens a websocket handshake on conn, with the Authorization
+// header when given and no Origin (the app server refuses browser
+// origins), and returns the status.
+func wsUpgrade(conn net.Conn, host, authorization string) (int, error) {
+	_ = conn.SetDeadline(time.Now().Add(10 * time.Second))
+	req, _ := http.NewRequest(http.MethodGet, "http://"+host+"/", nil)
+	req.Header.Set("Connection", "Upgrade")
+	req.Header.Set("Upgrade", "websocket")
+	req.Header.Set("Sec-WebSocket-Version", "13")
+	req.Header.Set("Sec-WebSocket-Key", "dGhlIHNhbXBsZSBub25jZQ==")
+	if authorization != "" {
+		req.Header.Set("Authorization", authorization)
+	}
+	if err := req.Write(conn); err != nil {
+		return 0, err
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(conn), req)
+	if err != nil {
+		return 0, err
+	}
+	resp.Body.Close()
+	return resp.StatusCode, nil
+}
+
+// TestAccAgent_RealNodeDedicatedCodex: dedicated Codex on the real node
+// (rules PR2, PR3, PR10, AU6, AU7). The harness's wrapper logs the real
+// codex in with the agent's key and probes the custom endpoint (POST
+// /v1/responses, inside the node's network), then becomes the app server,
+// which admits only websocket clients with the capability token of the
+// app-server token Secret. The gateway's Codex plugin (bundled in the
+// openclaw image) connects to it through the NAME-harness Service with that
+// token and reports the connection healthy; the apply returns with the
+// agent active. A client without the token, or with another one, is
+// refused by the app server through the same Service. The gateway never
+// gets the key's Secret; neither the key nor the app-server token nor the
+// gateway token is in state, plan or the TRACE logs.
+func TestAccAgent_RealNodeDedicatedCodex(t *testing.T) {
+	env := newRealEnv(t)
+	srv := env.model(t, fakemodel.Step{Kind: fakemodel.OK})
+	checkLogs := traceLogs(t)
+	t.Setenv("TF_VAR_key", testSentinel)
+	cs := env.cluster.Clientset
+	var tokens []string // the tokens' values, once the apply made their Secrets
+	var appToken string
+	logsOnFailure := func() {
+		if !t.Failed() {
+			return
+		}
+		logs, err := podLogs(context.Background(), env, "coder")
+		if err != nil {
+			t.Logf("pod logs: %v", err)
+		}
+		for name, l := range logs {
+			for _, s := range append([]string{testSentinel}, tokens...) {
+				l = strings.ReplaceAll(l, s, "<secret>")
+			}
+			t.Logf("--- %s:\n%s", name, l)
+		}
+	}
+	defer logsOnFailure()
+	resource.Test(t, resource.TestCase{
+		PreCheck:                 func() { testAccPreCheck(t) },
+		ProtoV6ProviderFactories: testAccProtoV6ProviderFactories,
+		Steps: []resource.TestStep{{
+			Config:           realCodexConfig(env, srv.URL, "8m"),
+			ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{sentinelAbsentFromPlan{testSentinel}}},
+			ConfigStateChecks: []statecheck.StateCheck{
+				sentinelAbsentFromState{testSentinel},
+				statecheck.ExpectKnownValue("occ_agent.a", tfjsonpath.New("status"), knownvalue.StringExact("active")),
+			},
+			Check: func(s *terraform.State) error {
+				ctx := context.Background()
+				for name, key := range map[string]string{render.AppServerTokenSecret("coder"): render.AppServerTokenKey, render.GatewayTokenSecret("coder"): render.GatewayTokenKey} {
+					sec, err := cs.CoreV1().Secrets(env.ns).Get(ctx, name, metav1.GetOptions{})
+					if err != nil {
+						return err
+					}
+					if v := sec.Data[key]; len(v) < 16 {
+						return fmt.Errorf("secret %s holds a %s of %d bytes", name, key, len(v))
+					}
+					if name == render.AppServerTokenSecret("coder") {
+						appToken = string(sec.Data[key])
+					}
+					tokens = append(tokens, string(sec.Data[key]))
+				}
+				// AU7: no token in the state either.
+				for _, r := range s.RootModule().Resources {
+					for k, v := range r.Primary.Attributes {
+						for _, tok := range tokens {
+							if strings.Contains(v, tok) {
+								return fmt.Errorf("state %s.%s holds a token", r.Type, k)
+							}
+						}
+					}
+				}
+				pods, err := cs.CoreV1().Pods(env.ns).List(ctx, metav1.ListOptions{LabelSelector: render.LabelAgent + "=coder"})
+				if err != nil {
+					return err
+				}
+				components := map[string]string{}
+				for _, p := range pods.Items {
+					if p.Spec.NodeName != env.node.Name {
+						return fmt.Errorf("pod %s ran on %q, not on the real node %q", p.Name, p.Spec.NodeName, env.node.Name)
+					}
+					components[p.Labels[render.LabelComponent]] = p.Name
+					if p.Labels[render.LabelComponent] != render.ComponentGateway {
+						continue
+					}
+					// AU6: the gateway gets its own token and the app
+					// server's, never the model key's Secret.
+					for _, c := range p.Spec.Containers {
+						for _, e := range c.Env {
+							if r := e.ValueFrom; r != nil && r.SecretKeyRef != nil &&
+								r.SecretKeyRef.Name != render.GatewayTokenSecret("coder") && r.SecretKeyRef.Name != render.AppServerTokenSecret("coder") {
+								return fmt.Errorf("the gateway's %s comes from Secret %s", e.Name, r.SecretKeyRef.Name)
+							}
+						}
+						if len(c.EnvFrom) > 0 {
+							return fmt.Errorf("the gateway takes a whole Secret or ConfigMap as environment")
+						}
+					}
+				}
+				if len(pods.Items) != 2 || components[render.ComponentGateway] == "" || components[render.ComponentHarness] == "" {
+					return fmt.Errorf("pods %v, want one gateway and one harness", components)
+				}
+				// PR2, PR3: the harness's probe called the custom endpoint
+				// with the agent's key.
+				probes := srv.ProbeRequests()
+				if len(probes) == 0 {
+					return fmt.Errorf("no probe request reached the model")
+				}
+				for _, p := range probes {
+					if p.Method != http.MethodPost || p.Path != "/v1/responses" || p.Credential != testSentinel {
+						return fmt.Errorf("probe request %s %s (with the key: %v), want POST /v1/responses with the agent's key", p.Method, p.Path, p.Credential == testSentinel)
+					}
+				}
+				// AU6: the gateway's Codex plugin initialized the app
+				// server over the authenticated websocket.
+				gwLog := components[render.ComponentGateway] + "/gateway"
+				deadline := time.Now().Add(2 * time.Minute)
+				for {
+					logs, err := podLogs(ctx, env, "coder")
+					if err != nil {
+						return err
+					}
+					if strings.Contains(logs[gwLog], "codex app-server remote WebSocket connection is healthy") {
+						break
+					}
+					if strings.Contains(logs[gwLog], "Unexpected server response: 401") {
+						return fmt.Errorf("the app server refused the gateway's Codex plugin")
+					}
+					if time.Now().After(deadline) {
+						return fmt.Errorf("the gateway never reported a healthy app-server connection")
+					}
+					time.Sleep(2 * time.Second)
+				}
+				// AU6: through the harness Service, the app server refuses a
+				// client without the token or with another one, and admits
+				// the one with it (so the refusals are the token's).
+				svc, err := cs.CoreV1().Services(env.ns).Get(ctx, render.HarnessServiceName("coder"), metav1.GetOptions{})
+				if err != nil {
+					return err
+				}
+				addr := net.JoinHostPort(svc.Spec.ClusterIP, fmt.Sprint(render.AppServerPort))
+				for _, c := range []struct {
+					name, authorization string
+					want                int
+				}{
+					{"no token", "", http.StatusUnauthorized},
+					{"another token", "Bearer " + strings.Repeat("0", len(appToken)), http.StatusUnauthorized},
+					{"the token", "Bearer " + appToken, http.StatusSwitchingProtocols},
+				} {
+					var status int
+					deadline := time.Now().Add(60 * time.Second)
+					for {
+						dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+						conn, err := env.node.DialInNode(dctx, "tcp", addr)
+						cancel()
+						if err == nil {
+							status, err = wsUpgrade(conn, addr, c.authorization)
+							conn.Close()
+						}
+						if err == nil {
+							break
+						}
+						if time.Now().After(deadline) {
+							return fmt.Errorf("the app server through the Service %s: %w", addr, err)
+						}
+						time.Sleep(500 * time.Millisecond)
+					}
+					if status != c.want {
+						return fmt.Errorf("%s: websocket handshake through the Service %s: %d, want %d", c.name, addr, status, c.want)
+					}
+				}
+				t.Logf("the app server behind %s refuses clients without the token", addr)
+				return nil
+			},
+		}},
+	})
+	if len(tokens) != 2 {
+		t.Fatalf("collected %d tokens, want the app-server and gateway tokens: the checks would prove nothing", len(tokens))
+	}
+	checkLogs(append([]string{testSentinel}, tokens...)...)
 }
