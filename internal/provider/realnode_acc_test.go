@@ -110,28 +110,43 @@ resource "occ_agent" "a" {
 }`, baseURL, timeout, timeout)
 }
 
-// traceLogs turns on TF_LOG=TRACE into a directory and returns a check
-// that none of the files holds any of the secrets (and that they were
-// written at all).
-func traceLogs(t *testing.T) func(secrets ...string) {
+// traceLogDir turns on TF_LOG=TRACE for the test, into a fresh directory.
+func traceLogDir(t *testing.T) string {
 	dir := t.TempDir()
 	t.Setenv("TF_LOG", "TRACE")
 	t.Setenv("TF_LOG_PATH_MASK", dir+"/%s.log")
+	return dir
+}
+
+// readTraceLogs is everything written under dir by TF_LOG_PATH_MASK; it
+// fails the test when nothing was (a check of it would prove nothing).
+func readTraceLogs(t *testing.T, dir string) string {
+	t.Helper()
+	entries, err := os.ReadDir(dir)
+	if err != nil || len(entries) == 0 {
+		t.Fatalf("no trace log was written (%v): the check would prove nothing", err)
+	}
+	var b strings.Builder
+	for _, e := range entries {
+		data, err := os.ReadFile(filepath.Join(dir, e.Name()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		b.Write(data)
+	}
+	return b.String()
+}
+
+// traceLogs turns on TF_LOG=TRACE and returns a check that the logs were
+// written and hold none of the secrets.
+func traceLogs(t *testing.T) func(secrets ...string) {
+	dir := traceLogDir(t)
 	return func(secrets ...string) {
 		t.Helper()
-		logs, err := os.ReadDir(dir)
-		if err != nil || len(logs) == 0 {
-			t.Fatalf("no trace log was written (%v): the check would prove nothing", err)
-		}
-		for _, l := range logs {
-			b, err := os.ReadFile(filepath.Join(dir, l.Name()))
-			if err != nil {
-				t.Fatal(err)
-			}
-			for _, s := range secrets {
-				if strings.Contains(string(b), s) {
-					t.Errorf("the trace log %s holds a secret (%d bytes)", l.Name(), len(s))
-				}
+		logs := readTraceLogs(t, dir)
+		for _, s := range secrets {
+			if strings.Contains(logs, s) {
+				t.Errorf("the trace log holds a secret (%d bytes)", len(s))
 			}
 		}
 	}

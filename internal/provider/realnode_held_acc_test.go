@@ -2,8 +2,6 @@ package provider
 
 import (
 	"context"
-	"os"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -49,9 +47,7 @@ func TestAccAgent_RealNodeHeldCodes(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			env := newRealEnv(t)
 			srv := env.model(t, tc.step)
-			dir := t.TempDir()
-			t.Setenv("TF_LOG", "TRACE")
-			t.Setenv("TF_LOG_PATH_MASK", dir+"/%s.log")
+			dir := traceLogDir(t)
 			t.Setenv("TF_VAR_key", testSentinel)
 			start := time.Now()
 			resource.Test(t, resource.TestCase{
@@ -86,22 +82,4 @@ func TestAccAgent_RealNodeHeldCodes(t *testing.T) {
 			t.Logf("%s surfaced %s after the test began", tc.name, took.Round(time.Second))
 		})
 	}
-}
-
-// readTraceLogs is everything written under dir by TF_LOG_PATH_MASK.
-func readTraceLogs(t *testing.T, dir string) string {
-	t.Helper()
-	entries, err := os.ReadDir(dir)
-	if err != nil || len(entries) == 0 {
-		t.Fatalf("no trace log was written (%v)", err)
-	}
-	var b strings.Builder
-	for _, e := range entries {
-		data, err := os.ReadFile(filepath.Join(dir, e.Name()))
-		if err != nil {
-			t.Fatal(err)
-		}
-		b.Write(data)
-	}
-	return b.String()
 }
