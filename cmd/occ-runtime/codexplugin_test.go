@@ -223,12 +223,10 @@ func TestAU6_RealGatewayReachesAppServerThroughBundledPlugin(t *testing.T) {
 		port := freePort(t)
 		d := occconfig.Clone(gwDoc)
 		validate(t, ocBin, path, files.dir, "gateway", d)
-		// Loopback stands in for the Pod network and the Service name;
-		// the remote model catalog is not asked for (no network here).
+		// Loopback stands in for the Pod network and the Service name.
 		occconfig.Set(d, occconfig.Keys("gateway", "bind"), "loopback")
 		occconfig.Set(d, occconfig.Keys("gateway", "port"), int64(port))
 		occconfig.Set(d, occconfig.Keys("plugins", "entries", "codex", "config", "appServer", "url"), fmt.Sprintf("ws://127.0.0.1:%d", asPort))
-		occconfig.Set(d, occconfig.Keys("models", "catalogRefresh", "enabled"), false)
 		writeFile(t, files.dir, render.ConfigDir+"/"+render.ConfigFile, string(occconfig.Canonical(d)))
 		s := map[string]string{}
 		for k, v := range secrets {
