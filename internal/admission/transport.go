@@ -1,6 +1,7 @@
 package admission
 
 import (
+	"fmt"
 	"strings"
 
 	"github.com/occ-platform/terraform-provider-occ/internal/occconfig"
@@ -34,4 +35,46 @@ func checkProbeTransport(doc occconfig.Document, primary *ModelRef) Errors {
 		}
 	}
 	return errs
+}
+
+// CodexProvider is the id of the model provider OCC defines for a
+// dedicated Codex harness whose endpoint is a compatible one (PR3).
+const CodexProvider = "occ"
+
+// CodexProviderSettings is that provider's definition, as Codex's
+// model_providers.<id> keys and TOML values, for a probe's base URL and
+// transport (PR3): the startup probe's `codex exec` and the app server
+// that runs afterwards use the same one, so the endpoint the probe passed
+// is the endpoint the turns go to.
+func CodexProviderSettings(baseURL, transport string) [][2]string {
+	ws := "true"
+	if transport == "responses-https" {
+		ws = "false"
+	}
+	return [][2]string{
+		{"name", TOMLString(CodexProvider)},
+		{"base_url", TOMLString(baseURL)},
+		{"wire_api", `"responses"`},
+		{"requires_openai_auth", "true"},
+		{"supports_websockets", ws},
+	}
+}
+
+// TOMLString quotes s as a TOML basic string (JSON's escapes are TOML's).
+func TOMLString(s string) string {
+	var b strings.Builder
+	b.WriteByte('"')
+	for _, r := range s {
+		switch {
+		case r == '"' || r == '\\':
+			b.WriteByte('\\')
+			b.WriteRune(r)
+		case r < 0x20 || r == 0x7f:
+			fmt.Fprintf(&b, `\u%04x`, r)
+		default:
+			b.WriteRune(r)
+		}
+	}
+	b.WriteByte('"')
+	return b.String()
 }

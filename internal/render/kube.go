@@ -207,7 +207,7 @@ func dedicatedCodex(rev *admission.Revision, n int64) (*Objects, error) {
 	if err != nil {
 		return nil, err
 	}
-	hCM, err := configMap(rev, n, HarnessConfigMapName(a, n), ComponentHarness, map[string]any{ProbeFile: rev.Probe, "config.toml": codexConfig()})
+	hCM, err := configMap(rev, n, HarnessConfigMapName(a, n), ComponentHarness, map[string]any{ProbeFile: rev.Probe, "config.toml": codexConfig(rev)})
 	if err != nil {
 		return nil, err
 	}
@@ -400,9 +400,27 @@ func startOffline(d occconfig.Document) {
 	occconfig.Set(d, occconfig.Keys("models", "catalogRefresh", "enabled"), false)
 }
 
-// codexConfig is the host-owned Codex configuration (LG3).
-func codexConfig() string {
-	return "# Host-owned by OCC: telemetry export off, prompts never logged.\n[otel]\nexporter = \"none\"\nlog_user_prompt = false\n"
+// codexConfig is the host-owned Codex configuration (LG3): telemetry
+// export off, prompts never logged, and for a compatible endpoint (PR3)
+// the model and the provider the startup probe called, so that the app
+// server's turns go where the probe passed (the probe defines the same
+// provider on its command line, admission.CodexProviderSettings).
+func codexConfig(rev *admission.Revision) string {
+	var b strings.Builder
+	b.WriteString("# Host-owned by OCC: telemetry export off, prompts never logged.\n")
+	if base := strings.TrimRight(strings.TrimSpace(rev.Probe.BaseURL), "/"); base != "" {
+		// Root keys come before the first table.
+		if ref, err := admission.ParseModelRef(rev.Probe.Model); err == nil {
+			fmt.Fprintf(&b, "model = %s\n", admission.TOMLString(ref.Model))
+		}
+		fmt.Fprintf(&b, "model_provider = %q\n\n[model_providers.%s]\n", admission.CodexProvider, admission.CodexProvider)
+		for _, kv := range admission.CodexProviderSettings(base, rev.Probe.Transport) {
+			fmt.Fprintf(&b, "%s = %s\n", kv[0], kv[1])
+		}
+		b.WriteString("\n")
+	}
+	b.WriteString("[otel]\nexporter = \"none\"\nlog_user_prompt = false\n")
+	return b.String()
 }
 
 func logLevel(rev *admission.Revision) string {

@@ -698,3 +698,33 @@ func TestSS1_EveryGatewayStartsOffline(t *testing.T) {
 		}
 	}
 }
+
+// rule PR3: the harness's host-owned config.toml names the compatible
+// endpoint the probe calls (root keys before the first table); with the
+// provider's default endpoint it names none.
+func TestPR3_HarnessConfigNamesTheProbedEndpoint(t *testing.T) {
+	custom := codexInput(t, admission.MethodAPIKey)
+	custom.Configuration.Document = doc(t, `{agents: {defaults: {model: "codex/gpt-5-codex"}}, models: {providers: {codex: {baseUrl: "https://llm.example/v1/", models: [{id: "gpt-5-codex", name: "m"}]}}}}`)
+	for name, tc := range map[string]struct {
+		in   admission.Input
+		want []string
+	}{
+		"compatible endpoint": {custom, []string{"model = \"gpt-5-codex\"\nmodel_provider = \"occ\"\n\n[model_providers.occ]\n", `base_url = "https://llm.example/v1"`, `wire_api = "responses"`, "requires_openai_auth = true", "[otel]"}},
+		"default endpoint":    {codexInput(t, admission.MethodAPIKey), []string{"[otel]"}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			cfg := codexConfig(admit(t, tc.in))
+			for _, w := range tc.want {
+				if !strings.Contains(cfg, w) {
+					t.Errorf("config.toml lacks %q:\n%s", w, cfg)
+				}
+			}
+			if name == "default endpoint" && strings.Contains(cfg, "model_provider") {
+				t.Errorf("a default endpoint needs no provider of OCC's:\n%s", cfg)
+			}
+			if i, j := strings.Index(cfg, "model_provider"), strings.Index(cfg, "[otel]"); i > j {
+				t.Errorf("root keys after a table belong to the table:\n%s", cfg)
+			}
+		})
+	}
+}

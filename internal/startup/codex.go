@@ -14,6 +14,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/occ-platform/terraform-provider-occ/internal/admission"
 	"github.com/occ-platform/terraform-provider-occ/internal/runtimerecord"
 )
 
@@ -26,9 +27,6 @@ const (
 // probePath is the PATH of the probe's and login's minimal environment:
 // fixed, not inherited (the npm launcher of codex needs node on it).
 const probePath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
-
-// probeProvider is the model provider the probe defines on the command line.
-const probeProvider = "occ-probe"
 
 // disabledFeatures turn off every Codex tool and side channel for the
 // probe: no command execution, no web search, no plugins, apps or agents,
@@ -201,28 +199,17 @@ func (c *Codex) args(workdir string) []string {
 		if base == "" {
 			base = DefaultBaseURLs["openai"]
 		}
-		p := "model_providers." + probeProvider + "."
-		a = append(a,
-			"-c", `model_provider="`+probeProvider+`"`,
-			"-c", p+`name="`+probeProvider+`"`,
-			"-c", p+"base_url="+tomlString(base),
-			"-c", p+`wire_api="responses"`,
-			"-c", p+"requires_openai_auth=true",
-			"-c", p+"request_max_retries=0",
-			"-c", p+"stream_max_retries=0",
-			"-c", p+"supports_websockets="+boolString(c.Transport != "responses-https"),
-		)
+		// The provider the app server runs with (the harness's
+		// config.toml, internal/render), plus the probe's own: no retries
+		// inside Codex.
+		p := "model_providers." + admission.CodexProvider + "."
+		a = append(a, "-c", `model_provider="`+admission.CodexProvider+`"`)
+		for _, kv := range admission.CodexProviderSettings(base, c.Transport) {
+			a = append(a, "-c", p+kv[0]+"="+kv[1])
+		}
+		a = append(a, "-c", p+"request_max_retries=0", "-c", p+"stream_max_retries=0")
 	}
 	return append(a, probePrompt)
-}
-
-func tomlString(s string) string { b, _ := json.Marshal(s); return string(b) }
-
-func boolString(b bool) string {
-	if b {
-		return "true"
-	}
-	return "false"
 }
 
 // Probe runs the attempts of PR4, calling record for each (the last one
