@@ -13,14 +13,15 @@ TOFU        ?= $(TESTENV_BIN)/tofu
 CLUSTER_DIR := $(DEV_DIR)/cluster
 CLUSTER_CMD := $(DEV_DIR)/bin/occ-kube-cluster
 
-# make cluster-up starts the control plane and kwok nodes only (about 6 s):
-# Pods act out their runtime, no container runs. REAL_NODE=1 (what make demo
-# uses) adds the real node: containerd, kubelet, kube-proxy and CoreDNS in
-# network namespace occ-node-N (root; make testenv-node and make images are
-# its prerequisites, a no-op when built), about 40 s warm. With it:
+# make cluster-up starts the control plane, the kwok nodes and the real
+# node: containerd, kubelet, kube-proxy and CoreDNS in network namespace
+# occ-node-N (root; make testenv-node and make images are its
+# prerequisites, a no-op when built), about 20 to 40 s warm. REAL_NODE=0
+# leaves the real node out (kwok only, about 6 s: Pods act out their
+# runtime, no container runs). With the real node:
 #   CLUSTER_PLACEMENT  where Pods of namespaces without placement
-#                      annotations run (default real with REAL_NODE=1, else
-#                      kwok);
+#                      annotations run (default real with the real node,
+#                      else kwok);
 #   CLUSTER_MODEL_KEY  the one key the local fake model endpoint accepts
 #                      (default occ-demo-local-key; every other key gets 401
 #                      invalid_api_key). The endpoint runs inside the node's
@@ -28,7 +29,7 @@ CLUSTER_CMD := $(DEV_DIR)/bin/occ-kube-cluster
 #                      chat completions, Anthropic Messages), bills nothing,
 #                      and its URL is OCC_TESTENV_MODEL_URL in
 #                      $(CLUSTER_DIR)/cluster.env.
-REAL_NODE ?=
+REAL_NODE ?= 1
 cluster_real := $(filter 1 yes true,$(REAL_NODE))
 CLUSTER_PLACEMENT ?= $(if $(cluster_real),real,kwok)
 CLUSTER_MODEL_KEY ?= occ-demo-local-key
@@ -52,14 +53,14 @@ testenv-kubectl: ## Build kubectl once (optional; for poking at make cluster-up)
 $(CLUSTER_CMD): FORCE
 	go build -o $@ ./internal/testenv/kube/cmd/occ-kube-cluster
 
-cluster: $(CLUSTER_PREREQS) $(CLUSTER_CMD) ## Start a cluster in the foreground and print its kubeconfig; Ctrl-C stops it (REAL_NODE=1: with the real node).
+cluster: $(CLUSTER_PREREQS) $(CLUSTER_CMD) ## Start a cluster in the foreground and print its kubeconfig; Ctrl-C stops it (REAL_NODE=0: kwok only).
 	$(CLUSTER_CMD) -dir $(CLUSTER_DIR) $(CLUSTER_FLAGS)
 
 # The flags of the running cluster are kept in $(CLUSTER_DIR)/flags: a
 # cluster-up with other flags fails instead of handing out a cluster that
 # is not the one asked for. The model key is on the command line of the
 # cluster process: it is a fake endpoint's key, not a credential.
-cluster-up: $(CLUSTER_PREREQS) $(CLUSTER_CMD) ## Start a cluster in the background, kwok only (REAL_NODE=1: with the real node and a local model endpoint); make cluster-down stops it.
+cluster-up: $(CLUSTER_PREREQS) $(CLUSTER_CMD) ## Start a cluster in the background with the real node and a local model endpoint (REAL_NODE=0: kwok only); make cluster-down stops it.
 	@mkdir -p $(CLUSTER_DIR)
 	@flags='$(CLUSTER_FLAGS)'; \
 	if [ -f $(CLUSTER_DIR)/pid ] && kill -0 "$$(cat $(CLUSTER_DIR)/pid)" 2>/dev/null; then \
