@@ -282,13 +282,14 @@ func TestAccAgent_SandboxedCodex(t *testing.T) {
 					if len(att) != 1 || att[0].Gateway != "cg-main" || att[0].SourceType != "openai_api_key" {
 						return fmt.Errorf("attachments = %+v", att)
 					}
-					// No model Secret exists or is projected (AU3).
+					// No model Secret exists or is projected (AU3): only the
+					// agent's own tokens (the gateway's listener, the app server's).
 					secrets, err := env.cluster.Clientset.CoreV1().Secrets(env.ns).List(context.Background(), metav1.ListOptions{})
 					if err != nil {
 						return err
 					}
 					for _, s := range secrets.Items {
-						if s.Name != render.AppServerTokenSecret("coder") {
+						if s.Name != render.AppServerTokenSecret("coder") && s.Name != render.GatewayTokenSecret("coder") {
 							return fmt.Errorf("unexpected Secret %s in a Credential Gateway namespace", s.Name)
 						}
 					}
