@@ -267,32 +267,46 @@ const maxNodes = 50
 // claimID takes the first free node number in [first, last]: `ip netns
 // add` fails when the namespace exists, so two clusters never take the
 // same one. A namespace left by a killed run (its owner file names a dead
-// process) is removed and reused.
+// process, and the node's data directory) is removed and reused.
 func (n *RealNode) claimID(first, last int) error {
 	for id := first; id <= last; id++ {
 		name := fmt.Sprintf("occ-node-%d", id)
 		owner := filepath.Join("/run", name+".owner")
 		if data, err := os.ReadFile(owner); err == nil {
-			if pid, _ := strconv.Atoi(strings.TrimSpace(string(data))); pid > 0 && syscall.Kill(pid, 0) == nil {
+			fields := strings.Fields(string(data))
+			if pid, _ := strconv.Atoi(firstOr(fields, 0)); pid > 0 && syscall.Kill(pid, 0) == nil {
 				continue
 			}
-			cleanupStaleNode(id)
+			cleanupStaleNode(id, firstOr(fields, 1))
 		}
 		if err := run("ip", "netns", "add", name); err != nil {
 			continue
 		}
 		n.ID, n.NetNS = id, name
-		return os.WriteFile(owner, []byte(strconv.Itoa(os.Getpid())), 0o644)
+		return os.WriteFile(owner, []byte(strconv.Itoa(os.Getpid())+"\n"+n.Dir+"\n"), 0o644)
 	}
 	return fmt.Errorf("testenv/kube: no free real-node number (occ-node-%d … occ-node-%d all in use)", first, last)
 }
 
-// cleanupStaleNode removes what a killed run left of node id.
-func cleanupStaleNode(id int) {
+func firstOr(fields []string, i int) string {
+	if i < len(fields) {
+		return fields[i]
+	}
+	return ""
+}
+
+// cleanupStaleNode removes what a killed run left of node id: its
+// processes, mounts (also the kubelet's volumes under its data directory
+// dir, when known), veth, namespace and cgroups.
+func cleanupStaleNode(id int, dir string) {
 	name := fmt.Sprintf("occ-node-%d", id)
 	killCgroup(fmt.Sprintf("occ-node-%d", id))
 	killShims(fmt.Sprintf("/run/occ-node-%d/", id))
 	unmountUnder(fmt.Sprintf("/run/occ-node-%d", id))
+	if filepath.IsAbs(dir) && filepath.Base(dir) == "node" {
+		unmountUnder(dir)
+	}
+	removeCgroups(name)
 	_ = run("ip", "link", "del", fmt.Sprintf("occn%d", id))
 	_ = run("ip", "netns", "del", name)
 	_ = os.RemoveAll(fmt.Sprintf("/run/occ-node-%d", id))

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -211,8 +212,17 @@ func TestRealNode_ReclaimsWhatAKilledRunLeft(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	t.Cleanup(func() { cleanupStaleNode(id) })
-	if err := os.WriteFile(owner, []byte(strconv.Itoa(dead.Process.Pid)), 0o644); err != nil {
+	// and a kubelet volume still mounted under its data directory.
+	dir := filepath.Join(t.TempDir(), "node")
+	volume := filepath.Join(dir, "kubelet", "pods", "p", "volumes", "v")
+	if err := os.MkdirAll(volume, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := run("mount", "-t", "tmpfs", "tmpfs", volume); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cleanupStaleNode(id, dir) })
+	if err := os.WriteFile(owner, []byte(strconv.Itoa(dead.Process.Pid)+"\n"+dir+"\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.MkdirAll("/sys/fs/cgroup/pids/"+name, 0o755); err != nil {
@@ -228,6 +238,12 @@ func TestRealNode_ReclaimsWhatAKilledRunLeft(t *testing.T) {
 	}
 	if err := run("ip", "link", "show", fmt.Sprintf("occn%d", id)); err == nil {
 		t.Error("the stale veth is still there")
+	}
+	if mounts, _ := os.ReadFile("/proc/self/mountinfo"); strings.Contains(string(mounts), volume) {
+		t.Error("the stale kubelet volume is still mounted")
+	}
+	if _, err := os.Stat("/sys/fs/cgroup/pids/" + name); err == nil {
+		t.Error("the stale cgroup is still there")
 	}
 	if data, _ := os.ReadFile(owner); strings.TrimSpace(string(data)) != strconv.Itoa(os.Getpid()) {
 		t.Errorf("owner file = %q, want this process", data)
