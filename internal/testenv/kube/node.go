@@ -299,17 +299,30 @@ func firstOr(fields []string, i int) string {
 // processes, mounts (also the kubelet's volumes under its data directory
 // dir, when known), veth, namespace and cgroups.
 func cleanupStaleNode(id int, dir string) {
+	if !filepath.IsAbs(dir) || filepath.Base(dir) != "node" {
+		dir = ""
+	}
+	teardown(id, dir)
+}
+
+// teardown removes node id from the machine once its servers are gone:
+// the containers (SIGKILL to the node's cgroups), the shims of its
+// containerd, the mounts under its run directory and dir (when set), the
+// veth (and with it the host's route to its Pods), the namespace, the
+// cgroups and the owner file.
+func teardown(id int, dir string) {
 	name := fmt.Sprintf("occ-node-%d", id)
-	killCgroup(fmt.Sprintf("occ-node-%d", id))
-	killShims(fmt.Sprintf("/run/occ-node-%d/", id))
-	unmountUnder(fmt.Sprintf("/run/occ-node-%d", id))
-	if filepath.IsAbs(dir) && filepath.Base(dir) == "node" {
+	runDir := "/run/" + name
+	killCgroup(name)
+	killShims(runDir + "/")
+	unmountUnder(runDir)
+	if dir != "" {
 		unmountUnder(dir)
 	}
-	removeCgroups(name)
 	_ = run("ip", "link", "del", fmt.Sprintf("occn%d", id))
 	_ = run("ip", "netns", "del", name)
-	_ = os.RemoveAll(fmt.Sprintf("/run/occ-node-%d", id))
+	_ = os.RemoveAll(runDir)
+	removeCgroups(name)
 	_ = os.Remove(filepath.Join("/run", name+".owner"))
 }
 
@@ -711,21 +724,9 @@ func (n *RealNode) stop() {
 			}
 			n.procs[i].stop(5 * time.Second)
 		}
-		if n.ID == 0 {
-			return
+		if n.ID != 0 {
+			teardown(n.ID, n.Dir)
 		}
-		killCgroup(fmt.Sprintf("occ-node-%d", n.ID))
-		killShims(n.runDir + "/")
-		unmountUnder(n.runDir)
-		unmountUnder(n.Dir)
-		if n.hostVeth != "" {
-			_ = run("ip", "link", "del", n.hostVeth)
-		}
-		_ = run("ip", "route", "del", n.PodCIDR)
-		_ = run("ip", "netns", "del", n.NetNS)
-		_ = os.RemoveAll(n.runDir)
-		removeCgroups(fmt.Sprintf("occ-node-%d", n.ID))
-		_ = os.Remove(filepath.Join("/run", n.NetNS+".owner"))
 	})
 }
 
@@ -875,47 +876,35 @@ func (c *Cluster) RealNamespace(t testing.TB) string {
 	if c.Node == nil {
 		t.Fatalf("testenv/kube: the real node is not running (call RealNode first)")
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	ns, err := c.createNamespace(ctx, namespacePrefix(t.Name()), PlacementReal)
-	if err != nil {
-		t.Fatalf("create namespace: %v", err)
+	return c.testNamespace(t, PlacementReal)
+}
+
+// placementTolerations is the JSON list of tolerations Pods placed on
+// placement get: the real node's taint, or none.
+func placementTolerations(placement string) string {
+	if placement != PlacementReal {
+		return "[]"
 	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_ = c.Clientset.CoreV1().Namespaces().Delete(ctx, ns, deleteNow)
-	})
-	return ns
+	return fmt.Sprintf(`[{"key":%q,"operator":"Equal","value":%q,"effect":"NoSchedule"}]`, NodeLabel, PlacementReal)
 }
 
 // PlacementAnnotations are the namespace annotations that place its Pods on
 // the real node or on kwok.
 func PlacementAnnotations(placement string) map[string]string {
-	toleration := ""
-	if placement == PlacementReal {
-		toleration = fmt.Sprintf(`[{"key":%q,"operator":"Equal","value":%q,"effect":"NoSchedule"}]`, NodeLabel, PlacementReal)
-	} else {
-		toleration = "[]"
-	}
 	return map[string]string{
 		annotationNodeSelector:       NodeLabel + "=" + placement,
-		annotationDefaultTolerations: toleration,
+		annotationDefaultTolerations: placementTolerations(placement),
 	}
 }
 
 // admissionConfig places Pods of namespaces without placement annotations:
 // on kwok by default, on the real node for Options.Placement = real.
 func admissionConfig(dir, placement string) (string, error) {
-	tolerations := "[]"
-	if placement == PlacementReal {
-		tolerations = fmt.Sprintf(`[{"key": %q, "operator": "Equal", "value": %q, "effect": "NoSchedule"}]`, NodeLabel, PlacementReal)
-	}
 	tolFile := filepath.Join(dir, "pod-toleration-restriction.yaml")
 	if err := os.WriteFile(tolFile, []byte(fmt.Sprintf(`apiVersion: podtolerationrestriction.admission.k8s.io/v1alpha1
 kind: Configuration
 default: %s
-`, tolerations)), 0o644); err != nil {
+`, placementTolerations(placement))), 0o644); err != nil {
 		return "", err
 	}
 	path := filepath.Join(dir, "admission.yaml")

@@ -90,9 +90,16 @@ func SkipOrFail(t testing.TB, err error) {
 // deletes it when t ends.
 func (c *Cluster) TestNamespace(t testing.TB) string {
 	t.Helper()
+	return c.testNamespace(t, "")
+}
+
+// testNamespace is TestNamespace with a placement ("" for the cluster's
+// default; see PlacementAnnotations).
+func (c *Cluster) testNamespace(t testing.TB, placement string) string {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	ns, err := c.CreateNamespace(ctx, namespacePrefix(t.Name()))
+	ns, err := c.createNamespace(ctx, namespacePrefix(t.Name()), placement)
 	if err != nil {
 		t.Fatalf("create namespace: %v", err)
 	}
