@@ -28,3 +28,23 @@ func expectAttrs(states []*terraform.InstanceState, want map[string]string) erro
 }
 
 func itoa(i int) string { return fmt.Sprint(i) }
+
+// writeOnlyKeySource is credential source "s" (method api_key) named name,
+// whose write-only value is var.key: a sensitive variable the tests set
+// through TF_VAR_key, as a CI pipeline would, so that no configuration the
+// framework logs holds it.
+func writeOnlyKeySource(name string) string {
+	return fmt.Sprintf(`
+variable "key" {
+  type      = string
+  sensitive = true
+}
+resource "occ_credential_source" "s" {
+  name             = %q
+  compute          = occ_compute.k
+  method           = "api_key"
+  value_wo         = var.key
+  value_wo_version = 1
+}
+`, name)
+}

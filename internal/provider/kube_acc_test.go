@@ -455,22 +455,11 @@ func TestAccAgent_SentinelNeverLogged(t *testing.T) {
 	// test's own configuration (which the framework logs) does not hold it.
 	t.Setenv("TF_VAR_key", testSentinel)
 	config := env.provider + env.compute("") + `
-variable "key" {
-  type      = string
-  sensitive = true
-}
 resource "occ_configuration" "c" {
   name     = "support"
   document = jsonencode(` + anthropicDoc + `)
 }
-resource "occ_credential_source" "s" {
-  name             = "anthropic"
-  compute          = occ_compute.k
-  method           = "api_key"
-  value_wo         = var.key
-  value_wo_version = 1
-}
-resource "occ_agent" "a" {
+` + writeOnlyKeySource("anthropic") + `resource "occ_agent" "a" {
   name          = "support"
   compute       = occ_compute.k
   configuration = occ_configuration.c

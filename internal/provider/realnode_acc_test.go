@@ -78,10 +78,6 @@ func (e realEnv) httpClient() *http.Client {
 // write-only api_key taken from TF_VAR_key.
 func realAgentConfig(e realEnv, baseURL, timeout string) string {
 	return e.provider + e.compute("") + fmt.Sprintf(`
-variable "key" {
-  type      = string
-  sensitive = true
-}
 resource "occ_configuration" "c" {
   name     = "support"
   document = jsonencode({
@@ -93,14 +89,7 @@ resource "occ_configuration" "c" {
     } } }
   })
 }
-resource "occ_credential_source" "s" {
-  name             = "anthropic"
-  compute          = occ_compute.k
-  method           = "api_key"
-  value_wo         = var.key
-  value_wo_version = 1
-}
-resource "occ_agent" "a" {
+`+writeOnlyKeySource("anthropic")+`resource "occ_agent" "a" {
   name          = "support"
   compute       = occ_compute.k
   configuration = occ_configuration.c
@@ -233,10 +222,6 @@ func TestAccAgent_RealNodeEmbedded(t *testing.T) {
 // two Pods requests its limits: one CPU each fits the real node's two.
 func realCodexConfig(e realEnv, baseURL, timeout string) string {
 	return e.provider + e.compute(`, cpu_limit = "1", memory_limit = "2Gi"`) + fmt.Sprintf(`
-variable "key" {
-  type      = string
-  sensitive = true
-}
 resource "occ_configuration" "c" {
   name     = "coder"
   document = jsonencode({
@@ -247,14 +232,7 @@ resource "occ_configuration" "c" {
     } } }
   })
 }
-resource "occ_credential_source" "s" {
-  name             = "openai"
-  compute          = occ_compute.k
-  method           = "api_key"
-  value_wo         = var.key
-  value_wo_version = 1
-}
-resource "occ_agent" "a" {
+`+writeOnlyKeySource("openai")+`resource "occ_agent" "a" {
   name           = "coder"
   compute        = occ_compute.k
   configuration  = occ_configuration.c

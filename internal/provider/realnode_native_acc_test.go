@@ -57,10 +57,6 @@ func newRealSandboxEnv(t *testing.T) realSandboxEnv {
 func realNativeConfig(e realSandboxEnv, baseURL string, workers int) string {
 	return e.provider + e.sandboxCompute("k", fmt.Sprintf(`cpu_limit = "900m"
     node_workers = %d`, workers)) + fmt.Sprintf(`
-variable "key" {
-  type      = string
-  sensitive = true
-}
 resource "occ_configuration" "c" {
   name     = "native"
   document = jsonencode({
@@ -72,14 +68,7 @@ resource "occ_configuration" "c" {
     } } }
   })
 }
-resource "occ_credential_source" "s" {
-  name             = "openai"
-  compute          = occ_compute.k
-  method           = "api_key"
-  value_wo         = var.key
-  value_wo_version = 1
-}
-resource "occ_agent" "a" {
+`+writeOnlyKeySource("openai")+`resource "occ_agent" "a" {
   name           = "native"
   compute        = occ_compute.k
   configuration  = occ_configuration.c
