@@ -152,7 +152,8 @@ func Admit(in Input) (*Revision, Errors) {
 	// MR3: the legacy Agent-level runtime key is ignored upstream; it is not
 	// a policy, and the pinned gateway's strict schema would refuse it.
 	occconfig.Delete(admitted, pathLegacyRuntime)
-	if d := in.Compute.SandboxDriver; d != nil && in.Compute.Kind == KindKubernetes {
+	kind := kindRow(in.Compute.Kind)
+	if d := in.Compute.SandboxDriver; d != nil && kind.SandboxDriver {
 		admitted = DriverTransform(d.Name, admitted, in.Compute, in.Source)
 	}
 	// AD4/AD5: logging ownership, after the transform and before validation.
@@ -175,7 +176,7 @@ func Admit(in Input) (*Revision, Errors) {
 		return nil, Errors{e}
 	}
 	errs = append(errs, withAttr(checkDedicated(admitted, res, mode), "configuration")...)
-	if in.Compute.Kind == KindKubernetes {
+	if kind.StartupProbe {
 		errs = append(errs, withAttr(checkProbeTransport(admitted, res.Primary), "configuration")...)
 	}
 	errs = append(errs, CheckSandbox(res.Harness, mode, in.Compute)...)
@@ -332,16 +333,13 @@ type ComputeSettings struct {
 	ConfigDir    string `json:"config_dir,omitempty"`
 }
 
+// computeSettings is what the revision freezes of its Compute, as the
+// kind's row says (AD3).
 func computeSettings(c Compute) ComputeSettings {
-	if c.Kind == KindSSH {
-		return ComputeSettings{Kind: c.Kind, Name: c.Name, Host: c.Host, Port: c.Port, OpenClawPath: c.OpenClawPath, ConfigDir: c.ConfigDir}
+	if row := kindRow(c.Kind); row.Settings != nil {
+		return row.Settings(c)
 	}
-	return ComputeSettings{
-		Kind: c.Kind, Name: c.Name, Namespace: c.Namespace,
-		RuntimeImage: firstNonEmpty(c.RuntimeImage, PinnedRuntimeImage), CodexImage: firstNonEmpty(c.CodexImage, PinnedCodexImage),
-		CPUMillis: c.CPUMillis, MemoryLimit: c.MemoryLimit, NativeWorkerSupport: c.NativeWorkerSupport,
-		PodAnnotations: c.PodAnnotations,
-	}
+	return ComputeSettings{Kind: c.Kind, Name: c.Name}
 }
 
 func firstNonEmpty(vs ...string) string {

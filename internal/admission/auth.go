@@ -1,6 +1,10 @@
 package admission
 
-import "fmt"
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+)
 
 // Consumers of the model credential.
 const (
@@ -12,28 +16,36 @@ const (
 
 // CredentialDelivery is how the revision's harness receives its model
 // credential, fixed by the auth binding (AU1 to AU5). It names no secret.
+// Render sets exactly these variables (contract.go names them), so that
+// what admission decided is what runs.
 type CredentialDelivery struct {
 	Method   string `json:"method"`
 	Consumer string `json:"consumer"`
-	// EnvVar is the variable the consumer receives the credential in.
+	// EnvVar is the variable the harness receives the credential in: the
+	// key or token, or with Placeholder the placeholder the sandbox egress
+	// proxy swaps for the key (AU3); empty when it receives none that way.
 	EnvVar string `json:"env_var,omitempty"`
-	// LoginMode is how Codex logs in: "api_key_stdin" or "codex_pat".
+	// LoginMode is how Codex logs in (EnvCodexLoginMode): LoginAPIKeyStdin
+	// or LoginCodexPAT; empty for OpenClaw.
 	LoginMode string `json:"login_mode,omitempty"`
 	// Placeholder is true when the harness gets only a placeholder and the
 	// sandbox egress proxy inserts the key (AU3).
 	Placeholder bool `json:"placeholder,omitempty"`
 }
 
-// providerKeyEnv maps a native provider to the API-key variable embedded
-// OpenClaw reads (AU1, PR11).
-func providerKeyEnv(provider string) string {
-	switch provider {
-	case "openai", "codex", "openai-compatible":
-		return "OPENAI_API_KEY"
-	case "anthropic":
-		return "ANTHROPIC_API_KEY"
+// MarshalJSON is the delivery's part of the revision's content address
+// (Revision.ID). A placeholder delivery's variable and login mode follow
+// from the source type and the harness, which the revision freezes already
+// (Source.SourceType, Harness): they are left out, so that a placeholder
+// delivery encodes, and a revision is addressed, as before they were named
+// here.
+func (d CredentialDelivery) MarshalJSON() ([]byte, error) {
+	type plain CredentialDelivery
+	p := plain(d)
+	if p.Placeholder {
+		p.EnvVar, p.LoginMode = "", ""
 	}
-	return ""
+	return json.Marshal(p)
 }
 
 // CheckAuth applies the auth-binding matrix (AU1 to AU5) and AD1's source
@@ -49,26 +61,25 @@ func CheckAuth(harness, mode, primaryProvider string, c Compute, s CredentialSou
 	if s.ComputeID != "" && s.ComputeID != c.ID && s.Method != MethodCredentialSource {
 		errs = append(errs, conflict("AD1", attr, "credential source %q lives in compute %q, not in the agent's compute %q; create a source in the agent's compute", s.Name, s.ComputeID, c.ID))
 	}
+	if !slices.Contains(AuthMethods, s.Method) {
+		return d, append(errs, invalid("AU1", attr, nil, "auth method %q is not supported; use api_key, codex_pat, credential_source or runtime", s.Method))
+	}
+	row := kindRow(c.Kind)
+	if !row.AcceptsMethod(s.Method) {
+		return d, append(errs, refuseMethod(row, s.Method, attr))
+	}
 
-	switch s.Method {
-	case MethodRuntime:
-		if c.Kind != KindSSH {
-			return d, append(errs, conflict("AU5", attr, "method \"runtime\" loads host credentials under systemd and exists only on SSH computes; on Kubernetes use api_key, codex_pat or credential_source"))
-		}
+	if s.Method == MethodRuntime {
 		if gateway {
 			// AU4: a selected Credential Gateway admits no other credential
-			// path; on SSH it cannot serve the agent (it pairs with the
-			// OpenShell sandbox, Kubernetes only), so host credentials would bypass it.
-			return d, append(errs, conflict("AU4", attr, "compute %q selects credential gateway %q, which serves only credential_source bindings of a dedicated harness in the OpenShell sandbox on Kubernetes; method \"runtime\" would bypass it. Remove credential_gateway from the SSH compute", c.Name, c.CredentialGateway.Name))
+			// path; on a kind without a sandbox driver it cannot serve the
+			// agent (it pairs with the OpenShell sandbox), so host
+			// credentials would bypass it.
+			return d, append(errs, conflict("AU4", attr, "compute %q selects credential gateway %q, which serves only credential_source bindings of a dedicated harness in the OpenShell sandbox on %s; method \"runtime\" would bypass it. Remove credential_gateway from the %s compute",
+				c.Name, c.CredentialGateway.Name, titles(kindsWhere(func(k KindSupport) bool { return k.SandboxDriver })), row.Words.Title))
 		}
 		d.Consumer = ConsumerHost
 		return d, errs
-	case MethodAPIKey, MethodCodexPAT, MethodCredentialSource:
-		if c.Kind == KindSSH {
-			return d, append(errs, conflict("AU5", attr, "an SSH compute accepts only method \"runtime\" (systemd loads the operator's credentials file); %q is not available there", s.Method))
-		}
-	default:
-		return d, append(errs, invalid("AU1", attr, nil, "auth method %q is not supported; use api_key, codex_pat, credential_source or runtime", s.Method))
 	}
 
 	if gateway && (s.Method == MethodAPIKey || s.Method == MethodCodexPAT) {
@@ -80,28 +91,91 @@ func CheckAuth(harness, mode, primaryProvider string, c Compute, s CredentialSou
 		switch {
 		case !dedicated:
 			d.Consumer = ConsumerGateway
-			d.EnvVar = providerKeyEnv(primaryProvider)
+			d.EnvVar = ProviderKeyEnv(primaryProvider)
 			if d.EnvVar == "" {
 				errs = append(errs, invalid("AU1", attr, nil, "embedded OpenClaw receives an api_key as OPENAI_API_KEY or ANTHROPIC_API_KEY, chosen by the primary model's provider; provider %q has neither. Use an openai or anthropic primary model, or a credential_source binding", primaryProvider))
 			}
 		case harness == HarnessOpenClaw:
-			d.Consumer, d.EnvVar = ConsumerHarness, "OPENAI_API_KEY"
-			if providerKeyEnv(primaryProvider) != "OPENAI_API_KEY" {
+			d.Consumer, d.EnvVar = ConsumerHarness, EnvOpenAIAPIKey
+			if ProviderKeyEnv(primaryProvider) != EnvOpenAIAPIKey {
 				errs = append(errs, invalid("AU1", attr, nil, "dedicated OpenClaw receives an api_key only as OPENAI_API_KEY; the primary model's provider %q does not use it. Use an openai primary model", primaryProvider))
 			}
 		default:
-			d.Consumer, d.EnvVar, d.LoginMode = ConsumerHarness, "OPENAI_API_KEY", "api_key_stdin"
+			d.Consumer, d.EnvVar, d.LoginMode = ConsumerHarness, EnvOpenAIAPIKey, LoginAPIKeyStdin
 		}
 	case MethodCodexPAT:
 		if harness != HarnessCodex || !dedicated {
 			errs = append(errs, invalid("AU2", attr, nil, "codex_pat authenticates dedicated Codex only; this agent runs %s %s. Use api_key, or harness = \"codex\" with execution_mode = \"dedicated\"", harness, mode))
 		}
-		d.Consumer, d.EnvVar, d.LoginMode = ConsumerHarness, "CODEX_ACCESS_TOKEN", "codex_pat"
+		// A managed ServiceAccount's token arrives as the file that
+		// EnvCodexAccessTokenFile names instead (render).
+		d.Consumer, d.EnvVar, d.LoginMode = ConsumerHarness, EnvCodexAccessToken, LoginCodexPAT
 	case MethodCredentialSource:
 		errs = append(errs, checkCredentialSource(harness, mode, c, s, attr)...)
 		d.Consumer, d.Placeholder = ConsumerProxy, true
+		if s.SourceType != SourceTypeCodexOAuth {
+			// The OpenAI key's placeholder, in the variable the proxy swaps;
+			// Codex logs in with it. With the experimental codex-oauth
+			// source Codex takes external ChatGPT tokens through the proxy:
+			// the harness gets no key and logs in with none.
+			d.EnvVar = EnvOpenAIAPIKey
+			if harness == HarnessCodex {
+				d.LoginMode = LoginAPIKeyStdin
+			}
+		}
 	}
 	return d, errs
+}
+
+// refuseMethod is AU5 for an Agent whose source's method its compute's kind
+// does not take: a kind with a single method names it; otherwise the
+// refusal names the kinds the method exists on.
+func refuseMethod(row KindSupport, method string, attr []string) *Error {
+	if len(row.AuthMethods) == 1 {
+		note := ""
+		if row.Words.CredentialNote != "" {
+			note = " (" + row.Words.CredentialNote + ")"
+		}
+		return conflict("AU5", attr, "%s accepts only method %q%s; %q is not available there", row.Words.Noun, row.AuthMethods[0], note, method)
+	}
+	note := ""
+	if n := methodNotes[method]; n != "" {
+		note = n + " and "
+	}
+	return conflict("AU5", attr, "method %q %sexists only on %s computes; on %s use %s", method, note, titles(kindsAccepting(method)), row.Words.Title, orList(row.AuthMethods))
+}
+
+// methodNotes say what a method does, where a refusal names it.
+var methodNotes = map[string]string{MethodRuntime: "loads host credentials under systemd"}
+
+func kindsAccepting(method string) []KindSupport {
+	return kindsWhere(func(k KindSupport) bool { return k.AcceptsMethod(method) })
+}
+
+// CheckSourceCompute applies AU5 to a credential source and the compute it
+// lives in: the compute's kind must take the source's method (an SSH host
+// only runtime, Kubernetes never runtime). A method that is not known is
+// left to the method's own validation (nil). The refusal points at the
+// source's compute attribute.
+func CheckSourceCompute(method string, c Compute) *Error {
+	if !slices.Contains(AuthMethods, method) {
+		return nil
+	}
+	row := kindRow(c.Kind)
+	if row.AcceptsMethod(method) {
+		return nil
+	}
+	attr := []string{"compute"}
+	if len(row.AuthMethods) == 1 {
+		where := ""
+		if row.Words.CredentialNote != "" {
+			where = ", where " + row.Words.CredentialNote
+		}
+		return conflict("AU5", attr, "%s holds only %s credentials: compute %q is %s%s; method %q needs %s",
+			row.Words.Noun, row.AuthMethods[0], c.Name, row.Words.Is, where, method, nouns(kindsAccepting(method)))
+	}
+	return conflict("AU5", attr, "%s rejects the %s method: compute %q is %s; method %q exists only on %s computes. Use %s",
+		row.Words.Title, method, c.Name, row.Words.Is, method, titles(kindsAccepting(method)), orList(row.AuthMethods))
 }
 
 // checkCredentialSource applies AU3: a selected credential gateway, the

@@ -28,7 +28,7 @@ var secretKey = regexp.MustCompile(`^[-._a-zA-Z0-9]+$`)
 // model credential aliases: a binding may not take them over (AU6: a
 // binding never supplies the model credential).
 var reservedEnv = map[string]bool{
-	"OPENAI_API_KEY": true, "ANTHROPIC_API_KEY": true,
+	EnvOpenAIAPIKey: true, EnvAnthropicAPIKey: true,
 	"HOME": true, "PATH": true, "TMPDIR": true, "SSL_CERT_FILE": true, "SSL_CERT_DIR": true,
 	"LOG_FORMAT": true, "RUST_LOG": true, "NODE_OPTIONS": true,
 }
@@ -92,14 +92,19 @@ func hasReservedPrefix(env string) bool {
 	return false
 }
 
-// checkBindingsCompute refuses secret bindings a compute cannot project: an
-// SSH host has no Kubernetes Secrets; the host's credentials file supplies
-// channel credentials there.
+// checkBindingsCompute refuses secret bindings a compute's kind cannot
+// project (its row's SecretBindings): an SSH host has no Kubernetes
+// Secrets; the host's credentials file supplies channel credentials there.
 func checkBindingsCompute(bindings []SecretBindingEnv, c Compute) Errors {
-	if len(bindings) == 0 || c.Kind == KindKubernetes {
+	row := kindRow(c.Kind)
+	if len(bindings) == 0 || row.SecretBindings {
 		return nil
 	}
+	instead := ""
+	if row.Words.BindingsInstead != "" {
+		instead = " and " + row.Words.BindingsInstead
+	}
 	return Errors{{Class: ResourceConflict, Rule: "AU6", Attribute: []string{"configuration"},
-		Message: fmt.Sprintf("the configuration has secret_bindings (%s), which are Kubernetes Secrets; an SSH compute cannot project them. "+
-			"Remove them and put the channel credentials in the host's environment file, or run the Agent on a Kubernetes compute", bindings[0].Binding)}}
+		Message: fmt.Sprintf("the configuration has secret_bindings (%s), which are Kubernetes Secrets; %s cannot project them. "+
+			"Remove them%s, or run the Agent on %s", bindings[0].Binding, row.Words.Noun, instead, nouns(kindsWhere(func(k KindSupport) bool { return k.SecretBindings })))}}
 }

@@ -66,14 +66,6 @@ func (es Errors) Error() string {
 	return strings.Join(parts, "; ")
 }
 
-// Err returns nil for no errors, so that callers can write `if err := es.Err(); err != nil`.
-func (es Errors) Err() error {
-	if len(es) == 0 {
-		return nil
-	}
-	return es
-}
-
 // Has reports whether a refusal for rule is present.
 func (es Errors) Has(rule string) bool {
 	for _, e := range es {

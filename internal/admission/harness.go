@@ -1,6 +1,9 @@
 package admission
 
-import "fmt"
+import (
+	"fmt"
+	"slices"
+)
 
 // Pinned runtime: the images and harness versions OCC approves by default.
 const (
@@ -29,22 +32,52 @@ func DefaultExecutionMode(planned, prior string) string {
 }
 
 // CheckHarnessMode applies HM1: the supported harness × mode × compute kind
-// combinations. Everything else is INVALID_REQUEST, before any work.
+// combinations, as the kind table lists them (kindTable). Everything else
+// is INVALID_REQUEST, before any work.
 func CheckHarnessMode(harness, mode, kind string) *Error {
 	attr := []string{"execution_mode"}
 	switch {
-	case harness != HarnessOpenClaw && harness != HarnessCodex:
+	case !slices.Contains(Harnesses, harness):
 		return invalid("HM1", []string{"harness"}, nil, "harness %q is not supported; use \"openclaw\" or \"codex\"", harness)
-	case mode != ModeEmbedded && mode != ModeDedicated:
+	case !slices.Contains(ExecutionModes, mode):
 		return invalid("HM1", attr, nil, "execution mode %q is not supported; use \"embedded\" or \"dedicated\"", mode)
-	case harness == HarnessCodex && mode == ModeEmbedded:
-		return invalid("HM1", attr, nil, "the codex harness has no embedded mode; set execution_mode = \"dedicated\" (a gateway beside a separate Codex app server)")
-	case kind == KindSSH && mode == ModeDedicated:
-		return invalid("HM1", attr, nil, "%s %s runs on Kubernetes only; an SSH compute runs embedded OpenClaw (harness = \"openclaw\", execution_mode = \"embedded\")", harness, mode)
-	case kind != KindKubernetes && kind != KindSSH:
-		return invalid("HM1", []string{"compute"}, nil, "compute kind %q is not supported; use a kubernetes or ssh compute", kind)
+	}
+	runs := kindsWhere(func(k KindSupport) bool { return k.RunsHarness(harness, mode) })
+	if len(runs) == 0 {
+		// No compute kind runs the combination: it does not exist (codex+embedded).
+		return invalid("HM1", attr, nil, "the %s harness has no %s mode; %s", harness, mode, modeAdvice(harness))
+	}
+	row, known := KindOf(kind)
+	switch {
+	case !known:
+		return invalid("HM1", []string{"compute"}, nil, "compute kind %q is not supported; use a %s compute", kind, orList(kindNames()))
+	case !row.RunsHarness(harness, mode):
+		var alts []string
+		for _, hm := range row.Runs {
+			alts = append(alts, hm.describe())
+		}
+		return invalid("HM1", attr, nil, "%s %s runs on %s only; %s runs %s", harness, mode, titles(runs), row.Words.Noun, orList(alts))
 	}
 	return nil
+}
+
+// modeAdvice names the modes some compute kind runs harness in.
+func modeAdvice(harness string) string {
+	var advice []string
+	for _, m := range ExecutionModes {
+		if len(kindsWhere(func(k KindSupport) bool { return k.RunsHarness(harness, m) })) == 0 {
+			continue
+		}
+		a := fmt.Sprintf("set execution_mode = %q", m)
+		if note := modeNotes[HarnessMode{harness, m}]; note != "" {
+			a += " (" + note + ")"
+		}
+		advice = append(advice, a)
+	}
+	if len(advice) == 0 {
+		return "no compute kind runs it"
+	}
+	return orList(advice)
 }
 
 // MaxConcurrent applies HM7: an explicit agents.defaults.maxConcurrent wins;

@@ -14,7 +14,7 @@ const (
 	ModeDedicated = "dedicated"
 )
 
-// Compute kinds.
+// Compute kinds; what each supports is its row in kindTable (kinds.go).
 const (
 	KindKubernetes = "kubernetes"
 	KindSSH        = "ssh"
@@ -51,7 +51,7 @@ const (
 var (
 	Harnesses      = []string{HarnessOpenClaw, HarnessCodex}
 	ExecutionModes = []string{ModeEmbedded, ModeDedicated}
-	ComputeKinds   = []string{KindKubernetes, KindSSH}
+	ComputeKinds   = kindNames() // the kind table's rows (kinds.go)
 	AuthMethods    = []string{MethodAPIKey, MethodCodexPAT, MethodCredentialSource, MethodRuntime}
 	SourceTypes    = []string{SourceTypeOpenAIAPIKey, SourceTypeCodexOAuth}
 	Facets         = []string{FacetNetworking, FacetFilesystem, FacetProcess}

@@ -9,19 +9,16 @@ import (
 
 // Document paths the rules read (MR3, upstream OpenClaw layout).
 var (
-	pathAgents          = occconfig.Keys("agents")
-	pathDefaults        = occconfig.Keys("agents", "defaults")
-	pathDefaultModel    = occconfig.Keys("agents", "defaults", "model")
-	pathDefaultModels   = occconfig.Keys("agents", "defaults", "models")
-	pathLegacyRuntime   = occconfig.Keys("agents", "defaults", "agentRuntime")
-	pathMaxConcurrent   = occconfig.Keys("agents", "defaults", "maxConcurrent")
-	pathEntries         = occconfig.Keys("agents", "entries")
-	pathProviders       = occconfig.Keys("models", "providers")
-	pathPluginEntries   = occconfig.Keys("plugins", "entries")
-	pathCodexPlugin     = occconfig.Keys("plugins", "entries", "codex")
-	pathCodexTransport  = occconfig.Keys("plugins", "entries", "codex", "config", "appServer", "transport")
-	pathCodexPluginOn   = occconfig.Keys("plugins", "entries", "codex", "enabled")
-	runtimeIDPathSuffix = []string{"agentRuntime", "id"}
+	pathAgents         = occconfig.Keys("agents")
+	pathDefaultModel   = occconfig.Keys("agents", "defaults", "model")
+	pathDefaultModels  = occconfig.Keys("agents", "defaults", "models")
+	pathLegacyRuntime  = occconfig.Keys("agents", "defaults", "agentRuntime")
+	pathMaxConcurrent  = occconfig.Keys("agents", "defaults", "maxConcurrent")
+	pathEntries        = occconfig.Keys("agents", "entries")
+	pathProviders      = occconfig.Keys("models", "providers")
+	pathPluginEntries  = occconfig.Keys("plugins", "entries")
+	pathCodexTransport = occconfig.Keys("plugins", "entries", "codex", "config", "appServer", "transport")
+	pathCodexPluginOn  = occconfig.Keys("plugins", "entries", "codex", "enabled")
 )
 
 // modelSelection is the primary model and its fallbacks as written.

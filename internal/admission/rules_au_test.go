@@ -1,6 +1,7 @@
 package admission
 
 import (
+	"encoding/json"
 	"slices"
 	"strings"
 	"testing"
@@ -64,8 +65,8 @@ func TestAU1_APIKeyEnvByProvider(t *testing.T) {
 			&refusal{InvalidRequest, "AU1", attrSource, ""}},
 	})
 	for p, want := range map[string]string{"openai": "OPENAI_API_KEY", "codex": "OPENAI_API_KEY", "openai-compatible": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY", "google": "", "": ""} {
-		if got := providerKeyEnv(p); got != want {
-			t.Errorf("providerKeyEnv(%q) = %q, want %q", p, got, want)
+		if got := ProviderKeyEnv(p); got != want {
+			t.Errorf("ProviderKeyEnv(%q) = %q, want %q", p, got, want)
 		}
 	}
 }
@@ -95,7 +96,12 @@ func TestAU2_CodexPATDedicatedCodexOnly(t *testing.T) {
 
 // rule AU3
 func TestAU3_CredentialSourceRequirements(t *testing.T) {
+	// The harness receives the OpenAI key's placeholder in OPENAI_API_KEY,
+	// and Codex logs in with it; codex-oauth delivers no key at all.
 	placeholder := CredentialDelivery{Method: MethodCredentialSource, Consumer: ConsumerProxy, Placeholder: true}
+	codexPlaceholder, nodePlaceholder := placeholder, placeholder
+	codexPlaceholder.EnvVar, codexPlaceholder.LoginMode = EnvOpenAIAPIKey, LoginAPIKeyStdin
+	nodePlaceholder.EnvVar = EnvOpenAIAPIKey
 	codexWith := func(st string) Input { in := credentialGatewayCodexInput(); in.Source = credSource(st); return in }
 	openclawWith := func(st string) Input {
 		in := dedicatedOpenClawInput()
@@ -115,9 +121,9 @@ func TestAU3_CredentialSourceRequirements(t *testing.T) {
 	embedded.Compute.CredentialGateway = gateway()
 	embedded.Source = credSource(SourceTypeOpenAIAPIKey)
 	runAuthCases(t, []authCase{
-		{"dedicated codex, openai api key", codexWith(SourceTypeOpenAIAPIKey), placeholder, nil},
+		{"dedicated codex, openai api key", codexWith(SourceTypeOpenAIAPIKey), codexPlaceholder, nil},
 		{"dedicated codex, codex-oauth", codexWith(SourceTypeCodexOAuth), placeholder, nil},
-		{"native openclaw, openai api key", openclawWith(SourceTypeOpenAIAPIKey), placeholder, nil},
+		{"native openclaw, openai api key", openclawWith(SourceTypeOpenAIAPIKey), nodePlaceholder, nil},
 		{"native openclaw, codex-oauth", openclawWith(SourceTypeCodexOAuth), CredentialDelivery{},
 			&refusal{InvalidRequest, "AU3", attrSource, ""}},
 		{"embedded openclaw", embedded, CredentialDelivery{},
@@ -156,7 +162,7 @@ func TestAU4_CredentialGatewayRejectsSecretMethods(t *testing.T) {
 	withSource := func(in Input, s CredentialSource) Input { in.Source = s; return in }
 	cases := []authCase{
 		{"credential_source behind the gateway", credentialGatewayCodexInput(),
-			CredentialDelivery{Method: MethodCredentialSource, Consumer: ConsumerProxy, Placeholder: true}, nil},
+			CredentialDelivery{Method: MethodCredentialSource, Consumer: ConsumerProxy, EnvVar: EnvOpenAIAPIKey, LoginMode: LoginAPIKeyStdin, Placeholder: true}, nil},
 		{"api_key without a gateway", withSource(dedicatedCodexInput(), apiKeySource(k8sComputeID)),
 			CredentialDelivery{Method: MethodAPIKey, Consumer: ConsumerHarness, EnvVar: "OPENAI_API_KEY", LoginMode: "api_key_stdin"}, nil},
 		{"api_key, dedicated codex", gw(dedicatedCodexInput()), CredentialDelivery{}, &refusal{ResourceConflict, "AU4", attrSource, ""}},
@@ -267,5 +273,95 @@ func TestAU6_SecretBindings(t *testing.T) {
 	in.Configuration.SecretBindings = map[string]SecretRef{"telegram": ref("tg-bot", "token")}
 	if _, errs := Admit(in); len(errs) != 1 || errs[0].Rule != "AU6" || errs[0].Class != ResourceConflict {
 		t.Fatalf("ssh with bindings: errs = %v, want one AU6 RESOURCE_CONFLICT", errs)
+	}
+}
+
+// rule AU5: a credential source lives in a compute whose kind takes its
+// method (CheckSourceCompute, which occ_credential_source calls): an SSH
+// host holds only runtime credentials, Kubernetes rejects runtime; both
+// 409, at the source's compute. A method that is not known is left to the
+// method's validation.
+func TestAU5_SourceComputeHoldsItsMethod(t *testing.T) {
+	k8s, ssh := k8sCompute(), sshCompute()
+	for _, tc := range []struct {
+		name    string
+		method  string
+		c       Compute
+		summary string // the message's first clause: the diagnostic's summary
+	}{
+		{"kubernetes api_key", MethodAPIKey, k8s, ""},
+		{"kubernetes codex_pat", MethodCodexPAT, k8s, ""},
+		{"kubernetes credential_source", MethodCredentialSource, k8s, ""},
+		{"kubernetes runtime", MethodRuntime, k8s, "Kubernetes rejects the runtime method"},
+		{"ssh runtime", MethodRuntime, ssh, ""},
+		{"ssh api_key", MethodAPIKey, ssh, "an SSH compute holds only runtime credentials"},
+		{"ssh codex_pat", MethodCodexPAT, ssh, "an SSH compute holds only runtime credentials"},
+		{"ssh credential_source", MethodCredentialSource, ssh, "an SSH compute holds only runtime credentials"},
+		{"unknown method", "oauth", ssh, ""},
+		{"method not known yet", "", ssh, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := CheckSourceCompute(tc.method, tc.c)
+			if tc.summary == "" {
+				if e != nil {
+					t.Fatalf("refused: %v", e)
+				}
+				return
+			}
+			if e == nil || e.Class != ResourceConflict || e.Rule != "AU5" || !slices.Equal(e.Attribute, attrCompute) {
+				t.Fatalf("got %+v, want RESOURCE_CONFLICT AU5 at compute", e)
+			}
+			if !strings.HasPrefix(e.Message, tc.summary+": ") || !strings.Contains(e.Message, `"`+tc.c.Name+`"`) || !strings.Contains(e.Message, tc.method) {
+				t.Errorf("message %q: want %q first, naming the compute and the method", e.Message, tc.summary)
+			}
+		})
+	}
+	// The words, as the provider has always answered them.
+	if e := CheckSourceCompute(MethodRuntime, k8s); e.Message != `Kubernetes rejects the runtime method: compute "prod" is Kubernetes; method "runtime" exists only on SSH computes. Use api_key, codex_pat or credential_source` {
+		t.Errorf("kubernetes runtime: %s", e.Message)
+	}
+	if e := CheckSourceCompute(MethodAPIKey, ssh); e.Message != `an SSH compute holds only runtime credentials: compute "edge" is an SSH host, where systemd loads the operator's credentials file; method "api_key" needs a Kubernetes compute` {
+		t.Errorf("ssh api_key: %s", e.Message)
+	}
+	// The Agent's admission and the source's check agree, both from the kind table.
+	for _, c := range []Compute{k8s, ssh} {
+		for _, m := range AuthMethods {
+			_, errs := CheckAuth(HarnessOpenClaw, ModeEmbedded, "anthropic", c, CredentialSource{Name: "s", Method: m, SourceType: SourceTypeOpenAIAPIKey})
+			if (CheckSourceCompute(m, c) != nil) != errs.Has("AU5") {
+				t.Errorf("%s on %s: source check %v, agent admission %v", m, c.Kind, CheckSourceCompute(m, c), errs)
+			}
+		}
+	}
+}
+
+// rules AU1, AU2, AU3: the delivery names the variable and login mode the
+// workloads get (render reads them); a placeholder delivery encodes as it
+// always has, so that its revision keeps its content address.
+func TestAU3_PlaceholderDeliveryEncoding(t *testing.T) {
+	for _, tc := range []struct {
+		d    CredentialDelivery
+		want string
+	}{
+		{CredentialDelivery{Method: MethodCredentialSource, Consumer: ConsumerProxy, EnvVar: EnvOpenAIAPIKey, LoginMode: LoginAPIKeyStdin, Placeholder: true},
+			`{"method":"credential_source","consumer":"sandbox-egress-proxy","placeholder":true}`},
+		{CredentialDelivery{Method: MethodCredentialSource, Consumer: ConsumerProxy, Placeholder: true},
+			`{"method":"credential_source","consumer":"sandbox-egress-proxy","placeholder":true}`},
+		{CredentialDelivery{Method: MethodAPIKey, Consumer: ConsumerHarness, EnvVar: EnvOpenAIAPIKey, LoginMode: LoginAPIKeyStdin},
+			`{"method":"api_key","consumer":"harness","env_var":"OPENAI_API_KEY","login_mode":"api_key_stdin"}`},
+		{CredentialDelivery{Method: MethodRuntime, Consumer: ConsumerHost}, `{"method":"runtime","consumer":"host"}`},
+	} {
+		b, err := json.Marshal(tc.d)
+		if err != nil || string(b) != tc.want {
+			t.Errorf("encoding of %+v = %s, %v; want %s", tc.d, b, err, tc.want)
+		}
+	}
+	// Two placeholder deliveries that differ only in their variables are
+	// told apart by what the revision freezes besides: the source type.
+	a := admitOK(t, credentialGatewayCodexInput())
+	in := credentialGatewayCodexInput()
+	in.Source = credSource(SourceTypeCodexOAuth)
+	b := admitOK(t, in)
+	if a.Credential == b.Credential || a.ID() == b.ID() {
+		t.Errorf("openai key and codex-oauth placeholders: deliveries %+v / %+v, ids %s / %s", a.Credential, b.Credential, a.ID(), b.ID())
 	}
 }

@@ -269,3 +269,50 @@ func TestPR4_CodexProbeBudget(t *testing.T) {
 		t.Errorf("compatible endpoint probe = %+v, want responses-https on the stored model", custom.Probe)
 	}
 }
+
+// rule ND6, the other way round: native worker support is declared only
+// for a custom runtime image (CheckNativeWorkerDeclaration, which
+// occ_compute calls); the pinned image supports native workers already.
+func TestND6_DeclarationOnlyForACustomImage(t *testing.T) {
+	const custom = "registry.example/openclaw:custom"
+	for _, tc := range []struct {
+		name     string
+		image    string
+		declared bool
+		refused  bool
+	}{
+		{"pinned by default, declared", "", true, true},
+		{"pinned spelled out, declared", PinnedRuntimeImage, true, true},
+		{"custom, declared", custom, true, false},
+		{"pinned, not declared", "", false, false},
+		{"custom, not declared", custom, false, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := CheckNativeWorkerDeclaration(tc.image, tc.declared)
+			if !tc.refused {
+				if e != nil {
+					t.Fatalf("refused: %v", e)
+				}
+				return
+			}
+			if e == nil || e.Class != InvalidRequest || e.Rule != "ND6" || !slices.Equal(e.Attribute, []string{"kubernetes", "native_worker_support"}) {
+				t.Fatalf("got %+v, want INVALID_REQUEST ND6 at kubernetes.native_worker_support", e)
+			}
+			if !strings.HasPrefix(e.Message, "native_worker_support is only for a custom runtime_image: ") {
+				t.Errorf("message %q", e.Message)
+			}
+		})
+	}
+	// It agrees with admission's own reading of the image: a declaration is
+	// accepted exactly where it changes what the installation reports.
+	for _, img := range []string{"", PinnedRuntimeImage, custom} {
+		c := k8sCompute()
+		c.SandboxDriver, c.RuntimeImage = fullDriver(), img
+		without := ComputeInstallation(c).NativeWorkersSupport
+		c.NativeWorkerSupport = true
+		with := ComputeInstallation(c).NativeWorkersSupport
+		if (CheckNativeWorkerDeclaration(img, true) == nil) != (with != without) {
+			t.Errorf("image %q: declaration check %v, installation %q -> %q", img, CheckNativeWorkerDeclaration(img, true), without, with)
+		}
+	}
+}

@@ -36,20 +36,22 @@ func MissingFacets(d *SandboxDriver) []string {
 }
 
 // QualifyingDriver reports whether the Compute has a sandbox driver that can
-// contain dedicated native OpenClaw: the bundled OpenShell driver on
-// Kubernetes with all three facets and enforced worker placement (ND4).
+// contain dedicated native OpenClaw: the bundled OpenShell driver, on a
+// kind that takes sandbox drivers (Kubernetes), with all three facets and
+// enforced worker placement (ND4).
 func QualifyingDriver(c Compute) bool {
 	d := c.SandboxDriver
-	return c.Kind == KindKubernetes && d != nil && d.Name == DriverOpenShell && !d.NotInstalled &&
+	return kindRow(c.Kind).SandboxDriver && d != nil && d.Name == DriverOpenShell && !d.NotInstalled &&
 		len(MissingFacets(d)) == 0 && d.RequiredProfile != ""
 }
 
-// nativeWorkerSupport is the runtime image's own support, independent of the driver (ND6).
+// nativeWorkerSupport is the runtime image's own support, independent of the
+// driver (ND6), on a kind that runs native OpenClaw.
 func nativeWorkerSupport(c Compute) string {
 	switch {
-	case c.Kind != KindKubernetes:
+	case !kindRow(c.Kind).RunsHarness(HarnessOpenClaw, ModeDedicated):
 		return ""
-	case c.RuntimeImage == "" || c.RuntimeImage == PinnedRuntimeImage:
+	case pinnedRuntime(c.RuntimeImage):
 		return NativeWorkersPinned
 	case c.NativeWorkerSupport:
 		return NativeWorkersDeclared
@@ -80,18 +82,24 @@ func ComputeInstallation(c Compute) Installation {
 // missing); a sandbox driver needs Kubernetes.
 func CheckSandbox(harness, mode string, c Compute) Errors {
 	var errs Errors
-	if c.SandboxDriver != nil && c.Kind != KindKubernetes {
-		errs = append(errs, conflict("ND4", []string{"compute"}, "a sandbox driver needs a Kubernetes compute; remove sandbox_driver or use a kubernetes compute"))
+	row := kindRow(c.Kind)
+	if c.SandboxDriver != nil && !row.SandboxDriver {
+		takes := kindsWhere(func(k KindSupport) bool { return k.SandboxDriver })
+		var names []string
+		for _, k := range takes {
+			names = append(names, k.Kind)
+		}
+		errs = append(errs, conflict("ND4", []string{"compute"}, "a sandbox driver needs %s; remove sandbox_driver or use a %s compute", nouns(takes), orList(names)))
 	}
 	if c.SandboxDriver != nil && c.SandboxDriver.Name != DriverOpenShell {
 		errs = append(errs, invalid("OS1", []string{"compute"}, nil, "sandbox driver %q is not known; the bundled driver is %q", c.SandboxDriver.Name, DriverOpenShell))
 	}
-	if mode == ModeDedicated && c.Kind == KindKubernetes && c.SandboxDriver != nil && c.SandboxDriver.NotInstalled {
+	if mode == ModeDedicated && row.SandboxDriver && c.SandboxDriver != nil && c.SandboxDriver.NotInstalled {
 		// The compute declares a driver to contain its dedicated harnesses,
 		// and the cluster does not serve it: fail closed (AD6, ND5).
 		return append(errs, conflict("ND5", []string{"compute"}, "the dedicated harness needs the sandbox driver %q, which is not installed in the cluster: %s", c.SandboxDriver.Name, notInstalledText))
 	}
-	if harness != HarnessOpenClaw || mode != ModeDedicated || c.Kind != KindKubernetes {
+	if harness != HarnessOpenClaw || mode != ModeDedicated || !row.RunsHarness(harness, mode) {
 		return errs
 	}
 	if nativeWorkerSupport(c) == "" {
@@ -104,6 +112,22 @@ func CheckSandbox(harness, mode string, c Compute) Errors {
 	}
 	return errs
 }
+
+// CheckNativeWorkerDeclaration applies ND6 the other way round: a compute
+// declares native worker support (runtime.nativeWorkerSupport) only for a
+// custom runtime image; the pinned image supports native workers already.
+// runtimeImage is the configured image ("" for the pinned one). The
+// refusal points at the Kubernetes settings' native_worker_support.
+func CheckNativeWorkerDeclaration(runtimeImage string, declared bool) *Error {
+	if !declared || !pinnedRuntime(runtimeImage) {
+		return nil
+	}
+	return invalid("ND6", []string{"kubernetes", "native_worker_support"}, nil,
+		"native_worker_support is only for a custom runtime_image: the pinned runtime image already supports native workers. Remove native_worker_support, or set runtime_image to your custom image")
+}
+
+// pinnedRuntime reports whether a configured runtime image is the pinned one.
+func pinnedRuntime(image string) bool { return image == "" || image == PinnedRuntimeImage }
 
 func missingDriverText(d *SandboxDriver) string {
 	if d == nil {

@@ -36,7 +36,6 @@ const (
 	ManagedBy       = "terraform-provider-occ"
 
 	AnnotationRevisionID = "occ-platform.io/revision-id"
-	AnnotationDigest     = "occ-platform.io/config-digest"
 	// AnnotationCompute names, on a namespace the provider created, the
 	// compute it was created for (its destroy deletes it again).
 	AnnotationCompute = "occ-platform.io/compute"
@@ -55,7 +54,7 @@ const (
 	AppServerPort = 18790
 	ConfigDir     = "/etc/openclaw"
 	ConfigFile    = "openclaw.json"
-	ProbeFile     = "probe.json"
+	ProbeFile     = admission.ProbeFile
 	Workspace     = "/home/node/workspace" // MR7
 	CodexConfig   = "/etc/codex"
 	CodexHome     = "/var/lib/codex"
@@ -186,8 +185,8 @@ func embedded(rev *admission.Revision, n int64) (*Objects, error) {
 		return nil, err
 	}
 	env := gatewayEnv()
-	if c := rev.Credential; c.Consumer == admission.ConsumerGateway {
-		env = append(env, secretEnv(c.EnvVar, rev.Source))
+	if rev.Credential.Consumer == admission.ConsumerGateway {
+		env = append(env, credentialEnv(rev)...)
 	}
 	dep := gatewayDeployment(rev, n, []string{"--probe=" + ConfigDir + "/" + ProbeFile}, env, nil)
 	return &Objects{
@@ -216,6 +215,8 @@ func dedicatedCodex(rev *admission.Revision, n int64) (*Objects, error) {
 	// token; it reads it from the environment (appServer.authToken).
 	gwEnv := append(gatewayEnv(), corev1ac.EnvVar().WithName(AppServerTokenEnv).WithValueFrom(
 		corev1ac.EnvVarSource().WithSecretKeyRef(corev1ac.SecretKeySelector().WithName(AppServerTokenSecret(a)).WithKey(AppServerTokenKey))))
+	// The gateway's wrapper holds it, unready, until the harness reports
+	// ready (PR10).
 	gateway := gatewayDeployment(rev, n, []string{"--wait-peer=harness"}, gwEnv, nil)
 	hEnv := []*corev1ac.EnvVarApplyConfiguration{
 		envValue("LOG_FORMAT", "json"), // LG3
@@ -224,19 +225,7 @@ func dedicatedCodex(rev *admission.Revision, n int64) (*Objects, error) {
 		envValue("OCC_CODEX_CONFIG", CodexConfig+"/config.toml"),
 		envValue("TMPDIR", "/tmp"),
 	}
-	switch c := rev.Credential; {
-	case c.Method == admission.MethodCodexPAT && rev.Source.ServiceAccount != "":
-		// A managed ServiceAccount: the harness runs as it, and the token is
-		// a projected, audience-bound, expiring ServiceAccount token (AU2).
-		hEnv = append(hEnv, envValue("CODEX_LOGIN_MODE", "codex_pat"), envValue("CODEX_ACCESS_TOKEN_FILE", CodexTokenDir+"/token"))
-	case c.Method == admission.MethodCodexPAT:
-		hEnv = append(hEnv, envValue("CODEX_LOGIN_MODE", "codex_pat"), secretEnv("CODEX_ACCESS_TOKEN", rev.Source))
-	case c.Method == admission.MethodAPIKey:
-		hEnv = append(hEnv, envValue("CODEX_LOGIN_MODE", "api_key_stdin"), secretEnv("OPENAI_API_KEY", rev.Source))
-	case c.Placeholder:
-		// The Credential Gateway supplies the key at the egress proxy (AU3).
-		hEnv = append(hEnv, placeholderCredential(rev)...)
-	}
+	hEnv = append(hEnv, credentialEnv(rev)...)
 	harness := deployment(rev, n, HarnessName(a), ComponentHarness, HarnessName(a),
 		container(rev, "harness", rev.ComputeSettings.CodexImage, append([]string{"--container=harness", "--harness=codex", "--probe=" + CodexConfig + "/" + ProbeFile, "--"},
 			AppServerCommand()...), hEnv, AppServerPort).
@@ -480,6 +469,43 @@ func gatewayEnv() []*corev1ac.EnvVarApplyConfiguration {
 
 func envValue(name, value string) *corev1ac.EnvVarApplyConfiguration {
 	return corev1ac.EnvVar().WithName(name).WithValue(value)
+}
+
+// credentialEnv is the model credential as its consumer receives it, read
+// from what admission decided (rev.Credential, AU1 to AU3): the variable
+// holding the key, token or placeholder, and Codex's login mode. A Secret
+// is projected by reference; a managed ServiceAccount's token (AU2) is a
+// projected, audience-bound, expiring token whose file the _FILE variable
+// names; a Credential Gateway's key is a placeholder the egress proxy swaps
+// (AU3). The variables keep the order each delivery has always rendered
+// in, so that an upgrade changes no Pod template.
+func credentialEnv(rev *admission.Revision) []*corev1ac.EnvVarApplyConfiguration {
+	c := rev.Credential
+	var key *corev1ac.EnvVarApplyConfiguration
+	switch {
+	case c.EnvVar == "":
+	case c.Placeholder:
+		key = envValue(c.EnvVar, admission.PlaceholderCredential)
+	case c.Method == admission.MethodCodexPAT && rev.Source.ServiceAccount != "":
+		key = envValue(admission.EnvCodexAccessTokenFile, CodexTokenDir+"/token")
+	default:
+		key = secretEnv(c.EnvVar, rev.Source)
+	}
+	var login *corev1ac.EnvVarApplyConfiguration
+	if c.LoginMode != "" {
+		login = envValue(admission.EnvCodexLoginMode, c.LoginMode)
+	}
+	var env []*corev1ac.EnvVarApplyConfiguration
+	order := []*corev1ac.EnvVarApplyConfiguration{login, key}
+	if c.Placeholder {
+		order = []*corev1ac.EnvVarApplyConfiguration{key, login}
+	}
+	for _, e := range order {
+		if e != nil {
+			env = append(env, e)
+		}
+	}
+	return env
 }
 
 // secretEnv projects the credential source's Secret; the revision pins the

@@ -2,6 +2,7 @@ package render
 
 import (
 	"encoding/json"
+	"slices"
 	"strings"
 	"testing"
 
@@ -220,10 +221,71 @@ func TestRender_DedicatedCodex(t *testing.T) {
 }
 
 func TestRender_RefusesOtherTopologies(t *testing.T) {
-	rev := admit(t, embeddedInput(t, "anthropic/claude-sonnet-4-5"))
-	rev.ComputeSettings.Kind = admission.KindSSH
-	if _, err := Kubernetes(rev, 1); err == nil {
-		t.Error("rendered an SSH revision for Kubernetes")
+	for _, tc := range []struct {
+		name string
+		edit func(*admission.Revision)
+		want string
+	}{
+		// Not for Kubernetes at all: refused before the topology.
+		{"ssh compute", func(r *admission.Revision) { r.ComputeSettings.Kind = admission.KindSSH }, "not for a Kubernetes compute"},
+		{"no namespace", func(r *admission.Revision) { r.ComputeSettings.Namespace = "" }, "not for a Kubernetes compute"},
+		// For Kubernetes, with a harness and mode this version renders no
+		// topology of.
+		{"embedded codex", func(r *admission.Revision) {
+			r.Harness, r.ExecutionMode = admission.HarnessCodex, admission.ModeEmbedded
+		}, "codex embedded is not rendered"},
+		{"unknown harness", func(r *admission.Revision) { r.Harness = "hermes" }, "hermes dedicated is not rendered"},
+		{"unknown mode", func(r *admission.Revision) { r.ExecutionMode = "shared" }, "codex shared is not rendered"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rev := admit(t, codexInput(t, admission.MethodAPIKey))
+			if _, err := Kubernetes(rev, 1); err != nil {
+				t.Fatalf("the unedited revision does not render: %v", err)
+			}
+			tc.edit(rev)
+			objs, err := Kubernetes(rev, 1)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("Kubernetes = %v, %v; want an error saying %q", objs, err, tc.want)
+			}
+		})
+	}
+}
+
+// rule PR10: the dedicated Codex gateway's wrapper waits for its harness
+// (--wait-peer=harness); no other gateway waits (a native node enrolls
+// through its gateway, which must not wait for it: ND2, ND3).
+func TestPR10_OnlyTheDedicatedCodexGatewayWaitsForItsPeer(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		rev  *admission.Revision
+	}{
+		{"embedded", admit(t, embeddedInput(t, "anthropic/claude-sonnet-4-5"))},
+		{"dedicated codex", admit(t, codexInput(t, admission.MethodAPIKey))},
+		{"sandboxed codex", admit(t, sandboxedCodexInput(t))},
+		{"native openclaw", admit(t, nativeInput(t, admission.MethodAPIKey))},
+	} {
+		objs, err := Kubernetes(tc.rev, 1)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		for _, c := range containersOf(objs) {
+			var waits []string
+			for _, a := range c.Args {
+				if a == "--" {
+					break
+				}
+				if strings.HasPrefix(a, "--wait-peer") {
+					waits = append(waits, a)
+				}
+			}
+			var want []string
+			if *c.Name == "gateway" && tc.rev.Harness == admission.HarnessCodex {
+				want = []string{"--wait-peer=harness"}
+			}
+			if !slices.Equal(waits, want) {
+				t.Errorf("%s: the %s container's wrapper has %q, want %q", tc.name, *c.Name, waits, want)
+			}
+		}
 	}
 }
 
@@ -726,5 +788,36 @@ func TestPR3_HarnessConfigNamesTheProbedEndpoint(t *testing.T) {
 				t.Errorf("root keys after a table belong to the table:\n%s", cfg)
 			}
 		})
+	}
+}
+
+// The topology read and delete derive from state is the one deploy renders.
+func TestTopology_MatchesRenderedObjects(t *testing.T) {
+	for _, tc := range topologyCases(t) {
+		objs, err := Kubernetes(tc.rev, 1)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		got, want := objs.Topology(), TopologyOf(tc.rev.Harness, tc.rev.ExecutionMode, Sandboxed(tc.rev))
+		slices.Sort(got.Deployments)
+		slices.Sort(want.Deployments)
+		if !slices.Equal(got.Deployments, want.Deployments) || got.Sandbox != want.Sandbox {
+			t.Errorf("%s: rendered %+v, TopologyOf says %+v", tc.name, got, want)
+		}
+	}
+}
+
+func topologyCases(t *testing.T) []struct {
+	name string
+	rev  *admission.Revision
+} {
+	return []struct {
+		name string
+		rev  *admission.Revision
+	}{
+		{"embedded", admit(t, embeddedInput(t, "anthropic/claude-sonnet-4-5"))},
+		{"dedicated codex", admit(t, codexInput(t, admission.MethodAPIKey))},
+		{"sandboxed codex", admit(t, sandboxedCodexInput(t))},
+		{"native openclaw", admit(t, nativeInput(t, admission.MethodAPIKey))},
 	}
 }

@@ -170,14 +170,9 @@ func Attachments(rev *admission.Revision) []sandboxapi.Attachment {
 	if rev.Credential.Method != admission.MethodCredentialSource || rev.Sandbox == nil {
 		return nil
 	}
-	return []sandboxapi.Attachment{{Name: rev.Source.ID, Gateway: rev.Sandbox.CredentialGateway, SourceType: rev.Source.SourceType, Env: placeholderEnv(rev)}}
-}
-
-func placeholderEnv(rev *admission.Revision) string {
-	if rev.Source.SourceType == admission.SourceTypeCodexOAuth {
-		return ""
-	}
-	return "OPENAI_API_KEY"
+	// Env is the variable holding the placeholder the proxy swaps; none for
+	// codex-oauth (admission decided it: rev.Credential).
+	return []sandboxapi.Attachment{{Name: rev.Source.ID, Gateway: rev.Sandbox.CredentialGateway, SourceType: rev.Source.SourceType, Env: rev.Credential.EnvVar}}
 }
 
 // sandbox wraps a component's Pod template in the revision's Sandbox.
@@ -194,21 +189,6 @@ func sandbox(rev *admission.Revision, n int64, name, component string, tmpl *cor
 		annotations[sandboxapi.AnnotationAttachments] = sandboxapi.EncodeAttachments(a)
 	}
 	return &Sandbox{Name: name, Component: component, Labels: Labels(rev, n, component), Annotations: annotations, Template: tmpl}
-}
-
-// placeholderCredential is the harness's view of a Credential Gateway key:
-// a placeholder the egress proxy swaps for the key (AU3). No Secret.
-func placeholderCredential(rev *admission.Revision) []*corev1ac.EnvVarApplyConfiguration {
-	if rev.Source.SourceType == admission.SourceTypeCodexOAuth {
-		// Experimental: Codex takes external ChatGPT tokens through the
-		// proxy; the harness gets no key and logs in with none.
-		return nil
-	}
-	env := []*corev1ac.EnvVarApplyConfiguration{envValue("OPENAI_API_KEY", admission.PlaceholderCredential)}
-	if rev.Harness == admission.HarnessCodex {
-		env = append(env, envValue("CODEX_LOGIN_MODE", "api_key_stdin"))
-	}
-	return env
 }
 
 // nativeOpenClaw renders dedicated native OpenClaw (ND1 to ND4, HM5, HM6):
@@ -241,7 +221,7 @@ func nativeOpenClaw(rev *admission.Revision, n int64) (*Objects, error) {
 		return nil, err
 	}
 	gwToken := GatewayTokenEnvVar(a)
-	gateway := gatewayDeployment(rev, n, []string{"--wait-peer=node"}, gatewayEnv(), nil)
+	gateway := gatewayDeployment(rev, n, nil, gatewayEnv(), nil)
 	broker := container(rev, "enrollment", rev.ComputeSettings.RuntimeImage, nil, []*corev1ac.EnvVarApplyConfiguration{
 		gwToken,
 		envValue("HOME", BrokerHome),
@@ -283,13 +263,9 @@ func nativeOpenClaw(rev *admission.Revision, n int64) (*Objects, error) {
 		envValue(enrollment.EnvFile, EnrollmentDir+"/"+EnrollmentFile),
 		envValue(enrollment.EnvConnectTarget, ConnectTarget),
 	}
-	switch c := rev.Credential; {
-	case c.Placeholder:
-		nodeEnv = append(nodeEnv, placeholderCredential(rev)...)
-	case c.Method == admission.MethodAPIKey:
-		// Node-local inference: only the node gets the key (AU1, ND4).
-		nodeEnv = append(nodeEnv, secretEnv("OPENAI_API_KEY", rev.Source))
-	}
+	// Node-local inference: only the node gets the key, or the Credential
+	// Gateway's placeholder (AU1, AU3, ND4).
+	nodeEnv = append(nodeEnv, credentialEnv(rev)...)
 	nodeArgs := append([]string{"--container=node", "--harness=openclaw", "--probe=" + NodeConfigDir + "/" + ProbeFile, "--"}, NodeCommand()...)
 	node := withoutHTTPHealth(container(rev, "node", rev.ComputeSettings.RuntimeImage, nodeArgs, nodeEnv, GatewayPort)).
 		WithVolumeMounts(
@@ -389,9 +365,9 @@ func NodeDocument(rev *admission.Revision, n int64) occconfig.Document {
 			d[k] = occconfig.Clone(occconfig.Document{k: v})[k]
 		}
 	}
-	if rev.PrimaryModel != nil && rev.Credential.Method == admission.MethodAPIKey {
+	if c := rev.Credential; rev.PrimaryModel != nil && c.Method == admission.MethodAPIKey && c.EnvVar != "" {
 		occconfig.Set(d, occconfig.Keys("models", "providers", rev.PrimaryModel.Provider, "apiKey"),
-			map[string]any{"source": "env", "provider": "default", "id": "OPENAI_API_KEY"})
+			map[string]any{"source": "env", "provider": "default", "id": c.EnvVar})
 	}
 	// HM6: at most NodeWorkers worker sessions, each in its own workspace
 	// under the node's state; OpenClaw refuses a launch while all slots are

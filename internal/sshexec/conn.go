@@ -330,9 +330,6 @@ type Conn struct {
 	idle      time.Duration
 }
 
-// Target is the host this connection reaches.
-func (c *Conn) Target() Target { return c.target }
-
 func (c *Conn) alive() bool {
 	select {
 	case <-c.dead:

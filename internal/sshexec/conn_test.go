@@ -168,10 +168,18 @@ func TestPoolReusesOneConnectionAndBoundsSessions(t *testing.T) {
 	pool := NewPool(Credentials{PrivateKey: string(s.ClientKey)}, Options{MaxSessions: 2})
 	defer pool.Close()
 	ctx := ctxT(t, 30*time.Second)
-	var running, peak atomic.Int32
+	// What sshd ran, seen on the host: each session marks itself running
+	// in dir, writes how many were running then and the connection it came
+	// over (sshd's SSH_CONNECTION: the client's address and port), holds
+	// 0.5 s, and unmarks itself.
+	dir := t.TempDir()
+	const script = `d=$1; mkdir "$d/run/$$" && set -- "$d"/run/* && echo "$# $SSH_CONNECTION" >>"$d/log" && sleep 0.5; rmdir "$d/run/$$"`
+	if err := os.Mkdir(filepath.Join(dir, "run"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	const sessions = 6
 	var wg sync.WaitGroup
-	start := time.Now()
-	for i := 0; i < 6; i++ {
+	for i := 0; i < sessions; i++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -180,21 +188,38 @@ func TestPoolReusesOneConnectionAndBoundsSessions(t *testing.T) {
 				t.Error(err)
 				return
 			}
-			if _, err := c.RunOK(ctx, "sleep", "sleep 0.3", nil); err != nil {
+			if _, err := c.RunOK(ctx, "session", script, nil, dir); err != nil {
 				t.Error(err)
 			}
-			_ = running.Load()
 		}()
 	}
 	wg.Wait()
-	_ = peak.Load()
-	t.Logf("6 sessions, 2 at a time: %v", time.Since(start))
-	if proxy.Accepted() != 1 {
-		t.Errorf("%d connections, want 1", proxy.Accepted())
+	b, err := os.ReadFile(filepath.Join(dir, "log"))
+	if err != nil {
+		t.Fatal(err)
 	}
-	// 6 commands of 0.3 s, 2 at a time: at least 0.9 s.
-	if d := time.Since(start); d < 850*time.Millisecond {
-		t.Errorf("6 sessions finished in %v: not bounded to 2 at a time", d)
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	if len(lines) != sessions {
+		t.Fatalf("sshd ran %d sessions, want %d:\n%s", len(lines), sessions, b)
+	}
+	peak, conns := 0, map[string]bool{}
+	for _, l := range lines {
+		running, conn, _ := strings.Cut(l, " ")
+		n, err := strconv.Atoi(running)
+		if err != nil || conn == "" {
+			t.Fatalf("session line %q", l)
+		}
+		peak = max(peak, n)
+		conns[conn] = true
+	}
+	if len(conns) != 1 || proxy.Accepted() != 1 {
+		t.Errorf("the sessions came over %d SSH connections (%d accepted by the proxy), want them all over one", len(conns), proxy.Accepted())
+	}
+	if peak > 2 {
+		t.Errorf("%d sessions ran at once, want at most MaxSessions (2)", peak)
+	}
+	if peak < 2 {
+		t.Errorf("at most %d session ran at once: the connection never ran 2 together", peak)
 	}
 }
 

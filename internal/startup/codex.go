@@ -18,10 +18,11 @@ import (
 	"github.com/occ-platform/terraform-provider-occ/internal/runtimerecord"
 )
 
-// Codex login modes (CODEX_LOGIN_MODE, AU1, AU2).
+// Codex login modes (CODEX_LOGIN_MODE, AU1, AU2), as admission delivers
+// them (admission.CredentialDelivery.LoginMode).
 const (
-	LoginAPIKey = "api_key_stdin"
-	LoginPAT    = "codex_pat"
+	LoginAPIKey = admission.LoginAPIKeyStdin
+	LoginPAT    = admission.LoginCodexPAT
 )
 
 // probePath is the PATH of the probe's and login's minimal environment:
@@ -87,12 +88,12 @@ func (c *Codex) Login(ctx context.Context) LoginResult {
 	var flag, secret string
 	switch c.LoginMode {
 	case LoginAPIKey:
-		flag, secret = "--with-api-key", c.Getenv("OPENAI_API_KEY")
+		flag, secret = "--with-api-key", c.Getenv(admission.EnvOpenAIAPIKey)
 	case LoginPAT:
-		flag, secret = "--with-access-token", c.Getenv("CODEX_ACCESS_TOKEN")
-		if secret == "" && c.Getenv("CODEX_ACCESS_TOKEN_FILE") != "" {
+		flag, secret = "--with-access-token", c.Getenv(admission.EnvCodexAccessToken)
+		if secret == "" && c.Getenv(admission.EnvCodexAccessTokenFile) != "" {
 			// A managed ServiceAccount's projected token (AU2).
-			if b, err := os.ReadFile(c.Getenv("CODEX_ACCESS_TOKEN_FILE")); err == nil {
+			if b, err := os.ReadFile(c.Getenv(admission.EnvCodexAccessTokenFile)); err == nil {
 				secret = string(b)
 			}
 		}

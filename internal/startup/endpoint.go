@@ -37,8 +37,10 @@ type Endpoint struct {
 // ResolveEndpoint reads the primary model's provider from the admitted
 // native configuration: its literal baseUrl and api (PR11: transport
 // settings are literal metadata), its apiKey when it is a literal or a
-// ${VAR} reference, else the selected provider's OPENAI_API_KEY or
-// ANTHROPIC_API_KEY (AU1). defaults overrides DefaultBaseURLs (tests).
+// ${VAR} reference, else the variable admission delivers the primary
+// provider's api_key in: OPENAI_API_KEY or ANTHROPIC_API_KEY by the
+// provider, whatever its model API (admission.ProviderKeyEnv, AU1, PR11).
+// defaults overrides DefaultBaseURLs (tests).
 func ResolveEndpoint(doc occconfig.Document, model string, getenv func(string) string, defaults map[string]string) (Endpoint, error) {
 	ref, err := admission.ParseModelRef(model)
 	if err != nil {
@@ -78,12 +80,8 @@ func ResolveEndpoint(doc occconfig.Document, model string, getenv func(string) s
 	if v, ok := strings.CutPrefix(key, "${"); ok && strings.HasSuffix(v, "}") {
 		key = getenv(strings.TrimSuffix(v, "}"))
 	}
-	if key == "" {
-		if ep.API == APIMessages {
-			key = getenv("ANTHROPIC_API_KEY")
-		} else {
-			key = getenv("OPENAI_API_KEY")
-		}
+	if env := admission.ProviderKeyEnv(ref.Provider); key == "" && env != "" {
+		key = getenv(env)
 	}
 	ep.Key = key
 	return ep, nil

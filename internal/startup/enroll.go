@@ -26,14 +26,14 @@ var EnrollWait = 10 * time.Minute
 // reachable or not ready yet.
 const enrollRetry = 2 * time.Second
 
-// peerStatus: a native OpenClaw node obtains its setup code from the
-// gateway (rule ND2). The one-use enrollment target is read from its
-// private file and redeemed at the broker beside the gateway; the setup
-// code it issues is written, private, where `openclaw connect
-// --target-file` consumes it. A restarted container writes the code it was
-// issued again (OpenClaw then reconnects with its saved device token). Any
-// other container skips this phase.
-func (s *run) peerStatus(ctx context.Context) (runtimerecord.Outcome, *runtimerecord.Record, error) {
+// enrollNode is the peer status of a native OpenClaw node: it obtains its
+// setup code from the gateway (rule ND2). The one-use enrollment target is
+// read from its private file and redeemed at the broker beside the
+// gateway; the setup code it issues is written, private, where `openclaw
+// connect --target-file` consumes it. A restarted container writes the
+// code it was issued again (OpenClaw then reconnects with its saved device
+// token). Any other container skips this phase.
+func (s *run) enrollNode(ctx context.Context) (runtimerecord.Outcome, *runtimerecord.Record, error) {
 	src, dst := s.o.Getenv(enrollment.EnvFile), s.o.Getenv(enrollment.EnvConnectTarget)
 	if s.o.Harness != HarnessOpenClaw || src == "" || dst == "" {
 		return runtimerecord.OutcomeSkipped, nil, nil

@@ -1,6 +1,7 @@
 package startup
 
 import (
+	"encoding/json"
 	"io"
 	"sync"
 	"time"
@@ -43,8 +44,24 @@ func (r *Recorder) Write(rec runtimerecord.Record) error {
 	return err
 }
 
-// Elapsed is the time since startup began.
-func (r *Recorder) Elapsed() time.Duration { return r.now().Sub(r.start) }
+// Log writes one fixed message of the wrapper's own as a JSON log line
+// beside the records (not a record: runtimerecord.Parse passes over it).
+// msg is a constant of this package, never a value from the surroundings.
+func (r *Recorder) Log(msg string) error {
+	b, err := json.Marshal(struct {
+		Time      time.Time `json:"time"`
+		Level     string    `json:"level"`
+		Container string    `json:"container,omitempty"`
+		Msg       string    `json:"msg"`
+	}{r.now().UTC(), "info", r.container, msg})
+	if err != nil {
+		return err
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	_, err = r.w.Write(append(b, '\n'))
+	return err
+}
 
 // Phase writes the runtime.startup_phase record of a phase that began at
 // began (PR9): container, phase, outcome, duration and elapsed startup

@@ -40,8 +40,9 @@ type Options struct {
 	// ProbeFile is the admitted probe settings (admission.Probe as JSON);
 	// empty: this container runs no probe (a dedicated gateway).
 	ProbeFile string
-	// WaitPeer names the peer a dedicated gateway waits for; the gateway
-	// itself waits for the harness plugin status (PR10).
+	// WaitPeer names the peer the container waits for before it starts:
+	// PeerHarness, a dedicated OpenClaw gateway's Codex harness (PR10);
+	// empty: none.
 	WaitPeer string
 	// Command is the runtime to exec: argv[0] is looked up on PATH.
 	Command []string
@@ -93,6 +94,9 @@ func Run(ctx context.Context, o Options) (Result, *Recorder, error) {
 	}
 	if o.Harness != HarnessOpenClaw && o.Harness != HarnessCodex {
 		return Result{}, rec, fmt.Errorf("startup: unknown harness %q", o.Harness)
+	}
+	if o.WaitPeer != "" && (o.WaitPeer != PeerHarness || o.Harness != HarnessOpenClaw) {
+		return Result{}, rec, fmt.Errorf("startup: --wait-peer=%q: only an OpenClaw gateway waits for a peer, its harness (%q)", o.WaitPeer, PeerHarness)
 	}
 	var probe *admission.Probe
 	if o.ProbeFile != "" {
@@ -174,7 +178,7 @@ func (s *run) codexFor() (*Codex, error) {
 		return nil, err
 	}
 	c := &Codex{Bin: path, Home: s.o.Getenv("CODEX_HOME"), TmpDir: s.tmpDir(), Getenv: s.o.Getenv,
-		LoginMode: s.o.Getenv("CODEX_LOGIN_MODE"), Now: s.o.Now}
+		LoginMode: s.o.Getenv(admission.EnvCodexLoginMode), Now: s.o.Now}
 	if c.Home == "" {
 		c.Home = filepath.Join(s.o.Getenv("HOME"), ".codex")
 	}
@@ -193,7 +197,7 @@ func (s *run) codexFor() (*Codex, error) {
 // login: Codex logs in with the credential on stdin (AU1, AU2); OpenClaw
 // has no login phase.
 func (s *run) login(ctx context.Context) (runtimerecord.Outcome, *runtimerecord.Record, error) {
-	if s.o.Harness != HarnessCodex || s.o.Getenv("CODEX_LOGIN_MODE") == "" {
+	if s.o.Harness != HarnessCodex || s.o.Getenv(admission.EnvCodexLoginMode) == "" {
 		return runtimerecord.OutcomeSkipped, nil, nil
 	}
 	c, err := s.codexFor()

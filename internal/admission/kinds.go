@@ -1,0 +1,190 @@
+package admission
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+)
+
+// KindSupport is one row of the compute-kind table: what a compute kind
+// supports. The rules that differ by kind (HM1, AU4, AU5, AU6, ND4 to ND6,
+// PR11, SS1, SS2) read the row of the Compute's kind instead of naming a
+// kind, so that another compute kind is one more row in kindTable.
+type KindSupport struct {
+	Kind string
+	// Runs are the harness × execution mode combinations the kind runs
+	// (HM1, SS1), in the order refusals list them.
+	Runs []HarnessMode
+	// AuthMethods are the auth methods an Agent's credential source may use
+	// on the kind, and a credential source living in it may have (AU5, SS1).
+	AuthMethods []string
+	// SecretBindings is true when the kind projects a Configuration's
+	// secret bindings (Kubernetes Secrets) into the gateway (AU6).
+	SecretBindings bool
+	// SandboxDriver is true when a compute of the kind may have a sandbox
+	// driver (ND4): with it come the driver's transform (AD2), the
+	// qualifying driver of native OpenClaw (ND4, ND5) and the paired
+	// OpenShell sandbox of a credential_source binding (AU3).
+	SandboxDriver bool
+	// StartupProbe is true when the platform runs the native model probe
+	// before serving, so the primary provider's transport settings must be
+	// literal (PR1, PR11). An SSH host is checked for readiness only (SS2).
+	StartupProbe bool
+	// Settings is what a revision freezes of a compute of the kind (AD3).
+	Settings func(Compute) ComputeSettings
+	// Words name the kind in refusals.
+	Words KindWords
+}
+
+// HarnessMode is one harness in one execution mode (HM1).
+type HarnessMode struct {
+	Harness string
+	Mode    string
+}
+
+// KindWords are the phrases refusals name a kind with.
+type KindWords struct {
+	Title string // "Kubernetes"
+	Noun  string // "a Kubernetes compute"
+	// Is completes `compute "x" is …`: "Kubernetes", "an SSH host".
+	Is string
+	// CredentialNote says how a kind with a single auth method receives
+	// the credential ("systemd loads the operator's credentials file").
+	CredentialNote string
+	// BindingsInstead says where channel credentials go on a kind that
+	// takes no secret bindings.
+	BindingsInstead string
+}
+
+// kindTable is every compute kind and what it supports (RULES.md HM1, AU5,
+// AU6, ND4, PR1, SS1, SS2).
+var kindTable = []KindSupport{
+	{
+		Kind: KindKubernetes,
+		Runs: []HarnessMode{
+			{HarnessOpenClaw, ModeEmbedded},
+			{HarnessCodex, ModeDedicated},
+			{HarnessOpenClaw, ModeDedicated}, // native worker, experimental (ND)
+		},
+		AuthMethods:    []string{MethodAPIKey, MethodCodexPAT, MethodCredentialSource},
+		SecretBindings: true,
+		SandboxDriver:  true,
+		StartupProbe:   true,
+		Settings:       kubernetesSettings,
+		Words:          KindWords{Title: "Kubernetes", Noun: "a Kubernetes compute", Is: "Kubernetes"},
+	},
+	{
+		Kind:        KindSSH,
+		Runs:        []HarnessMode{{HarnessOpenClaw, ModeEmbedded}},
+		AuthMethods: []string{MethodRuntime},
+		Settings:    sshSettings,
+		Words: KindWords{Title: "SSH", Noun: "an SSH compute", Is: "an SSH host",
+			CredentialNote:  "systemd loads the operator's credentials file",
+			BindingsInstead: "put the channel credentials in the host's environment file"},
+	},
+}
+
+// Kinds returns the table's rows, in order.
+func Kinds() []KindSupport { return slices.Clone(kindTable) }
+
+// KindOf returns the row of a compute kind.
+func KindOf(kind string) (KindSupport, bool) {
+	for _, k := range kindTable {
+		if k.Kind == kind {
+			return k, true
+		}
+	}
+	return KindSupport{}, false
+}
+
+// kindRow is the row of a compute kind; an unknown kind (which HM1 refuses
+// before anything reads its row) supports nothing.
+func kindRow(kind string) KindSupport {
+	if k, ok := KindOf(kind); ok {
+		return k
+	}
+	return KindSupport{Kind: kind, Words: KindWords{Title: kind, Noun: fmt.Sprintf("a %q compute", kind), Is: fmt.Sprintf("of kind %q", kind)}}
+}
+
+// RunsHarness reports whether the kind runs harness in mode (HM1).
+func (k KindSupport) RunsHarness(harness, mode string) bool {
+	return slices.Contains(k.Runs, HarnessMode{harness, mode})
+}
+
+// AcceptsMethod reports whether the kind takes auth method m (AU5).
+func (k KindSupport) AcceptsMethod(m string) bool { return slices.Contains(k.AuthMethods, m) }
+
+// kindsWhere are the rows for which ok holds, in table order.
+func kindsWhere(ok func(KindSupport) bool) []KindSupport {
+	var out []KindSupport
+	for _, k := range kindTable {
+		if ok(k) {
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
+func kindNames() []string {
+	out := make([]string, len(kindTable))
+	for i, k := range kindTable {
+		out[i] = k.Kind
+	}
+	return out
+}
+
+// titles and nouns of rows, for refusals.
+func titles(ks []KindSupport) string {
+	out := make([]string, len(ks))
+	for i, k := range ks {
+		out[i] = k.Words.Title
+	}
+	return orList(out)
+}
+
+func nouns(ks []KindSupport) string {
+	out := make([]string, len(ks))
+	for i, k := range ks {
+		out[i] = k.Words.Noun
+	}
+	return orList(out)
+}
+
+// harnessTitles name the harnesses in prose.
+var harnessTitles = map[string]string{HarnessOpenClaw: "OpenClaw", HarnessCodex: "Codex"}
+
+// modeNotes say what a harness in a mode is, for HM1's advice.
+var modeNotes = map[HarnessMode]string{
+	{HarnessOpenClaw, ModeEmbedded}:  "one gateway with the built-in harness",
+	{HarnessCodex, ModeDedicated}:    "a gateway beside a separate Codex app server",
+	{HarnessOpenClaw, ModeDedicated}: "a gateway beside a native OpenClaw node host",
+}
+
+// describe is a combination as a refusal advises it.
+func (hm HarnessMode) describe() string {
+	return fmt.Sprintf("%s %s (harness = %q, execution_mode = %q)", hm.Mode, harnessTitles[hm.Harness], hm.Harness, hm.Mode)
+}
+
+// orList joins items as prose: "a", "a or b", "a, b or c".
+func orList(items []string) string {
+	switch len(items) {
+	case 0:
+		return ""
+	case 1:
+		return items[0]
+	}
+	return strings.Join(items[:len(items)-1], ", ") + " or " + items[len(items)-1]
+}
+
+func kubernetesSettings(c Compute) ComputeSettings {
+	return ComputeSettings{
+		Kind: c.Kind, Name: c.Name, Namespace: c.Namespace,
+		RuntimeImage: firstNonEmpty(c.RuntimeImage, PinnedRuntimeImage), CodexImage: firstNonEmpty(c.CodexImage, PinnedCodexImage),
+		CPUMillis: c.CPUMillis, MemoryLimit: c.MemoryLimit, NativeWorkerSupport: c.NativeWorkerSupport,
+		PodAnnotations: c.PodAnnotations,
+	}
+}
+
+func sshSettings(c Compute) ComputeSettings {
+	return ComputeSettings{Kind: c.Kind, Name: c.Name, Host: c.Host, Port: c.Port, OpenClawPath: c.OpenClawPath, ConfigDir: c.ConfigDir}
+}
