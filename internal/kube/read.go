@@ -10,29 +10,22 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 
+	"github.com/occ-platform/terraform-provider-occ/internal/executor"
 	"github.com/occ-platform/terraform-provider-occ/internal/render"
 )
 
-// Observed is what the cluster says about an agent.
-type Observed struct {
-	// Exists is false when neither the Service nor any workload exists.
-	Exists bool
-	// Revision and RevisionID are what the Service serves (0, "" if none).
-	Revision    int64
-	RevisionID  string
-	ActivatedAt string
-	// Drift explains why what runs is not the activated revision ("" when
-	// it is): a deleted workload, a workload of another revision, an
-	// unready workload.
-	Drift string
-}
-
-// Read observes an agent: the Service's activated revision, and whether
-// every workload of that revision exists and runs it. components are the
-// agent's Deployments (gateway, harness); sandbox names the component a
-// Sandbox holds per revision ("harness", "node"), or "" for none.
-func (e *Executor) Read(ctx context.Context, ns, agent string, components []string, sandbox string) (Observed, error) {
-	var o Observed
+// Observe reads an agent: the Service's activated revision, and whether
+// every workload of that revision exists and runs it. top says which
+// Deployments (gateway, harness) the agent runs and which component a
+// Sandbox per revision holds (render.TopologyOf).
+func (e *Executor) Observe(ctx context.Context, ns, agent string, top render.Topology) (executor.Observed, error) {
+	var o executor.Observed
+	drift := func(r executor.DriftReason, format string, args ...any) {
+		if o.Drift == executor.DriftNone {
+			o.Drift, o.DriftDetail = r, fmt.Sprintf(format, args...)
+		}
+	}
+	components, sandbox := top.Deployments, top.Sandbox
 	svc, err := e.Client.CoreV1().Services(ns).Get(ctx, render.ServiceName(agent), metav1.GetOptions{})
 	switch {
 	case apierrors.IsNotFound(err):
@@ -42,9 +35,9 @@ func (e *Executor) Read(ctx context.Context, ns, agent string, components []stri
 		o.Exists = true
 		o.Revision, _ = strconv.ParseInt(svc.Annotations[AnnotationActivatedRevision], 10, 64)
 		o.RevisionID = svc.Annotations[render.AnnotationRevisionID]
-		o.ActivatedAt = svc.Annotations[AnnotationActivatedAt]
+		o.ActivatedAt, _ = time.Parse(time.RFC3339, svc.Annotations[AnnotationActivatedAt])
 		if sel := svc.Spec.Selector[render.LabelRevision]; sel != strconv.FormatInt(o.Revision, 10) {
-			o.Drift = fmt.Sprintf("the Service selects revision %q, not the activated revision %d", sel, o.Revision)
+			drift(executor.DriftEdited, "the Service selects revision %q, not the activated revision %d", sel, o.Revision)
 		}
 	}
 	for _, c := range components {
@@ -54,8 +47,8 @@ func (e *Executor) Read(ctx context.Context, ns, agent string, components []stri
 		}
 		d, err := e.Client.AppsV1().Deployments(ns).Get(ctx, name, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
-			if o.Exists && o.Drift == "" {
-				o.Drift = fmt.Sprintf("Deployment %s was deleted", name)
+			if o.Exists {
+				drift(executor.DriftWorkload, "Deployment %s was deleted", name)
 			}
 			continue
 		}
@@ -63,8 +56,8 @@ func (e *Executor) Read(ctx context.Context, ns, agent string, components []stri
 			return o, fmt.Errorf("read Deployment %s/%s: %w", ns, name, err)
 		}
 		o.Exists = true
-		if got := d.Spec.Template.Annotations[render.AnnotationRevisionID]; o.Drift == "" && o.RevisionID != "" && got != o.RevisionID {
-			o.Drift = fmt.Sprintf("Deployment %s runs revision %s, not the activated %s (edited outside Terraform)", name, got, o.RevisionID)
+		if got := d.Spec.Template.Annotations[render.AnnotationRevisionID]; o.RevisionID != "" && got != o.RevisionID {
+			drift(executor.DriftEdited, "Deployment %s runs revision %s, not the activated %s (edited outside Terraform)", name, got, o.RevisionID)
 		}
 	}
 	if sandbox != "" && o.Exists && o.Revision > 0 {
@@ -76,17 +69,21 @@ func (e *Executor) Read(ctx context.Context, ns, agent string, components []stri
 		if err != nil {
 			return o, err
 		}
-		if !ok && o.Drift == "" {
-			o.Drift = fmt.Sprintf("Sandbox %s was deleted", name)
+		if !ok {
+			drift(executor.DriftWorkload, "Sandbox %s was deleted", name)
 		}
+	}
+	if !o.Exists {
+		drift(executor.DriftGone, "no objects of the agent were found")
 	}
 	return o, nil
 }
 
-// Delete removes every object of an agent and waits until its Pods are gone.
-// sandboxed says the agent's compute has a sandbox driver, so that its
-// Sandboxes are removed too (only then may the identity touch them).
-func (e *Executor) Delete(ctx context.Context, ns, agent string, sandboxed bool) error {
+// DeleteAgent removes every object of an agent and waits until its Pods
+// are gone. sandboxed says the agent's compute has a sandbox driver, so
+// that its Sandboxes are removed too (only then may the identity touch
+// them).
+func (e *Executor) DeleteAgent(ctx context.Context, ns, agent string, sandboxed bool) error {
 	sel := labels.SelectorFromSet(labels.Set{render.LabelAgent: agent, render.LabelManagedBy: render.ManagedBy}).String()
 	opts, list := metav1.DeleteOptions{}, metav1.ListOptions{LabelSelector: sel}
 	if err := e.Client.AppsV1().Deployments(ns).DeleteCollection(ctx, opts, list); err != nil && !apierrors.IsNotFound(err) {

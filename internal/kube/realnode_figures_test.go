@@ -120,7 +120,7 @@ func TestRealNode_Figures(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			rev := realRevision(t, ns, fmt.Sprintf("fig-%d", i), srv.URL, cpu)
-			_, errs[i] = exec.Deploy(ctx, rev, 1, 0)
+			_, errs[i] = exec.Apply(ctx, rev, 1, 0)
 			returned[i] = time.Now()
 		}()
 	}

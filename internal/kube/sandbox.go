@@ -166,7 +166,7 @@ func sandboxVerdict(obj *unstructured.Unstructured) (ready bool, waiting string,
 		c, ok := conds[sandboxapi.AttachmentCondition(a.Name)]
 		switch {
 		case ok && c.Status == metav1.ConditionFalse:
-			return false, "", &Failure{Code: CodeAttachmentFailed, Container: obj.GetLabels()[render.LabelComponent], Phase: "credential attachment",
+			return false, "", &Failure{Code: CodeAttachmentFailed, Component: obj.GetLabels()[render.LabelComponent], Phase: "credential attachment",
 				Reason: fmt.Sprintf("credential gateway %q could not attach %q (%s) to Sandbox %s: %s: %s", a.Gateway, a.Name, a.SourceType, obj.GetName(), c.Reason, c.Message),
 				Next:   fmt.Sprintf("Make credential gateway %q hold a %s credential for source %q (see the OpenShell provider setup), bump the credential source's generation or apply again.", a.Gateway, a.SourceType, a.Name)}
 		case !ok || c.Status != metav1.ConditionTrue:
@@ -176,7 +176,7 @@ func sandboxVerdict(obj *unstructured.Unstructured) (ready bool, waiting string,
 	sort.Strings(pending)
 	r, ok := conds[sandboxapi.ConditionReady]
 	if ok && r.Status == metav1.ConditionFalse && slices.Contains(sandboxapi.TerminalReasons, r.Reason) {
-		return false, "", &Failure{Code: CodeSandboxRefused, Container: obj.GetLabels()[render.LabelComponent], Phase: "sandbox provisioning",
+		return false, "", &Failure{Code: CodeSandboxRefused, Component: obj.GetLabels()[render.LabelComponent], Phase: "sandbox provisioning",
 			Reason: fmt.Sprintf("the sandbox driver cannot provision Sandbox %s: %s: %s", obj.GetName(), r.Reason, r.Message),
 			Next:   "The driver does not support what this revision needs (for example the app-server token Secret reference or a projected ServiceAccount token). Upgrade or configure the driver, or change the Agent, then apply again."}
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/occ-platform/terraform-provider-occ/internal/admission"
 	"github.com/occ-platform/terraform-provider-occ/internal/enrollment"
+	"github.com/occ-platform/terraform-provider-occ/internal/executor"
 	"github.com/occ-platform/terraform-provider-occ/internal/occconfig"
 	"github.com/occ-platform/terraform-provider-occ/internal/render"
 	"github.com/occ-platform/terraform-provider-occ/internal/sandboxapi"
@@ -47,7 +48,7 @@ func TestAU3_SandboxVerdict(t *testing.T) {
 		sb       *unstructured.Unstructured
 		ready    bool
 		waiting  string
-		failCode string
+		failCode executor.Code
 	}{
 		{"no status yet", sandboxWith(att), false, "the driver has not reported the Sandbox ready", ""},
 		{"ready, attachment pending", sandboxWith(att, cond("Ready", "True", "PodReady", "")), false, "waiting for credential attachments: openai", ""},

@@ -3,7 +3,6 @@ package provider
 import (
 	"context"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/hashicorp/terraform-plugin-framework-timeouts/resource/timeouts"
@@ -20,6 +19,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-log/tflog"
 
 	"github.com/occ-platform/terraform-provider-occ/internal/admission"
+	"github.com/occ-platform/terraform-provider-occ/internal/executor"
 	"github.com/occ-platform/terraform-provider-occ/internal/occconfig"
 )
 
@@ -257,13 +257,6 @@ func applyRevision(plan *agentModel, rev *admission.Revision, c admission.Comput
 	}
 }
 
-func agentID(c admission.Compute, name string) string {
-	if c.Kind == admission.KindSSH {
-		return fmt.Sprintf("%s/%s", c.Host, name)
-	}
-	return fmt.Sprintf("%s/%s", c.Namespace, name)
-}
-
 func markRevisionUnknown(plan *agentModel, configHarness types.String) {
 	plan.ID, plan.RevisionID, plan.AdmittedDocument, plan.GatewayDocument = types.StringUnknown(), types.StringUnknown(), types.StringUnknown(), types.StringUnknown()
 	plan.HarnessVersion, plan.Status, plan.ActivatedAt, plan.Endpoint = types.StringUnknown(), types.StringUnknown(), types.StringUnknown(), types.StringUnknown()
@@ -373,61 +366,76 @@ func (r *agentResource) Read(ctx context.Context, req resource.ReadRequest, resp
 	if resp.Diagnostics.HasError() {
 		return
 	}
-	if r.readSSH(ctx, &state, resp) {
-		return
-	}
-	ns, name, ok := agentLocation(ctx, state)
+	wf := work("agent "+state.Name.ValueString(), "read")
+	ex, a, ok := r.locate(ctx, state, wf, &resp.Diagnostics)
 	if !ok {
-		return // not on Kubernetes (or not known yet): state is what we have
+		return // not known yet: state is what we have
 	}
-	exec, err := r.providerData().KubeExecutor(ctx)
+	obs, err := ex.Read(ctx, a)
 	if err != nil {
-		resp.Diagnostics.AddError("UNAVAILABLE: cannot reach Kubernetes to refresh the agent", err.Error())
-		return
-	}
-	c, _ := computeFromObject(ctx, state.Compute, &resp.Diagnostics)
-	deployments, sandbox := components(state.Harness.ValueString(), state.ExecutionMode.ValueString(), c.SandboxDriver != nil)
-	obs, err := exec.Read(ctx, ns, name, deployments, sandbox)
-	if err != nil {
-		resp.Diagnostics.AddError("UNAVAILABLE: cannot refresh the agent", err.Error())
+		addFailure(&resp.Diagnostics, "", err)
 		return
 	}
 	switch {
 	case !obs.Exists && state.Revision.IsNull():
 		resp.State.RemoveResource(ctx) // imported name that does not exist
 		return
-	case !obs.Exists:
-		state.Status, state.RevisionID = types.StringValue("drifted: no objects of the agent were found"), types.StringValue("drifted")
-	case obs.Drift != "":
-		state.Status, state.RevisionID = types.StringValue("drifted: "+obs.Drift), types.StringValue("drifted")
+	case obs.Drift != executor.DriftNone:
+		state.Status, state.RevisionID = types.StringValue("drifted: "+obs.DriftDetail), types.StringValue("drifted")
 	default:
 		state.Revision, state.RevisionID = types.Int64Value(obs.Revision), types.StringValue(obs.RevisionID)
 		state.Status = types.StringValue("active")
-		if obs.ActivatedAt != "" {
-			state.ActivatedAt = types.StringValue(obs.ActivatedAt)
+		if !obs.ActivatedAt.IsZero() {
+			state.ActivatedAt = types.StringValue(obs.ActivatedAt.UTC().Format(time.RFC3339))
+		}
+		if obs.Endpoint != "" {
+			state.Endpoint = types.StringValue(obs.Endpoint)
 		}
 	}
-	if state.ID.IsNull() || state.ID.ValueString() == "" {
-		state.ID = types.StringValue(ns + "/" + name)
+	if (state.ID.IsNull() || state.ID.ValueString() == "") && a.Compute != nil {
+		state.ID = types.StringValue(ex.AgentID(*a.Compute, a.Name))
 	}
+	tflog.Debug(ctx, "agent refreshed", mergeFields(wf, map[string]any{"work.outcome": state.Status.ValueString(), "compute_kind": ex.Kind()}))
 	resp.Diagnostics.Append(resp.State.Set(ctx, &state)...)
 }
 
-// agentLocation is where a Kubernetes agent lives: from its compute, or
-// from an imported NAMESPACE/NAME id.
-func agentLocation(ctx context.Context, m agentModel) (ns, name string, ok bool) {
-	var diags diag.Diagnostics
-	if c, known := computeFromObject(ctx, m.Compute, &diags); known {
-		if c.Kind != admission.KindKubernetes {
-			return "", "", false
+// locate finds an agent's executor and names the agent for it: from the
+// compute in state, or, for an import whose compute is not in state yet,
+// from the import id, which each executor is asked in turn to recognise.
+// ok is false when neither is known.
+func (r *agentResource) locate(ctx context.Context, m agentModel, fields map[string]any, diags *diag.Diagnostics) (executor.Executor, executor.Agent, bool) {
+	a := executor.Agent{Name: m.Name.ValueString(), Harness: m.Harness.ValueString(), ExecutionMode: m.ExecutionMode.ValueString(), Log: logTo(ctx, fields)}
+	kind := ""
+	var ignored diag.Diagnostics
+	if c, known := computeFromObject(ctx, m.Compute, &ignored); known {
+		a.Compute, kind = &c, c.Kind
+	} else if m.Compute.IsNull() {
+		a.ImportID = m.ID.ValueString()
+		kind = r.importKind(ctx, a.ImportID)
+	}
+	if kind == "" {
+		return nil, a, false
+	}
+	ex, err := r.providerData().executor(ctx, kind)
+	if err != nil {
+		addFailure(diags, "", err)
+		return nil, a, false
+	}
+	return ex, a, true
+}
+
+// importKind is the compute kind whose executor recognises an import id.
+func (r *agentResource) importKind(ctx context.Context, id string) string {
+	for _, kind := range importOrder {
+		ex, err := r.providerData().executor(ctx, kind)
+		if err != nil {
+			continue
 		}
-		return c.Namespace, m.Name.ValueString(), true
+		if _, ok, err := ex.ParseImportID(id); ok && err == nil {
+			return kind
+		}
 	}
-	if m.Compute.IsNull() {
-		ns, name, ok = strings.Cut(m.ID.ValueString(), "/")
-		return ns, name, ok && ns != "" && name != ""
-	}
-	return "", "", false
+	return ""
 }
 
 func (r *agentResource) Delete(ctx context.Context, req resource.DeleteRequest, resp *resource.DeleteResponse) {
@@ -436,41 +444,43 @@ func (r *agentResource) Delete(ctx context.Context, req resource.DeleteRequest, 
 	if resp.Diagnostics.HasError() {
 		return
 	}
-	if r.deleteSSH(ctx, state, resp) {
-		return
-	}
-	ns, name, ok := agentLocation(ctx, state)
-	if !ok {
-		return
-	}
 	timeout, d := state.Timeouts.Delete(ctx, 5*time.Minute)
 	resp.Diagnostics.Append(d...)
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	exec, err := r.providerData().KubeExecutor(ctx)
-	if err != nil {
-		resp.Diagnostics.AddError("UNAVAILABLE: cannot reach Kubernetes to delete the agent", err.Error())
+	ex, a, ok := r.locate(ctx, state, work("agent "+state.Name.ValueString(), "delete"), &resp.Diagnostics)
+	if !ok {
 		return
 	}
-	c, _ := computeFromObject(ctx, state.Compute, &resp.Diagnostics)
-	if err := exec.Delete(ctx, ns, name, c.SandboxDriver != nil); err != nil {
-		resp.Diagnostics.AddError(fmt.Sprintf("DELETE_FAILED: agent %q", name), err.Error())
+	if err := ex.Delete(ctx, a); err != nil {
+		addFailure(&resp.Diagnostics, "", err)
 	}
 }
 
-// ImportState adopts an agent by NAMESPACE/NAME (or, on SSH, HOST/NAME:
-// see importSSH); Read fills its revision from the cluster or host, and the
-// next plan adds the configuration without a redeploy when the running
-// revision matches.
+// ImportState adopts an agent by an id its compute kind's executor
+// recognises: HOST/NAME, HOST:PORT/NAME or ssh://HOST[:PORT]/NAME on SSH,
+// NAMESPACE/NAME on Kubernetes. Read fills its revision from the cluster
+// or host, and the next plan adds the configuration without a redeploy
+// when the running revision matches.
 func (r *agentResource) ImportState(ctx context.Context, req resource.ImportStateRequest, resp *resource.ImportStateResponse) {
-	if r.importSSH(ctx, req, resp) {
+	for _, kind := range importOrder {
+		ex, err := r.providerData().executor(ctx, kind)
+		if err != nil {
+			addFailure(&resp.Diagnostics, "", err)
+			return
+		}
+		name, ok, err := ex.ParseImportID(req.ID)
+		if !ok {
+			continue
+		}
+		if err != nil {
+			resp.Diagnostics.AddError("INVALID_REQUEST: unexpected import ID", err.Error())
+			return
+		}
+		resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("id"), req.ID)...)
+		resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("name"), name)...)
 		return
 	}
-	ns, name, ok := strings.Cut(req.ID, "/")
-	if !ok || len(ns) > 63 || !dnsLabelRe.MatchString(ns) || len(name) > 63 || !dnsLabelRe.MatchString(name) {
-		resp.Diagnostics.AddError("INVALID_REQUEST: unexpected import ID", fmt.Sprintf("import ID %q must be NAMESPACE/NAME, such as occ-acme/support", req.ID))
-		return
-	}
-	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("id"), req.ID)...)
-	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("name"), name)...)
+	resp.Diagnostics.AddError("INVALID_REQUEST: unexpected import ID",
+		fmt.Sprintf("import ID %q must be NAMESPACE/NAME on Kubernetes (such as occ-acme/support) or HOST/NAME, HOST:PORT/NAME or ssh://HOST[:PORT]/NAME on SSH", req.ID))
 }

@@ -3,7 +3,6 @@ package provider
 import (
 	"context"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/hashicorp/terraform-plugin-framework-validators/int64validator"
@@ -25,8 +24,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-log/tflog"
 
 	"github.com/occ-platform/terraform-provider-occ/internal/admission"
-	"github.com/occ-platform/terraform-provider-occ/internal/kube"
-	"github.com/occ-platform/terraform-provider-occ/internal/render"
+	"github.com/occ-platform/terraform-provider-occ/internal/executor"
 	"github.com/occ-platform/terraform-provider-occ/internal/sandboxapi"
 )
 
@@ -207,11 +205,10 @@ func (r *computeResource) ValidateConfig(ctx context.Context, req resource.Valid
 		return
 	}
 	checkOneKind(m, &resp.Diagnostics)
-	if k, ok := decodeObject[kubernetesModel](ctx, m.Kubernetes, &resp.Diagnostics); ok {
-		at := path.Root("kubernetes")
-		if k.NativeWorkerSupport.ValueBool() && !k.RuntimeImage.IsUnknown() && (k.RuntimeImage.IsNull() || k.RuntimeImage.ValueString() == admission.PinnedRuntimeImage) {
-			addAttrError(&resp.Diagnostics, at.AtName("native_worker_support"), "INVALID_REQUEST: native_worker_support is only for a custom runtime_image",
-				"The pinned runtime image already supports native workers (rule ND6). Remove native_worker_support, or set runtime_image to your custom image.")
+	if k, ok := decodeObject[kubernetesModel](ctx, m.Kubernetes, &resp.Diagnostics); ok && !k.RuntimeImage.IsUnknown() {
+		// rule ND6, judged in admission: a declaration only for a custom image.
+		if e := admission.CheckNativeWorkerDeclaration(k.RuntimeImage.ValueString(), k.NativeWorkerSupport.ValueBool()); e != nil {
+			addAdmissionErrors(&resp.Diagnostics, path.Empty(), e)
 		}
 	}
 	if s, ok := decodeObject[sshModel](ctx, m.SSH, &resp.Diagnostics); ok {
@@ -296,19 +293,17 @@ func (r *computeResource) Create(ctx context.Context, req resource.CreateRequest
 		return
 	}
 	c, _ := computeFromModel(ctx, plan, &resp.Diagnostics)
-	if c.Kind == admission.KindKubernetes {
-		ctx, cancel := context.WithTimeout(ctx, computeTimeout)
-		defer cancel()
-		created, inst, ok := r.checkCluster(ctx, c, "compute-create", plan.Installation.IsUnknown(), &resp.Diagnostics)
-		if !ok {
-			return
-		}
-		if created {
-			resp.Diagnostics.Append(resp.Private.SetKey(ctx, privateNamespaceCreated, []byte("true"))...)
-		}
-		if inst != nil {
-			plan.Installation = installationObject(*inst, &resp.Diagnostics)
-		}
+	ctx, cancel := context.WithTimeout(ctx, computeTimeout)
+	defer cancel()
+	prep, ok := r.prepare(ctx, c, "compute-create", plan.Installation.IsUnknown(), &resp.Diagnostics)
+	if !ok {
+		return
+	}
+	if prep.Created {
+		resp.Diagnostics.Append(resp.Private.SetKey(ctx, privateNamespaceCreated, []byte("true"))...)
+	}
+	if prep.Installation != nil {
+		plan.Installation = installationObject(*prep.Installation, &resp.Diagnostics)
 	}
 	if plan.Installation.IsUnknown() {
 		plan.Installation = installationObject(admission.ComputeInstallation(c), &resp.Diagnostics)
@@ -316,51 +311,33 @@ func (r *computeResource) Create(ctx context.Context, req resource.CreateRequest
 	resp.Diagnostics.Append(resp.State.Set(ctx, &plan)...)
 }
 
-// checkCluster prepares a Kubernetes compute: the cluster answers, the
-// tenant namespace exists (created when missing), every permission is
-// held; with a sandbox driver and readLive, the installation is read live.
-// A failure after creating the namespace deletes it again.
-func (r *computeResource) checkCluster(ctx context.Context, c admission.Compute, op string, readLive bool, diags *diag.Diagnostics) (created bool, inst *admission.Installation, ok bool) {
-	exec, err := r.providerData().KubeExecutor(ctx)
+// prepare hands a compute to its kind's executor: on Kubernetes the
+// cluster answers, the tenant namespace exists (created when missing),
+// every permission is held; with readInstallation, the installation is
+// read live. A failure after creating the namespace deletes it again.
+func (r *computeResource) prepare(ctx context.Context, c admission.Compute, op string, readInstallation bool, diags *diag.Diagnostics) (executor.Prepared, bool) {
+	ex, err := r.providerData().executor(ctx, c.Kind)
 	if err != nil {
-		diags.AddError("UNAVAILABLE: cannot reach Kubernetes", fmt.Sprintf("%v. Nothing was written. Check the provider's kubernetes settings.", err))
-		return false, nil, false
+		addFailure(diags, "", err)
+		return executor.Prepared{}, false
 	}
-	tflog.Info(ctx, "checking the cluster", mergeFields(work("compute "+c.Name, op), map[string]any{"namespace": c.Namespace}))
-	if created, err = r.providerData().PrepareCompute(ctx, exec, c); err != nil {
-		addNamespaceError(diags, c.Namespace, err)
-		return false, nil, false
-	}
-	if c.SandboxDriver == nil || !readLive {
-		return created, nil, true
-	}
-	live, err := liveInstallation(ctx, exec, c)
+	fields := work("compute "+c.Name, op)
+	tflog.Info(ctx, "preparing the compute", mergeFields(fields, map[string]any{"compute_kind": c.Kind}))
+	prep, err := ex.Prepare(ctx, executor.Prepare{Compute: c, ReadInstallation: readInstallation, Log: logTo(ctx, fields)})
 	if err != nil {
-		diags.AddError("UNAVAILABLE: cannot read the sandbox driver", err.Error())
-		if created {
-			_ = exec.DeleteNamespace(ctx, c.Namespace)
-		}
-		return false, nil, false
+		addFailure(diags, "", err)
+		return executor.Prepared{}, false
 	}
-	return created, &live, true
+	return prep, true
 }
 
 // computeTimeout bounds a compute's cluster checks and its namespace deletion.
 const computeTimeout = 5 * time.Minute
 
-// liveInstallation reads the compute's sandbox driver and derives the
-// installation from what the cluster says (ND5).
-func liveInstallation(ctx context.Context, exec *kube.Executor, c admission.Compute) (admission.Installation, error) {
-	st, err := exec.DriverState(ctx, c.SandboxDriver)
-	if err != nil {
-		return admission.Installation{}, err
-	}
-	return admission.ComputeInstallation(st.Observed(c)), nil
-}
-
-// Read refreshes the installation of a compute with a sandbox driver from
-// the cluster. A cluster that cannot be reached keeps the last reading,
-// with a warning: planning must not need the cluster.
+// Read refreshes what the compute offers when its executor reads it live
+// (a Kubernetes compute with a sandbox driver). A target that cannot be
+// reached keeps the last reading, with a warning: planning must not need
+// the cluster.
 func (r *computeResource) Read(ctx context.Context, req resource.ReadRequest, resp *resource.ReadResponse) {
 	var state computeModel
 	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
@@ -368,18 +345,22 @@ func (r *computeResource) Read(ctx context.Context, req resource.ReadRequest, re
 		return
 	}
 	c, known := computeFromModel(ctx, state, &resp.Diagnostics)
-	if !known || c.Kind != admission.KindKubernetes || c.SandboxDriver == nil {
+	if !known {
 		return
 	}
-	exec, err := r.providerData().KubeExecutor(ctx)
+	ex, err := r.providerData().executor(ctx, c.Kind)
 	var inst admission.Installation
+	live := true
 	if err == nil {
-		inst, err = liveInstallation(ctx, exec, c)
+		inst, live, err = ex.Inspect(ctx, c)
 	}
 	if err != nil {
 		resp.Diagnostics.AddWarning("The sandbox driver could not be read; installation is the last reading",
 			fmt.Sprintf("Compute %q: %v", c.Name, err))
 		return
+	}
+	if !live {
+		return // nothing is read live: the capabilities follow from the settings
 	}
 	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("installation"), installationObject(inst, &resp.Diagnostics))...)
 }
@@ -391,14 +372,17 @@ func (r *computeResource) Update(ctx context.Context, req resource.UpdateRequest
 		return
 	}
 	c, _ := computeFromModel(ctx, plan, &resp.Diagnostics)
-	if c.Kind == admission.KindKubernetes && c.SandboxDriver != nil && plan.Installation.IsUnknown() {
+	if plan.Installation.IsUnknown() {
+		// Changed sandbox driver settings: read what the driver offers now.
 		ctx, cancel := context.WithTimeout(ctx, computeTimeout)
 		defer cancel()
-		_, inst, ok := r.checkCluster(ctx, c, "compute-update", true, &resp.Diagnostics)
+		prep, ok := r.prepare(ctx, c, "compute-update", true, &resp.Diagnostics)
 		if !ok {
 			return
 		}
-		plan.Installation = installationObject(*inst, &resp.Diagnostics)
+		if prep.Installation != nil {
+			plan.Installation = installationObject(*prep.Installation, &resp.Diagnostics)
+		}
 	}
 	if plan.Installation.IsUnknown() {
 		plan.Installation = installationObject(admission.ComputeInstallation(c), &resp.Diagnostics)
@@ -406,56 +390,38 @@ func (r *computeResource) Update(ctx context.Context, req resource.UpdateRequest
 	resp.Diagnostics.Append(resp.State.Set(ctx, &plan)...)
 }
 
-// Delete removes the tenant namespace when the provider created it for this
-// compute (at the compute's create, or re-created by a later deploy) and
-// nothing is left in it; otherwise it is kept, with a warning that lists
-// what is in it.
+// Delete hands the compute to its executor's Release: on Kubernetes the
+// tenant namespace goes when the provider created it for this compute (at
+// the compute's create, or re-created by a later deploy) and nothing is
+// left in it; otherwise it is kept, with a warning that lists what is in it.
 func (r *computeResource) Delete(ctx context.Context, req resource.DeleteRequest, resp *resource.DeleteResponse) {
 	created, d := req.Private.GetKey(ctx, privateNamespaceCreated)
 	resp.Diagnostics.Append(d...)
 	var state computeModel
 	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
 	c, known := computeFromModel(ctx, state, &resp.Diagnostics)
-	if !known || c.Kind != admission.KindKubernetes {
+	if !known {
 		return
 	}
 	ctx, cancel := context.WithTimeout(ctx, computeTimeout)
 	defer cancel()
-	exec, err := r.providerData().KubeExecutor(ctx)
-	if string(created) != "true" {
-		// The compute found its namespace; only one an Agent's deploy
-		// re-created for it since is the provider's to delete. A cluster
-		// that does not answer keeps nothing from being forgotten here.
-		ours := false
-		if err == nil {
-			ours, err = exec.CreatedFor(ctx, c.Namespace, c.Name)
-		}
-		if err != nil {
-			resp.Diagnostics.AddWarning("Namespace "+c.Namespace+" was not checked",
-				fmt.Sprintf("The compute was removed, but the cluster could not be asked whether the provider re-created namespace %s for it: %v. If it did (the namespace is annotated %s=%s), delete it yourself.", c.Namespace, err, render.AnnotationCompute, c.Name))
-		}
-		if !ours {
-			return
-		}
-	} else if err != nil {
-		resp.Diagnostics.AddError("UNAVAILABLE: cannot reach Kubernetes", fmt.Sprintf("%v. The namespace %s this compute created was not deleted; apply the destroy again.", err, c.Namespace))
+	fields := work("compute "+c.Name, "compute-delete")
+	rel := executor.Release{Compute: c, Created: string(created) == "true", Log: logTo(ctx, fields)}
+	ex, err := r.providerData().executor(ctx, c.Kind)
+	if err != nil && !rel.Created {
+		// Nothing this compute created is known to be left; an executor that
+		// cannot be built keeps nothing from being forgotten here.
+		resp.Diagnostics.AddWarning("Compute "+c.Name+" was not checked",
+			fmt.Sprintf("The compute was removed, but its target could not be asked whether the provider created anything for it since: %v", err))
 		return
 	}
-	left, err := exec.Occupants(ctx, c.Namespace)
+	if err == nil {
+		var out executor.Released
+		out, err = ex.Release(ctx, rel)
+		addExecutorWarnings(&resp.Diagnostics, out.Kept)
+	}
 	if err != nil {
-		resp.Diagnostics.AddError("UNAVAILABLE: cannot inspect namespace "+c.Namespace, err.Error())
-		return
-	}
-	if len(left) > 0 {
-		resp.Diagnostics.AddWarning("Namespace "+c.Namespace+" was kept",
-			fmt.Sprintf("The provider created this namespace for this compute, but it still holds objects, so it was not deleted with the compute: %s. "+
-				"Objects from another configuration belong to Agents or credential sources that another Terraform configuration manages in this namespace; "+
-				"destroy those there first. Delete the namespace yourself once nothing in it is needed.", strings.Join(left, ", ")))
-		return
-	}
-	tflog.Info(ctx, "deleting the namespace the compute created", mergeFields(work("compute "+c.Name, "compute-delete"), map[string]any{"namespace": c.Namespace}))
-	if err := exec.DeleteNamespace(ctx, c.Namespace); err != nil {
-		resp.Diagnostics.AddError("UNAVAILABLE: cannot delete namespace "+c.Namespace, err.Error())
+		addFailure(&resp.Diagnostics, "", err)
 	}
 }
 

@@ -18,6 +18,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/types"
 
 	"github.com/occ-platform/terraform-provider-occ/internal/admission"
+	"github.com/occ-platform/terraform-provider-occ/internal/executor"
 	"github.com/occ-platform/terraform-provider-occ/internal/kube"
 )
 
@@ -205,15 +206,10 @@ func (r *credentialSourceResource) ModifyPlan(ctx context.Context, req resource.
 	if !plan.Name.IsUnknown() {
 		plan.ID = plan.Name
 	}
-	method := plan.Method.ValueString()
 	if c, known := computeFromObject(ctx, plan.Compute, &resp.Diagnostics); known {
-		switch {
-		case c.Kind == admission.KindSSH && method != admission.MethodRuntime:
-			addAttrError(&resp.Diagnostics, path.Root("compute"), "RESOURCE_CONFLICT: an SSH compute holds only runtime credentials",
-				fmt.Sprintf("Compute %q is an SSH host, where systemd loads the operator's credentials file; method %q needs a Kubernetes compute (rule AU5).", c.Name, method))
-		case c.Kind == admission.KindKubernetes && method == admission.MethodRuntime:
-			addAttrError(&resp.Diagnostics, path.Root("compute"), "RESOURCE_CONFLICT: Kubernetes rejects the runtime method",
-				fmt.Sprintf("Compute %q is Kubernetes; method \"runtime\" exists only on SSH computes (rule AU5). Use api_key, codex_pat or credential_source.", c.Name))
+		// rule AU5, judged in admission: the compute's kind holds the method.
+		if e := admission.CheckSourceCompute(plan.Method.ValueString(), c); e != nil {
+			addAdmissionErrors(&resp.Diagnostics, path.Empty(), e)
 		}
 	}
 	known := fullyKnown(plan.Name) && fullyKnown(plan.Method) && fullyKnown(plan.ValueWOVersion) && fullyKnown(plan.SecretRef) &&
@@ -314,8 +310,10 @@ func (r *credentialSourceResource) materialize(ctx context.Context, config tfsdk
 		diags.AddError("UNAVAILABLE: cannot reach Kubernetes", err.Error())
 		return diags
 	}
-	if err := r.providerData().PrepareNamespace(ctx, exec, compute, ns); err != nil {
-		addNamespaceError(&diags, ns, err)
+	// The Secret's namespace is its compute's: the executor prepares it as
+	// for an agent (created when missing, permissions checked once).
+	if _, err := exec.Prepare(ctx, executor.Prepare{Compute: admission.Compute{Kind: admission.KindKubernetes, Name: compute, Namespace: ns}}); err != nil {
+		addFailure(&diags, "", err)
 		return diags
 	}
 	if !value.IsNull() {

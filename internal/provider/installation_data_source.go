@@ -72,14 +72,16 @@ func (d *installationDataSource) Read(ctx context.Context, req datasource.ReadRe
 		return
 	}
 	live := admission.ComputeInstallation(c)
-	if c.Kind == admission.KindKubernetes && c.SandboxDriver != nil {
+	if c.SandboxDriver != nil {
+		// Only a sandbox driver is read live (its executor's Inspect); the
+		// rest follows from the settings, without a client.
 		pd := d.data
 		if pd == nil {
 			pd = &Data{}
 		}
-		exec, err := pd.KubeExecutor(ctx)
+		ex, err := pd.executor(ctx, c.Kind)
 		if err == nil {
-			live, err = liveInstallation(ctx, exec, c)
+			live, _, err = ex.Inspect(ctx, c)
 		}
 		if err != nil {
 			resp.Diagnostics.AddError("UNAVAILABLE: cannot read the sandbox driver", fmt.Sprintf("Compute %q: %v", c.Name, err))

@@ -4,7 +4,6 @@ package provider
 
 import (
 	"context"
-	"fmt"
 	"sync"
 
 	"github.com/hashicorp/terraform-plugin-framework/datasource"
@@ -16,9 +15,6 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/types"
 	"github.com/hashicorp/terraform-plugin-log/tflog"
 
-	"k8s.io/client-go/dynamic"
-
-	"github.com/occ-platform/terraform-provider-occ/internal/admission"
 	"github.com/occ-platform/terraform-provider-occ/internal/kube"
 	"github.com/occ-platform/terraform-provider-occ/internal/sshexec"
 )
@@ -83,62 +79,8 @@ type Data struct {
 	kubeExec *kube.Executor
 	kubeErr  error
 
-	nsMu    sync.Mutex
-	nsReady map[string]bool
-
 	sshOnce sync.Once
-	sshPool *sshexec.Pool
-}
-
-// PrepareNamespace makes sure a tenant namespace exists (creating it when
-// missing) and that the provider's identity has every permission it will
-// use there; checked once per namespace per provider instance, so that a
-// deploy costs only its own requests.
-func (d *Data) PrepareNamespace(ctx context.Context, exec *kube.Executor, compute, ns string) error {
-	_, err := d.PrepareCompute(ctx, exec, admission.Compute{Name: compute, Namespace: ns})
-	return err
-}
-
-// PrepareCompute is PrepareNamespace for a Kubernetes compute: with a
-// sandbox driver it also checks the Sandbox permissions in the tenant
-// namespace and the read of the driver's gateway. created is true when
-// this call created the namespace.
-func (d *Data) PrepareCompute(ctx context.Context, exec *kube.Executor, c admission.Compute) (created bool, err error) {
-	d.nsMu.Lock()
-	defer d.nsMu.Unlock()
-	key := c.Namespace
-	if c.SandboxDriver != nil {
-		ns, _ := kube.GatewayOf(c.SandboxDriver)
-		key += "+" + ns
-	}
-	if d.nsReady[key] {
-		return false, nil
-	}
-	if created, err = exec.EnsureNamespace(ctx, c.Namespace, c.Name); err != nil {
-		return false, err
-	}
-	err = exec.CheckPermissions(ctx, c.Namespace)
-	if err == nil && c.SandboxDriver != nil {
-		err = exec.CheckRules(ctx, c.Namespace, kube.SandboxRules)
-		if err == nil {
-			ns, _ := kube.GatewayOf(c.SandboxDriver)
-			err = exec.CheckRules(ctx, ns, kube.DriverGatewayRules)
-		}
-	}
-	if err != nil {
-		if created {
-			// Lose nothing, leave nothing: a namespace this call created
-			// for a compute it cannot use goes again.
-			_ = exec.DeleteNamespace(ctx, c.Namespace)
-		}
-		return false, err
-	}
-	if d.nsReady == nil {
-		d.nsReady = map[string]bool{}
-	}
-	d.nsReady[key] = true
-	d.nsReady[c.Namespace] = true
-	return created, nil
+	sshExec *sshexec.Executor
 }
 
 // KubeExecutor returns the provider's Kubernetes executor.
@@ -162,17 +104,12 @@ func (d *Data) KubeExecutor(ctx context.Context) (*kube.Executor, error) {
 				ex.Env.ElementsAs(ctx, &s.Exec.Env, false)
 			}
 		}
-		client, cfg, err := kube.NewClient(s)
+		cfg, err := kube.RESTConfig(s)
 		if err != nil {
 			d.kubeErr = err
 			return
 		}
-		dyn, err := dynamic.NewForConfig(cfg)
-		if err != nil {
-			d.kubeErr = fmt.Errorf("kubernetes dynamic client: %w", err)
-			return
-		}
-		d.kubeExec = &kube.Executor{Client: client, Dynamic: dyn}
+		d.kubeExec, d.kubeErr = kube.New(cfg)
 	})
 	return d.kubeExec, d.kubeErr
 }

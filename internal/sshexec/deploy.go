@@ -13,17 +13,22 @@ import (
 	"github.com/hashicorp/go-retryablehttp"
 
 	"github.com/occ-platform/terraform-provider-occ/internal/admission"
+	"github.com/occ-platform/terraform-provider-occ/internal/executor"
 	"github.com/occ-platform/terraform-provider-occ/internal/render"
 	"github.com/occ-platform/terraform-provider-occ/internal/runtimerecord"
 )
 
-// Executor deploys, reads and deletes agents on SSH hosts.
+// Executor deploys, reads and deletes agents on SSH hosts; it implements
+// executor.Executor. One is shared by every operation of a provider
+// process: per-operation values (the log) travel with each call.
 type Executor struct {
 	Pool *Pool
+	// User logs in where a compute names no user; KnownHostsFile verifies
+	// hosts of agents imported by HOST/NAME (no compute in state).
+	User           string
+	KnownHostsFile string
 	// Now is the clock; tests may replace it.
 	Now func() time.Time
-	// Log receives phase messages (never secrets); nil discards them.
-	Log func(msg string, fields map[string]any)
 	// PollInterval is how often the unit and the gateway are looked at
 	// while waiting; default 500 ms.
 	PollInterval time.Duration
@@ -31,17 +36,46 @@ type Executor struct {
 	JournalLines int
 }
 
-// Result is an activated revision.
-type Result struct {
-	ActivatedAt time.Time
-	Endpoint    string
-	Digest      string
+var _ executor.Executor = (*Executor)(nil)
+
+// DefaultConfigDir is where agents' revisions live when the compute names
+// no config_dir.
+const DefaultConfigDir = "/etc/openclaw"
+
+// Kind is admission.KindSSH.
+func (e *Executor) Kind() string { return admission.KindSSH }
+
+// target is how to reach a compute's host: its settings, the provider's
+// user when the compute names none.
+func (e *Executor) target(c admission.Compute) Target {
+	user := c.User
+	if user == "" {
+		user = e.User
+	}
+	return Target{Host: c.Host, Port: int(c.Port), User: user, HostKey: c.HostKey, InsecureIgnoreHostKey: c.InsecureIgnoreHostKey}
 }
 
-func (e *Executor) log(msg string, fields map[string]any) {
-	if e.Log != nil {
-		e.Log(msg, fields)
-	}
+// Prepare has nothing to prepare on a host: Deploy's preflight checks it.
+func (e *Executor) Prepare(context.Context, executor.Prepare) (executor.Prepared, error) {
+	return executor.Prepared{}, nil
+}
+
+// Inspect reads nothing live: an SSH compute offers what its settings say.
+func (e *Executor) Inspect(_ context.Context, c admission.Compute) (admission.Installation, bool, error) {
+	return admission.ComputeInstallation(c), false, nil
+}
+
+// Release has nothing to release.
+func (e *Executor) Release(context.Context, executor.Release) (executor.Released, error) {
+	return executor.Released{}, nil
+}
+
+// AgentID is HOST/NAME.
+func (e *Executor) AgentID(c admission.Compute, agent string) string { return AgentID(c, agent) }
+
+// AgentID is an SSH agent's id, HOST/NAME.
+func AgentID(c admission.Compute, agent string) string {
+	return fmt.Sprintf("%s/%s", c.Host, agent)
 }
 
 func (e *Executor) now() time.Time {
@@ -132,72 +166,95 @@ done
 // (AC1: the predecessor serves until then). A unit that fails fails the
 // deployment at once with the journal lines of this activation; so does
 // ctx ending. Once ready, the activation audit record is written (AC4).
-// Errors before the first write are *NotWritten.
-func (e *Executor) Deploy(ctx context.Context, t Target, rev *admission.Revision, n int64) (Result, error) {
+// Every error is a *executor.Failure whose Wrote says whether anything
+// reached the host.
+func (e *Executor) Deploy(ctx context.Context, d executor.Deployment) (executor.Result, error) {
+	t := e.target(d.Compute)
+	var writes executor.Writes
+	res, err := e.deploy(ctx, d, t, &writes)
+	return res, failureOf(executor.OpDeploy, d.Revision.Agent, d.N, t.Addr(), &writes, err)
+}
+
+func (e *Executor) deploy(ctx context.Context, d executor.Deployment, t Target, writes *executor.Writes) (executor.Result, error) {
+	rev, n, log := d.Revision, d.N, d.Log
 	h, err := render.Systemd(rev, n)
 	if err != nil {
-		return Result{}, &NotWritten{Err: err}
+		return executor.Result{}, &executor.Failure{Code: executor.InvalidRequest, Agent: rev.Agent, Revision: n,
+			Summary: fmt.Sprintf("agent %q revision %d cannot be rendered for SSH", rev.Agent, n), Reason: err.Error(), Err: err}
 	}
-	fields := map[string]any{"revision": n, "unit": h.Unit}
+	fields := map[string]any{"revision": n, "unit": h.Unit, "host": t.Addr()}
 	phase := func(p string) map[string]any {
 		return mergeFields(fields, map[string]any{"work.operation": p})
 	}
+	if t.InsecureIgnoreHostKey {
+		log.Print("SSH host key verification is off for this compute (insecure_ignore_host_key)", mergeFields(phase("connect"), map[string]any{"level": "warn"}))
+	}
 	conn, err := e.Pool.Get(ctx, t)
 	if err != nil {
-		return Result{}, &NotWritten{Err: err}
+		return executor.Result{}, err
 	}
-	e.log("checking the host", phase("preflight"))
+	log.Print("checking the host", phase("preflight"))
 	if _, err := conn.RunOK(ctx, "preflight", preflightScript, nil, h.Unit, strconv.FormatInt(h.Port, 10)); err != nil {
-		return Result{}, &NotWritten{Err: err}
+		return executor.Result{}, err
 	}
 
-	e.log("writing the revision", phase("write"))
-	if _, err := conn.RunOK(ctx, "prepare "+h.RevisionDir, prepareScript, nil, h.User, h.AgentDir, h.RevisionDir); err != nil {
-		return Result{}, err
+	log.Print("writing the revision", phase("write"))
+	// The write helpers: every command and upload from here on may change
+	// the host, so each marks the operation's Writes before it runs.
+	run := func(op, script string, args ...string) (Output, error) {
+		writes.Mark()
+		return conn.RunOK(ctx, op, script, nil, args...)
 	}
-	if err := conn.Upload(ctx, h.ConfigPath, h.Config, "0640", h.User); err != nil {
-		return Result{}, err
+	upload := func(path string, data []byte, mode, group string) error {
+		writes.Mark()
+		return conn.Upload(ctx, path, data, mode, group)
 	}
-	if err := conn.Upload(ctx, h.RevisionDir+"/"+render.RevisionRecord, h.RevisionInfo, "0640", h.User); err != nil {
-		return Result{}, err
+	if _, err := run("prepare "+h.RevisionDir, prepareScript, h.User, h.AgentDir, h.RevisionDir); err != nil {
+		return executor.Result{}, err
 	}
-	if err := conn.Upload(ctx, h.UnitPath, []byte(h.UnitText), "0644", ""); err != nil {
-		return Result{}, err
+	if err := upload(h.ConfigPath, h.Config, "0640", h.User); err != nil {
+		return executor.Result{}, err
+	}
+	if err := upload(h.RevisionDir+"/"+render.RevisionRecord, h.RevisionInfo, "0640", h.User); err != nil {
+		return executor.Result{}, err
+	}
+	if err := upload(h.UnitPath, []byte(h.UnitText), "0644", ""); err != nil {
+		return executor.Result{}, err
 	}
 
-	e.log("activating the revision", phase("activate"))
-	res, err := conn.RunOK(ctx, "activate "+h.Unit, activateScript, nil, h.AgentDir, render.RevisionDirName(n), h.Unit)
+	log.Print("activating the revision", phase("activate"))
+	res, err := run("activate "+h.Unit, activateScript, h.AgentDir, render.RevisionDirName(n), h.Unit)
 	if err != nil {
-		return Result{}, err
+		return executor.Result{}, err
 	}
 	out := keyValues(res.Stdout)
 	since := time.Time{}
 	if us, err := strconv.ParseInt(out["since"], 10, 64); err == nil {
 		since = time.UnixMicro(us).UTC()
 	}
-	w := &watch{e: e, conn: conn, h: h, since: since}
+	w := &watch{e: e, conn: conn, h: h, since: since, addr: t.Addr()}
 	if out["restart"] != "0" {
-		return Result{}, w.failure(ctx, CodeStartFailed, "systemd could not start the unit (systemctl restart failed)", "start")
+		return executor.Result{}, w.failure(ctx, CodeStartFailed, "systemd could not start the unit (systemctl restart failed)", "start")
 	}
-	e.log("waiting for the gateway's /readyz", phase("gate"))
+	log.Print("waiting for the gateway's /readyz", phase("gate"))
 	if err := w.untilReady(ctx); err != nil {
-		return Result{}, err
+		return executor.Result{}, err
 	}
 
 	at := e.now().UTC().Truncate(time.Second)
 	rec, err := json.Marshal(render.Activation{Agent: h.Agent, Revision: n, RevisionID: h.RevisionID, Digest: h.Digest, ActivatedAt: at, Endpoint: h.Endpoint})
 	if err != nil {
-		return Result{}, err
+		return executor.Result{}, err
 	}
-	if err := conn.Upload(ctx, h.RevisionDir+"/"+render.ActivationFile, append(rec, '\n'), "0640", h.User); err != nil {
-		return Result{}, fmt.Errorf("revision %d is ready, but its activation record was not written: %w", n, err)
+	if err := upload(h.RevisionDir+"/"+render.ActivationFile, append(rec, '\n'), "0640", h.User); err != nil {
+		return executor.Result{}, fmt.Errorf("revision %d is ready, but its activation record was not written: %w", n, err)
 	}
 	// Retiring old revisions is a safe effect: a failure leaves only
 	// unused directories, which the next activation removes.
-	if _, err := conn.RunOK(ctx, "prune revisions", pruneScript, nil, h.AgentDir, strconv.Itoa(render.KeepRevisions), render.RevisionDirName(n)); err != nil {
-		e.log("pruning earlier revisions failed; the next activation retries", mergeFields(phase("prune"), map[string]any{"work.outcome": "failed"}))
+	if _, err := run("prune revisions", pruneScript, h.AgentDir, strconv.Itoa(render.KeepRevisions), render.RevisionDirName(n)); err != nil {
+		log.Print("pruning earlier revisions failed; the next activation retries", mergeFields(phase("prune"), map[string]any{"work.outcome": "failed"}))
 	}
-	return Result{ActivatedAt: at, Endpoint: h.Endpoint, Digest: h.Digest}, nil
+	return executor.Result{ActivatedAt: at, Endpoint: h.Endpoint}, nil
 }
 
 // watch follows one activation.
@@ -207,6 +264,7 @@ type watch struct {
 	h     *render.SystemdHost
 	since time.Time
 	state UnitState
+	addr  string
 }
 
 // untilReady waits until /readyz answers 200 through the SSH connection
@@ -350,20 +408,20 @@ func (w *watch) portOwner(ctx context.Context) (string, error) {
 // heldRecord fails the gate at once on a held startup code in the journal
 // (PR8). The pinned gateway writes no startup records on SSH (there is no
 // startup wrapper and no probe, SS2); a wrapper that does is honoured.
-func (w *watch) heldRecord(ctx context.Context) *Failure {
+func (w *watch) heldRecord(ctx context.Context) *executor.Failure {
 	entries, err := w.journal(ctx)
 	if err != nil {
 		return nil
 	}
 	records, bad := StartupRecords(entries)
 	if bad != nil {
-		return w.withJournal(&Failure{Code: CodeBadRecord, Phase: "startup", Reason: bad.Error(),
+		return w.withJournal(&executor.Failure{Code: CodeBadRecord, Phase: "startup", Reason: bad.Error(),
 			Next: "The runtime on the host writes startup records outside the contract; use the pinned OpenClaw or fix the wrapper."}, entries)
 	}
 	for i := range records {
 		r := records[i]
 		if r.Code.Held() && (r.Final || r.Event == runtimerecord.EventOpenClawProbe || r.Event == runtimerecord.EventStartupPhase) {
-			return w.withJournal(&Failure{Code: string(r.Code), Phase: string(runtimerecord.PhaseModelProbe), Record: &r,
+			return w.withJournal(&executor.Failure{Code: executor.CodeRuntime(r.Code), Phase: string(runtimerecord.PhaseModelProbe), Record: &r,
 				Reason: "the startup probe held the runtime unready", Next: runtimerecord.Advice(r.Code)}, entries)
 		}
 	}
@@ -386,7 +444,7 @@ func (w *watch) journal(ctx context.Context) ([]JournalEntry, error) {
 
 // failure describes a unit that did not become ready, with the journal
 // lines since this activation started.
-func (w *watch) failure(ctx context.Context, code, reason, phase string) error {
+func (w *watch) failure(ctx context.Context, code executor.Code, reason, phase string) *executor.Failure {
 	// The context may be spent (deadline): diagnostics get a short one.
 	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 20*time.Second)
 	defer cancel()
@@ -394,18 +452,23 @@ func (w *watch) failure(ctx context.Context, code, reason, phase string) error {
 		w.state = st
 	}
 	entries, _ := w.journal(dctx)
-	f := &Failure{Code: code, Phase: phase, Reason: reason}
+	f := &executor.Failure{Code: code, Phase: phase, Reason: reason}
 	f.Next = advice(w.state, entries, w.h)
 	return w.withJournal(f, entries)
 }
 
-func (w *watch) withJournal(f *Failure, entries []JournalEntry) *Failure {
-	f.Agent, f.Revision, f.Unit, f.State = w.h.Agent, w.h.Revision, w.h.Unit, w.state
+func (w *watch) withJournal(f *executor.Failure, entries []JournalEntry) *executor.Failure {
+	f.Op, f.Agent, f.Revision = executor.OpDeploy, w.h.Agent, w.h.Revision
+	f.Where = fmt.Sprintf("unit %s on %s", w.h.Unit, w.addr)
+	if w.state.ActiveState != "" {
+		f.State = w.state.String()
+	}
 	max := w.e.JournalLines
 	if max <= 0 {
 		max = 40
 	}
-	f.Journal = JournalLines(entries, max)
+	f.Lines = JournalLines(entries, max)
+	f.LinesTitle = "Journal of this activation (journalctl -u " + w.h.Unit + "):"
 	if f.Record == nil {
 		if records, _ := StartupRecords(entries); len(records) > 0 {
 			last := records[len(records)-1]
@@ -416,7 +479,7 @@ func (w *watch) withJournal(f *Failure, entries []JournalEntry) *Failure {
 }
 
 func (w *watch) deadline(ctx context.Context) error {
-	f := w.failure(ctx, CodeDeadline, "the gateway did not answer /readyz before the deadline", "readiness").(*Failure)
+	f := w.failure(ctx, CodeDeadline, "the gateway did not answer /readyz before the deadline", "readiness")
 	f.Reason += "; the unit is " + w.state.String()
 	f.Next = "The journal lines above show how far the gateway got. Raise timeouts.create/update if the host is only slow, or fix what holds it, then apply again."
 	return f

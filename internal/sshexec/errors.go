@@ -7,8 +7,8 @@
 // Connections verify the host key always (a fixed key from the compute, or
 // a known_hosts file), are reused per host within a process, keep alive,
 // bound the sessions they run at once, and end with the caller's context.
-// Failures come back as values with a class: *Error for the connection and
-// commands, *Failure for a revision that did not become ready.
+// Failures come back as *executor.Failure with a catalog code; inside the
+// package, *Error classifies connection and command failures.
 package sshexec
 
 import (
@@ -16,25 +16,25 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/occ-platform/terraform-provider-occ/internal/runtimerecord"
+	"github.com/occ-platform/terraform-provider-occ/internal/executor"
 )
 
-// Class is the kind of an SSH failure.
-type Class string
+// Class is the kind of an SSH failure: a code of the executor catalog.
+type Class = executor.Code
 
 const (
 	// ClassUnreachable: no TCP connection, or it dropped before or during
 	// the SSH handshake, or later in the middle of an operation.
-	ClassUnreachable Class = "UNREACHABLE"
+	ClassUnreachable = executor.Unavailable
 	// ClassAuthRefused: the host refused every authentication method.
-	ClassAuthRefused Class = "AUTH_REFUSED"
+	ClassAuthRefused = executor.AuthRefused
 	// ClassHostKeyMismatch: the host presented another key than expected.
-	ClassHostKeyMismatch Class = "HOST_KEY_MISMATCH"
+	ClassHostKeyMismatch = executor.HostKeyMismatch
 	// ClassCommandFailed: a command ran and exited non-zero.
-	ClassCommandFailed Class = "COMMAND_FAILED"
+	ClassCommandFailed = executor.CommandFailed
 	// ClassConfig: the connection settings cannot be used (no user, no
 	// key, an unparsable key).
-	ClassConfig Class = "INVALID_SSH_SETTINGS"
+	ClassConfig = executor.InvalidRequest
 )
 
 // Error is a classified SSH failure. It carries no secret: stderr tails come
@@ -103,20 +103,13 @@ func IsClass(err error, c Class) bool {
 	return errors.As(err, &e) && e.Class == c
 }
 
-// NotWritten is a deployment that failed before its first write to the
-// host: nothing of the revision reached it.
-type NotWritten struct{ Err error }
-
-func (e *NotWritten) Error() string { return e.Err.Error() }
-func (e *NotWritten) Unwrap() error { return e.Err }
-
 // Failure codes of the executor, beside the runtime's held codes.
 const (
-	CodeStartFailed = "UNIT_START_FAILED"
-	CodeCrashed     = "UNIT_FAILED"
-	CodeDeadline    = "DEADLINE_EXCEEDED"
-	CodeBadRecord   = "INVALID_STARTUP_RECORD"
-	CodeNoTunnel    = "READINESS_UNREACHABLE"
+	CodeStartFailed = executor.UnitStartFailed
+	CodeCrashed     = executor.UnitFailed
+	CodeDeadline    = executor.Deadline
+	CodeBadRecord   = executor.BadRecord
+	CodeNoTunnel    = executor.ReadinessUnreachable
 )
 
 // UnitState is what systemd says of a unit.
@@ -165,34 +158,44 @@ func exitName(status int) string {
 	return ""
 }
 
-// Failure is a revision that did not become ready: what happened, what
-// systemd says of the unit, and the journal lines of this activation. It
-// carries no secret: journal lines that can quote the credentials file are
-// withheld (AU7).
-type Failure struct {
-	Code     string
-	Agent    string
-	Revision int64
-	Unit     string
-	Phase    string
-	State    UnitState
-	Reason   string
-	Record   *runtimerecord.Record
-	Journal  []string
-	Next     string
-}
-
-func (f *Failure) Error() string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "%s: agent %q revision %d", f.Code, f.Agent, f.Revision)
-	if f.Unit != "" {
-		fmt.Fprintf(&b, ", unit %s", f.Unit)
+// failureOf turns any error of an operation into a *executor.Failure with a
+// catalog code, once, at the operation's exit: Wrote comes from the
+// operation's Writes.
+func failureOf(op executor.Op, agent string, n int64, addr string, w *executor.Writes, err error) error {
+	if err == nil {
+		return nil
 	}
-	if f.Phase != "" {
-		fmt.Fprintf(&b, ", phase %s", f.Phase)
+	var f *executor.Failure
+	if errors.As(err, &f) {
+		f.Op, f.Wrote = op, w.Any()
+		return f
 	}
-	if f.Reason != "" {
-		fmt.Fprintf(&b, ": %s", f.Reason)
+	f = &executor.Failure{Op: op, Agent: agent, Revision: n, Wrote: w.Any(), Err: err, Reason: err.Error()}
+	var se *Error
+	switch {
+	case errors.As(err, &se):
+		f.Code, f.Next = se.Class, se.Advice()
+		switch {
+		case op == executor.OpRead || op == executor.OpDelete:
+			f.Summary = fmt.Sprintf("cannot %s agent %q on SSH host %s", op, agent, addr)
+		case se.Class == ClassUnreachable:
+			f.Summary = "cannot reach SSH host " + addr
+		case se.Class == ClassAuthRefused:
+			f.Summary = fmt.Sprintf("SSH host %s refused the login", addr)
+		case se.Class == ClassHostKeyMismatch:
+			f.Summary = fmt.Sprintf("SSH host %s presented another host key", addr)
+		case se.Class == ClassCommandFailed:
+			f.Summary = "a command failed on SSH host " + addr
+		default:
+			f.Summary = "cannot connect to SSH host " + addr
+		}
+		if op == executor.OpDeploy && f.Wrote {
+			f.Next += " Parts of the revision may have been written; the agent's previous revision no longer serves only if the unit was restarted. Apply again once fixed."
+		}
+	case op == executor.OpDelete:
+		f.Code, f.Summary = executor.DeleteFailed, fmt.Sprintf("cannot delete agent %q on SSH host %s", agent, addr)
+	default:
+		f.Code, f.Summary = executor.DeploymentFailed, fmt.Sprintf("agent %q revision %d on SSH host %s", agent, n, addr)
 	}
-	return b.String()
+	return f
 }

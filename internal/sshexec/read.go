@@ -4,15 +4,21 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net"
 	"path"
 	"slices"
+	"strconv"
 	"strings"
+
+	"k8s.io/apimachinery/pkg/util/validation"
+
+	"github.com/occ-platform/terraform-provider-occ/internal/executor"
 
 	"github.com/occ-platform/terraform-provider-occ/internal/render"
 )
 
-// Observed is what a host says about an agent.
-type Observed struct {
+// hostView is what a host says about an agent, in the host's terms.
+type hostView struct {
 	// Exists is false when neither the unit file nor any revision of the
 	// agent is on the host.
 	Exists bool
@@ -32,8 +38,9 @@ type Observed struct {
 	Revisions []int64
 	// Drift explains why what runs is not the activated revision ("" when
 	// it is): a removed or stopped unit, a configuration edited by hand, a
-	// revision switched but never activated.
-	Drift string
+	// revision switched but never activated; Reason classifies it.
+	Drift  string
+	Reason executor.DriftReason
 }
 
 // readScript prints, as key=value lines, the unit file's presence,
@@ -66,23 +73,61 @@ ls -1 -- "$agentdir" 2>/dev/null | grep -E '^r[0-9]+$' | tr '\n' ' '
 echo
 `
 
-// Read observes an agent on the host. agentDir is CONFIG_DIR/NAME from the
-// compute; empty (an import) reads it from the unit file.
-func (e *Executor) Read(ctx context.Context, t Target, agent, agentDir string) (Observed, error) {
-	var o Observed
+// location is where an SSH agent lives: its compute's host and agent
+// directory, or, for an agent imported by HOST[:PORT]/NAME whose compute
+// is not in state yet, the host from the id, verified through the
+// provider's known_hosts file, and the agent directory from the unit file
+// (agentDir "").
+func (e *Executor) location(a executor.Agent) (t Target, agentDir string, err error) {
+	if c := a.Compute; c != nil {
+		configDir := c.ConfigDir
+		if configDir == "" {
+			configDir = DefaultConfigDir
+		}
+		return e.target(*c), render.AgentDir(configDir, a.Name), nil
+	}
+	host, port, _, ok := parseImportID(a.ImportID)
+	if !ok {
+		return t, "", fmt.Errorf("%q is not an SSH agent id", a.ImportID)
+	}
+	return Target{Host: host, Port: port, User: e.User, KnownHostsFile: e.KnownHostsFile}, "", nil
+}
+
+// Read observes an agent on the host.
+func (e *Executor) Read(ctx context.Context, a executor.Agent) (executor.Observed, error) {
+	t, agentDir, err := e.location(a)
+	if err != nil {
+		return executor.Observed{}, failureOf(executor.OpRead, a.Name, 0, a.ImportID, nil, err)
+	}
+	v, err := e.read(ctx, t, a.Name, agentDir)
+	if err != nil {
+		return executor.Observed{}, failureOf(executor.OpRead, a.Name, 0, t.Addr(), nil, err)
+	}
+	o := executor.Observed{Exists: v.Exists, Drift: v.Reason, DriftDetail: v.Drift}
+	if !v.Exists {
+		o.Drift, o.DriftDetail = executor.DriftGone, "the agent is not on the host"
+	}
+	if o.Drift == executor.DriftNone && v.Activation != nil {
+		act := v.Activation
+		o.Revision, o.RevisionID, o.ActivatedAt, o.Endpoint = act.Revision, act.RevisionID, act.ActivatedAt.UTC(), act.Endpoint
+	}
+	return o, nil
+}
+
+func (e *Executor) read(ctx context.Context, t Target, agent, agentDir string) (hostView, error) {
 	conn, err := e.Pool.Get(ctx, t)
 	if err != nil {
-		return o, err
+		return hostView{}, err
 	}
 	res, err := conn.RunOK(ctx, "read "+render.UnitName(agent), readScript, nil, render.UnitName(agent), render.UnitPath(agent), agentDir)
 	if err != nil {
-		return o, err
+		return hostView{}, err
 	}
 	return parseObserved(res.Stdout), nil
 }
 
-func parseObserved(out string) Observed {
-	var o Observed
+func parseObserved(out string) hostView {
+	var o hostView
 	kv := keyValues(out)
 	o.UnitFile = kv["unit_file"] == "present"
 	o.Unit = ParseUnitState(out)
@@ -102,33 +147,33 @@ func parseObserved(out string) Observed {
 	}
 	slices.Sort(o.Revisions)
 	o.Exists = o.UnitFile || kv["current"] != "" || len(o.Revisions) > 0
-	o.Drift = drift(o, kv["current"])
+	o.Reason, o.Drift = drift(o, kv["current"])
 	return o
 }
 
 // drift judges what was observed; "" when the activated revision runs.
-func drift(o Observed, current string) string {
+func drift(o hostView, current string) (executor.DriftReason, string) {
 	switch {
 	case !o.Exists:
-		return ""
+		return executor.DriftNone, ""
 	case !o.UnitFile:
-		return "the unit file was removed from the host"
+		return executor.DriftWorkload, "the unit file was removed from the host"
 	case o.Unit.LoadState == "not-found":
-		return "systemd does not know the unit (daemon-reload missing?)"
+		return executor.DriftWorkload, "systemd does not know the unit (daemon-reload missing?)"
 	case o.Unit.ActiveState != "active":
-		return fmt.Sprintf("the unit is %s, not running (stopped outside Terraform?)", o.Unit.String())
+		return executor.DriftWorkload, fmt.Sprintf("the unit is %s, not running (stopped outside Terraform?)", o.Unit.String())
 	case current == "":
-		return "no revision is selected (the current link is missing)"
+		return executor.DriftUnfinished, "no revision is selected (the current link is missing)"
 	case o.Activation == nil:
-		return fmt.Sprintf("revision %s is selected but was never activated (an apply stopped half-way)", strings.TrimPrefix(current, "r"))
+		return executor.DriftUnfinished, fmt.Sprintf("revision %s is selected but was never activated (an apply stopped half-way)", strings.TrimPrefix(current, "r"))
 	case o.Activation.Revision != o.Current:
-		return fmt.Sprintf("the current link selects revision %d, but its activation record is of revision %d", o.Current, o.Activation.Revision)
+		return executor.DriftUnfinished, fmt.Sprintf("the current link selects revision %d, but its activation record is of revision %d", o.Current, o.Activation.Revision)
 	case o.Digest == "":
-		return fmt.Sprintf("the configuration file of revision %d was removed", o.Current)
+		return executor.DriftEdited, fmt.Sprintf("the configuration file of revision %d was removed", o.Current)
 	case o.Digest != o.Activation.Digest:
-		return fmt.Sprintf("the configuration of revision %d was edited on the host (sha256 %.12s…, activated %.12s…)", o.Current, o.Digest, o.Activation.Digest)
+		return executor.DriftEdited, fmt.Sprintf("the configuration of revision %d was edited on the host (sha256 %.12s…, activated %.12s…)", o.Current, o.Digest, o.Activation.Digest)
 	}
-	return ""
+	return executor.DriftNone, ""
 }
 
 // deleteScript stops and disables the unit, removes it, the agent's
@@ -160,9 +205,18 @@ rm -rf -- "$statedir"
 exit 0
 `
 
-// Delete removes an agent from the host. agentDir empty reads it from the
-// unit file.
-func (e *Executor) Delete(ctx context.Context, t Target, agent, agentDir string) error {
+// Delete removes an agent from the host: the unit (stopped and disabled),
+// its revision files and state directory. The operator's credentials file
+// is never touched (AU5).
+func (e *Executor) Delete(ctx context.Context, a executor.Agent) error {
+	t, agentDir, err := e.location(a)
+	if err == nil {
+		err = e.delete(ctx, t, a.Name, agentDir, a.Log)
+	}
+	return failureOf(executor.OpDelete, a.Name, 0, t.Addr(), nil, err)
+}
+
+func (e *Executor) delete(ctx context.Context, t Target, agent, agentDir string, log executor.Log) error {
 	if agentDir != "" && path.Base(agentDir) != agent {
 		return fmt.Errorf("agent directory %s is not agent %s's", agentDir, agent)
 	}
@@ -176,7 +230,51 @@ func (e *Executor) Delete(ctx context.Context, t Target, agent, agentDir string)
 		return err
 	}
 	if s := strings.TrimSpace(res.Stderr); s != "" {
-		e.log("delete: "+s, map[string]any{"work.operation": "delete", "unit": render.UnitName(agent)})
+		log.Print("delete: "+s, map[string]any{"work.operation": "delete", "unit": render.UnitName(agent)})
 	}
 	return nil
+}
+
+// ParseImportID adopts HOST/NAME, HOST:PORT/NAME or ssh://HOST[:PORT]/NAME;
+// ok is false for a Kubernetes NAMESPACE/NAME. A HOST that is a single DNS
+// label is read as a namespace: write it as ssh://HOST/NAME.
+func (e *Executor) ParseImportID(id string) (name string, ok bool, err error) {
+	_, _, name, ok = parseImportID(id)
+	if !ok {
+		return "", false, nil
+	}
+	if msgs := validation.IsDNS1035Label(name); len(msgs) > 0 {
+		return "", true, fmt.Errorf("import ID %q: the agent name %q is not a DNS label; use HOST/NAME, HOST:PORT/NAME or ssh://HOST[:PORT]/NAME, such as 10.0.0.5/support", id, name)
+	}
+	return name, true, nil
+}
+
+// parseImportID reads ssh://HOST[:PORT]/NAME, or HOST[:PORT]/NAME where
+// HOST holds a dot or a colon (an address or a qualified name) or is
+// bracketed IPv6. Port 0 means the default (22).
+func parseImportID(id string) (host string, port int, name string, ok bool) {
+	explicit := strings.HasPrefix(id, "ssh://")
+	id = strings.TrimPrefix(id, "ssh://")
+	i := strings.LastIndex(id, "/")
+	if i <= 0 || i == len(id)-1 {
+		return "", 0, "", false
+	}
+	hostPort, name := id[:i], id[i+1:]
+	if !explicit && !strings.ContainsAny(hostPort, ".:[") {
+		return "", 0, "", false // a namespace
+	}
+	host = hostPort
+	if h, p, err := net.SplitHostPort(hostPort); err == nil {
+		n, err := strconv.Atoi(p)
+		if err != nil || n < 1 || n > 65535 {
+			return "", 0, "", false
+		}
+		host, port = h, n
+	} else if strings.HasPrefix(hostPort, "[") && strings.HasSuffix(hostPort, "]") {
+		host = hostPort[1 : len(hostPort)-1]
+	}
+	if host == "" || strings.ContainsAny(host, "/@ ") {
+		return "", 0, "", false
+	}
+	return host, port, name, true
 }

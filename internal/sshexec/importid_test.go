@@ -1,8 +1,8 @@
-package provider
+package sshexec
 
 import "testing"
 
-func TestParseSSHImportID(t *testing.T) {
+func TestParseImportID(t *testing.T) {
 	type want struct {
 		host string
 		port int
@@ -24,9 +24,9 @@ func TestParseSSHImportID(t *testing.T) {
 		"user@10.0.0.5/support":    {ok: false},
 		"support":                  {ok: false},
 	} {
-		host, port, name, ok := parseSSHImportID(id)
+		host, port, name, ok := parseImportID(id)
 		if ok != w.ok || ok && (host != w.host || port != w.port || name != w.name) {
-			t.Errorf("parseSSHImportID(%q) = %q %d %q %v, want %+v", id, host, port, name, ok, w)
+			t.Errorf("parseImportID(%q) = %q %d %q %v, want %+v", id, host, port, name, ok, w)
 		}
 	}
 }

@@ -1,0 +1,215 @@
+package executor
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/occ-platform/terraform-provider-occ/internal/admission"
+	"github.com/occ-platform/terraform-provider-occ/internal/runtimerecord"
+)
+
+// Code is a failure code: the first word of every error diagnostic the
+// provider emits. Every code is in Catalog.
+type Code string
+
+// Source says who decides a code.
+type Source string
+
+const (
+	// SourceAdmission: the plan (or apply's second admission) refused the
+	// combination; nothing was written.
+	SourceAdmission Source = "admission"
+	// SourceProvider: the provider or an executor, while it talked to the
+	// target.
+	SourceProvider Source = "provider"
+	// SourceRuntime: the runtime's startup probe held the revision unready
+	// and wrote the code in its startup record (PR6, PR7).
+	SourceRuntime Source = "runtime"
+)
+
+// Entry describes one code.
+type Entry struct {
+	Code   Code
+	Source Source
+	// Kinds are the compute kinds where it can happen; empty for any.
+	Kinds []string
+	// Meaning says what happened; Advice what to do.
+	Meaning, Advice string
+}
+
+// The provider's codes. Runtime codes are runtimerecord's (CodeRuntime).
+const (
+	InvalidRequest   = Code(admission.InvalidRequest)
+	ResourceConflict = Code(admission.ResourceConflict)
+
+	Unavailable      Code = "UNAVAILABLE"
+	DeploymentFailed Code = "DEPLOYMENT_FAILED"
+	DeleteFailed     Code = "DELETE_FAILED"
+	Stale            Code = "STALE_REVISION"
+	Deadline         Code = "DEADLINE_EXCEEDED"
+	BadRecord        Code = "INVALID_STARTUP_RECORD"
+
+	CrashLoop           Code = "CRASH_LOOP"
+	ImagePull           Code = "IMAGE_PULL_FAILED"
+	ContainerConfig     Code = "CONTAINER_CONFIG_FAILED"
+	Unschedulable       Code = "UNSCHEDULABLE"
+	ReplicaFailure      Code = "REPLICA_FAILURE"
+	AttachmentFailed    Code = "CREDENTIAL_ATTACHMENT_FAILED"
+	SandboxProvisioning Code = "SANDBOX_PROVISIONING_FAILED"
+
+	UnitStartFailed      Code = "UNIT_START_FAILED"
+	UnitFailed           Code = "UNIT_FAILED"
+	ReadinessUnreachable Code = "READINESS_UNREACHABLE"
+	AuthRefused          Code = "AUTH_REFUSED"
+	HostKeyMismatch      Code = "HOST_KEY_MISMATCH"
+	CommandFailed        Code = "COMMAND_FAILED"
+)
+
+// CodeRuntime is a runtime's held startup code as a failure code.
+func CodeRuntime(c runtimerecord.Code) Code { return Code(c) }
+
+var (
+	k8s = []string{admission.KindKubernetes}
+	ssh = []string{admission.KindSSH}
+)
+
+// Catalog is every code the provider can emit, in the order the docs list
+// them.
+var Catalog = []Entry{
+	{InvalidRequest, SourceAdmission, nil,
+		"The request cannot be used as written: a refused attribute or configuration document (the diagnostic cites the rule and points at the attribute), a malformed import id, provider settings that cannot be used (no SSH user or key), or a revision that cannot be rendered.",
+		"Change what the diagnostic names and plan again."},
+	{ResourceConflict, SourceAdmission, nil,
+		"The request is well formed but conflicts with what exists: a combination the compute does not support, a sandbox driver that is not installed, a credential or binding another object owns, or permissions the provider's Kubernetes identity lacks.",
+		"Change the combination, install or grant what is missing (see Kubernetes permissions), then apply again."},
+	{Unavailable, SourceProvider, nil,
+		"Something the operation depends on did not answer: the Kubernetes API server, the SSH host, or the compute's sandbox driver (for which provisioning waits until the deadline). As a runtime's held startup code (source runtime) the same word means the model provider was unavailable through the probe's retry.",
+		"Check that the cluster or host is reachable with the provider's settings, then apply again; nothing the provider could not reach was changed."},
+	{DeploymentFailed, SourceProvider, nil,
+		"The target refused a write or a read in the middle of a deploy (the API server's or the host's own error is quoted).",
+		"Fix what the quoted error names and apply again; the revision is deployed again from the start."},
+	{DeleteFailed, SourceProvider, nil,
+		"Removing an agent's objects from the cluster or host failed; what was removed stays removed.",
+		"Fix what the quoted error names and run the destroy again; it removes only what is left."},
+	{Stale, SourceProvider, nil,
+		"Another apply activated a newer revision of the agent meanwhile (AC3); this revision was not activated.",
+		"Refresh (terraform plan) and apply again."},
+	{Deadline, SourceProvider, nil,
+		"The revision was not ready before the apply's deadline (timeouts.create or timeouts.update); the diagnostic names the last phase, the last startup record, and the components with no Pod or the unit's state.",
+		"Raise timeouts.create/update if the runtime is only slow, or fix what holds it, then apply again."},
+	{BadRecord, SourceProvider, nil,
+		"The runtime wrote a startup record outside the contract (an unknown field value or code).",
+		"Use the pinned runtime image or fix the custom image or wrapper."},
+	{CrashLoop, SourceProvider, k8s,
+		"A container keeps exiting; the diagnostic quotes the last lines of its previous run.",
+		"Fix the image or the configuration, then apply again."},
+	{ImagePull, SourceProvider, k8s,
+		"An image cannot be pulled.",
+		"Check runtime_image/codex_image and the namespace's pull access, then apply again."},
+	{ContainerConfig, SourceProvider, k8s,
+		"The kubelet cannot build a container's configuration: a Secret or key it refers to is missing.",
+		"Create the credential source's Secret (secret_ref) or the configuration's secret_bindings Secret, then apply again."},
+	{Unschedulable, SourceProvider, k8s,
+		"No node can take the revision's Pod.",
+		"Lower the compute's cpu_limit/memory_limit or add capacity, then apply again."},
+	{ReplicaFailure, SourceProvider, k8s,
+		"The API server refuses to create the Pod (a ResourceQuota, a LimitRange, an admission policy); checked only while a workload has no Pod yet.",
+		"Fix what refuses the Pod, or lower the compute's cpu_limit/memory_limit, then apply again."},
+	{AttachmentFailed, SourceProvider, k8s,
+		"The Credential Gateway could not attach the key to the revision's Sandbox (AU3).",
+		"Make the Credential Gateway hold the credential the source names, then apply again."},
+	{SandboxProvisioning, SourceProvider, k8s,
+		"The sandbox driver cannot provision what the revision needs.",
+		"Upgrade or configure the driver, or change the Agent, then apply again."},
+	{UnitStartFailed, SourceProvider, ssh,
+		"systemd could not start the agent's unit, or another process answered on the gateway's port.",
+		"Read the journal lines in the diagnostic; fix the host (openclaw_path, the service user, a free gateway.port) and apply again."},
+	{UnitFailed, SourceProvider, ssh,
+		"The gateway exited before it was ready.",
+		"Read the journal lines in the diagnostic (journalctl -u on the host), fix the host or the configuration and apply again; no earlier revision is restored (PR8)."},
+	{ReadinessUnreachable, SourceProvider, ssh,
+		"The gateway's /readyz on the host's loopback cannot be reached through the SSH connection (sshd refuses TCP forwarding).",
+		"Allow TCP forwarding for the provider's user in sshd_config (AllowTcpForwarding local), then apply again."},
+	{AuthRefused, SourceProvider, ssh,
+		"The SSH host refused every authentication method the provider offered.",
+		"Add the provider's public key to the user's authorized_keys on the host, or fix the provider's ssh block or the compute's user."},
+	{HostKeyMismatch, SourceProvider, ssh,
+		"The SSH host presented another host key than the compute's host_key or the known_hosts file holds.",
+		"Compare the fingerprint with the host's own key; only when it is the host's, set the compute's host_key to it."},
+	{CommandFailed, SourceProvider, ssh,
+		"A command the provider ran on the host exited non-zero (its error output is quoted); often sudo without NOPASSWD.",
+		"Fix the host as the quoted output says (passwordless sudo for the provider's user, a writable config_dir) and apply again."},
+}
+
+func init() {
+	for _, c := range runtimerecord.Codes {
+		if !c.Held() || c == runtimerecord.CodeUnavailable { // UNAVAILABLE is listed above
+			continue
+		}
+		Catalog = append(Catalog, Entry{Code: CodeRuntime(c), Source: SourceRuntime, Meaning: runtimeMeaning[c], Advice: runtimerecord.Advice(c)})
+	}
+}
+
+var runtimeMeaning = map[runtimerecord.Code]string{
+	runtimerecord.CodeModelProbeTimeout:    "The startup probe's model call did not answer within its budget.",
+	runtimerecord.CodeModelProbeFailed:     "The startup probe's model call failed; causeKind and causeDetail say how.",
+	runtimerecord.CodeAuthenticationFailed: "The model provider rejected the credential (providerCode 401 or 403).",
+	runtimerecord.CodeModelProbeCPUStarved: "The startup probe was starved of CPU by the container's limit.",
+	runtimerecord.CodeLoginFailed:          "Codex could not log in with the credential (failureClass says how).",
+}
+
+// Lookup finds a code's entry.
+func Lookup(c Code) (Entry, bool) {
+	i := slices.IndexFunc(Catalog, func(e Entry) bool { return e.Code == c })
+	if i < 0 {
+		return Entry{}, false
+	}
+	return Catalog[i], true
+}
+
+// Known reports whether a code is in the catalog.
+func Known(c Code) bool {
+	_, ok := Lookup(c)
+	return ok
+}
+
+// Markdown renders the catalog as the docs' failure-code guide (a
+// tfplugindocs template); `make generate` writes it.
+func Markdown() string {
+	var b strings.Builder
+	b.WriteString(`---
+page_title: "Failure codes"
+subcategory: ""
+description: |-
+  Every code an error diagnostic of the OCC provider starts with: what it means and what to do.
+---
+
+<!-- Generated from internal/executor/catalog.go by ` + "`make generate`" + `; do not edit. -->
+
+# Failure codes
+
+Every error the provider reports starts with one of these codes, such as
+` + "`CRASH_LOOP: agent \"support\" revision 3 did not activate`" + `. The detail says where it
+happened, what happened, the structured fields of the startup record that held the revision (see
+[Startup probe and failure codes](startup-probe.md)), the lines that show it, whether anything
+was written, and what to do next.
+
+Sources: **admission** codes come from the plan (or apply's second admission, before any write);
+**provider** codes from the provider while it talks to the cluster or host; **runtime** codes are
+the runtime's held startup codes, read from its startup record.
+
+| Code | Source | Where | What happened | What to do |
+|---|---|---|---|---|
+`)
+	for _, e := range Catalog {
+		where := "any"
+		if len(e.Kinds) > 0 {
+			where = strings.Join(e.Kinds, ", ")
+		}
+		fmt.Fprintf(&b, "| `%s` | %s | %s | %s | %s |\n", e.Code, e.Source, where, cell(e.Meaning), cell(e.Advice))
+	}
+	return b.String()
+}
+
+func cell(s string) string { return strings.ReplaceAll(s, "|", `\|`) }

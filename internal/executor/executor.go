@@ -1,0 +1,227 @@
+// Package executor is the one contract between the provider and the
+// places agents run: a Kubernetes cluster (internal/kube) and a systemd
+// host over SSH (internal/sshexec). It holds types only, no I/O.
+//
+// An executor prepares a compute, deploys revision n of an admitted
+// revision beside the one that serves, reads an agent back, deletes it and
+// recognises its import ids. Everything that goes wrong comes back as a
+// *Failure with a Code from the one catalog (catalog.go); the provider
+// turns a Failure into a diagnostic with one formatter, and the docs'
+// failure-code table is generated from the catalog.
+//
+// # Adding a compute kind
+//
+// A new kind (Docker, Nomad, …) touches:
+//  1. internal/admission/kinds.go: one row saying what the kind supports
+//     (execution modes, auth methods, secret bindings, sandbox driver); the
+//     admission rules read it.
+//  2. internal/render: one file rendering an admitted revision for the kind
+//     (pure: values in, values or errors out), using render.Topology for
+//     which components the revision runs.
+//  3. an executor package implementing Executor: it writes only through
+//     helpers that mark Writes, returns *Failure with catalog codes (add
+//     any new code to catalog.go and run `make generate`), and honours the
+//     context's deadline in every call.
+//  4. internal/provider: one schema block on occ_compute for the kind's
+//     settings, and one line registering the executor (executors.go).
+//
+// The provider's glue (dispatch, diagnostics, state) does not change.
+package executor
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"time"
+
+	"github.com/occ-platform/terraform-provider-occ/internal/admission"
+)
+
+// Executor runs agents on one compute kind.
+type Executor interface {
+	// Kind is the compute kind served (admission.KindKubernetes, …).
+	Kind() string
+	// Prepare makes a compute usable before its first agent, and checks
+	// that it is (the namespace and permissions on Kubernetes). It is
+	// idempotent and cheap to repeat within one provider process.
+	Prepare(ctx context.Context, p Prepare) (Prepared, error)
+	// Inspect reads what a compute offers (its installation) from the
+	// target; live is false when nothing is read live, the installation
+	// then following from the settings alone.
+	Inspect(ctx context.Context, c admission.Compute) (inst admission.Installation, live bool, err error)
+	// Release undoes what Prepare created for a compute that is being
+	// removed, when nothing else needs it.
+	Release(ctx context.Context, p Release) (Released, error)
+	// Deploy installs revision N and blocks until it is activated or has
+	// failed; it returns *Failure on failure.
+	Deploy(ctx context.Context, d Deployment) (Result, error)
+	// Read observes an agent.
+	Read(ctx context.Context, a Agent) (Observed, error)
+	// Delete removes every object of an agent.
+	Delete(ctx context.Context, a Agent) error
+	// ParseImportID recognises an import id of this kind; ok is false for
+	// ids of other kinds, err set for an id of this kind that is malformed.
+	ParseImportID(id string) (name string, ok bool, err error)
+	// AgentID is the id of an agent on a compute.
+	AgentID(c admission.Compute, agent string) string
+}
+
+// Log receives an operation's phase messages; never secrets. Each
+// operation carries its own, so concurrent operations never mix fields.
+type Log func(msg string, fields map[string]any)
+
+// Print calls l when it is set.
+func (l Log) Print(msg string, fields map[string]any) {
+	if l != nil {
+		l(msg, fields)
+	}
+}
+
+// Prepare asks an executor to make a compute usable.
+type Prepare struct {
+	Compute admission.Compute
+	// ReadInstallation asks for what the compute's sandbox driver offers,
+	// read live.
+	ReadInstallation bool
+	Log              Log
+}
+
+// Prepared is what Prepare did and found.
+type Prepared struct {
+	// Created is true when this call created something the compute owns
+	// (the tenant namespace), so that Release may remove it.
+	Created bool
+	// Installation is the live installation, when asked for and known.
+	Installation *admission.Installation
+}
+
+// Release asks an executor to undo what Prepare created for a compute.
+type Release struct {
+	Compute admission.Compute
+	// Created is what the compute's Prepare reported.
+	Created bool
+	Log     Log
+}
+
+// Released says what Release did; Kept explains what it left and why.
+type Released struct {
+	Kept []Warning
+}
+
+// Deployment is one deploy: revision N of Revision on Compute, while
+// revision Serving (0: none, on create) is the one state says is active.
+type Deployment struct {
+	Revision *admission.Revision
+	Compute  admission.Compute
+	N        int64
+	Serving  int64
+	Log      Log
+}
+
+// Result is an activated revision.
+type Result struct {
+	ActivatedAt time.Time
+	Endpoint    string
+	// Warnings are facts the user should see although the deploy worked
+	// (an outage the deploy waited through).
+	Warnings []Warning
+}
+
+// Warning is a diagnostic warning.
+type Warning struct {
+	Summary, Detail string
+}
+
+// Agent names an agent to read or delete: from its compute in state, or,
+// for an import whose compute is not in state yet, from its import id.
+type Agent struct {
+	Name string
+	// Compute is nil for an agent imported by id.
+	Compute                *admission.Compute
+	ImportID               string
+	Harness, ExecutionMode string
+	Log                    Log
+}
+
+// DriftReason says why what runs is not the activated revision.
+type DriftReason string
+
+const (
+	// DriftNone: the activated revision runs.
+	DriftNone DriftReason = ""
+	// DriftGone: nothing of the agent is on the target.
+	DriftGone DriftReason = "gone"
+	// DriftWorkload: a workload, unit or Sandbox was deleted or stopped.
+	DriftWorkload DriftReason = "workload"
+	// DriftEdited: what runs was changed outside Terraform.
+	DriftEdited DriftReason = "edited"
+	// DriftUnfinished: an apply stopped half-way (a revision selected but
+	// never activated).
+	DriftUnfinished DriftReason = "unfinished"
+)
+
+// Observed is what the target says about an agent.
+type Observed struct {
+	// Exists is false when nothing of the agent is on the target.
+	Exists bool
+	// Revision, RevisionID, ActivatedAt and Endpoint are the activated
+	// revision (0, "" and zero when none).
+	Revision    int64
+	RevisionID  string
+	ActivatedAt time.Time
+	Endpoint    string
+	// Drift is why what runs is not the activated revision; Detail says
+	// it in words for the status attribute.
+	Drift       DriftReason
+	DriftDetail string
+}
+
+// Writes records whether an operation wrote anything to its target. The
+// executors' write paths mark it themselves (the Kubernetes client's
+// transport, the SSH executor's write helpers) for every request that may
+// have changed the target, so that "nothing was written" is never tracked
+// by hand. Safe for concurrent use.
+type Writes struct{ n atomic.Int64 }
+
+// Mark records a write (attempted or done).
+func (w *Writes) Mark() {
+	if w != nil {
+		w.n.Add(1)
+	}
+}
+
+// Any reports whether anything was written.
+func (w *Writes) Any() bool { return w != nil && w.n.Load() > 0 }
+
+type writesKey struct{}
+
+// WithWrites carries an operation's Writes in its context, for write paths
+// that see only the context (an HTTP transport).
+func WithWrites(ctx context.Context, w *Writes) context.Context {
+	return context.WithValue(ctx, writesKey{}, w)
+}
+
+// WritesFrom is the Writes a context carries, or nil.
+func WritesFrom(ctx context.Context) *Writes {
+	w, _ := ctx.Value(writesKey{}).(*Writes)
+	return w
+}
+
+// Wrote reports whether a failed operation may have written to its
+// target: what its Failure says; nothing for an admission refusal; and,
+// for an error that is neither (an executor bug), that it may have.
+func Wrote(err error) bool {
+	if err == nil {
+		return false
+	}
+	var f *Failure
+	if errors.As(err, &f) {
+		return f.Wrote
+	}
+	var es admission.Errors
+	var one *admission.Error
+	if errors.As(err, &es) || errors.As(err, &one) {
+		return false
+	}
+	return true
+}

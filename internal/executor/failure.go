@@ -1,0 +1,191 @@
+package executor
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/occ-platform/terraform-provider-occ/internal/runtimerecord"
+)
+
+// Op is the operation a failure happened in.
+type Op string
+
+const (
+	OpPrepare Op = "prepare"
+	OpDeploy  Op = "deploy"
+	OpRead    Op = "read"
+	OpDelete  Op = "delete"
+	OpImport  Op = "import"
+)
+
+// Failure is an operation that did not succeed: its code from the catalog,
+// what happened, where, the structured fields of the startup record that
+// held it, the lines that show it, what to do next, and whether anything
+// was written. It carries no secret: Lines come only from sources the
+// executor vouches for.
+type Failure struct {
+	Code Code
+	Op   Op
+	// Agent and Revision name what was deployed (Revision 0 outside a
+	// deploy).
+	Agent    string
+	Revision int64
+	// Summary follows the code in the diagnostic's summary; empty means
+	// "agent A revision N did not activate" for a deploy.
+	Summary string
+	// Component is the part that failed, by its name in the target (a
+	// container, a unit); Where says it for people: "container gateway",
+	// "unit occ-agent-x.service on 10.0.0.5:22".
+	Component string
+	Where     string
+	Phase     string
+	// Reason says what happened, in a sentence without a final period.
+	Reason string
+	// State is the target's own word on the component (systemd's unit
+	// state on SSH).
+	State  string
+	Record *runtimerecord.Record
+	// LinesTitle heads Lines ("Last log lines:").
+	LinesTitle string
+	Lines      []string
+	Next       string
+	// Wrote is true when anything may have reached the target; set by the
+	// executor from its Writes, never by hand.
+	Wrote bool
+	// Err is the underlying error.
+	Err error
+}
+
+func (f *Failure) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s: %s", f.Code, f.SummaryText())
+	if f.Where != "" {
+		fmt.Fprintf(&b, ", %s", f.Where)
+	}
+	if f.Phase != "" {
+		fmt.Fprintf(&b, ", phase %s", f.Phase)
+	}
+	if f.Reason != "" {
+		fmt.Fprintf(&b, ": %s", f.Reason)
+	} else if f.Err != nil {
+		fmt.Fprintf(&b, ": %v", f.Err)
+	}
+	return b.String()
+}
+
+func (f *Failure) Unwrap() error { return f.Err }
+
+// SummaryText is the summary after the code.
+func (f *Failure) SummaryText() string {
+	switch {
+	case f.Summary != "":
+		return f.Summary
+	case f.Op == OpDeploy && f.Agent != "":
+		return fmt.Sprintf("agent %q revision %d did not activate", f.Agent, f.Revision)
+	case f.Agent != "":
+		return fmt.Sprintf("agent %q: %s failed", f.Agent, f.Op)
+	}
+	return string(f.Op) + " failed"
+}
+
+// RecordText renders a startup record's structured fields (PR7) in one
+// line, the same for every executor; "" for none.
+func RecordText(r *runtimerecord.Record) string {
+	if r == nil {
+		return ""
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "Startup record: %s", r.Event)
+	add := func(k string, v any) { fmt.Fprintf(&b, ", %s %v", k, v) }
+	if r.Attempt > 0 {
+		add("attempt", r.Attempt)
+	}
+	if r.ExitCode != nil {
+		add("exitCode", *r.ExitCode)
+	}
+	if r.Signal != "" {
+		add("signal", r.Signal)
+	}
+	if r.Code != "" {
+		add("code", r.Code)
+	}
+	if r.Phase != "" {
+		add("phase", r.Phase)
+	}
+	for _, kv := range [][2]string{{"failureClass", r.FailureClass}, {"causeKind", r.CauseKind}, {"causeDetail", r.CauseDetail},
+		{"bodyShape", r.BodyShape}, {"providerErrorCode", r.ProviderErrorCode}, {"providerErrorType", r.ProviderErrorType}} {
+		if kv[1] != "" {
+			add(kv[0], kv[1])
+		}
+	}
+	if r.ProviderCode != 0 {
+		add("providerCode", r.ProviderCode)
+	}
+	if len(r.ResponseHeaderMarker) > 0 {
+		add("responseHeaderMarker", strings.Join(r.ResponseHeaderMarker, ","))
+	}
+	return b.String() + "."
+}
+
+// Detail is the diagnostic's detail: where, what happened, the record, the
+// lines, what was written and what to do next. A Failure without Next gets
+// the catalog's advice for its code.
+func (f *Failure) Detail(revisionID string) string {
+	var b strings.Builder
+	head := []string{}
+	if f.Agent != "" {
+		if f.Revision > 0 {
+			h := fmt.Sprintf("Agent %q, revision %d", f.Agent, f.Revision)
+			if revisionID != "" {
+				h += fmt.Sprintf(" (%s)", revisionID)
+			}
+			head = append(head, h)
+		} else {
+			head = append(head, fmt.Sprintf("Agent %q", f.Agent))
+		}
+	}
+	if f.Where != "" {
+		head = append(head, f.Where)
+	}
+	if f.Phase != "" {
+		head = append(head, "phase "+f.Phase)
+	}
+	if len(head) > 0 {
+		b.WriteString(strings.Join(head, ", ") + ".\n")
+	}
+	switch {
+	case f.Reason != "":
+		fmt.Fprintf(&b, "What happened: %s.\n", f.Reason)
+	case f.Err != nil:
+		fmt.Fprintf(&b, "What happened: %v.\n", f.Err)
+	}
+	if f.State != "" {
+		fmt.Fprintf(&b, "Unit state: %s.\n", f.State)
+	}
+	if r := RecordText(f.Record); r != "" {
+		b.WriteString(r + "\n")
+	}
+	if len(f.Lines) > 0 {
+		title := f.LinesTitle
+		if title == "" {
+			title = "Last log lines:"
+		}
+		b.WriteString(title + "\n")
+		for _, l := range f.Lines {
+			fmt.Fprintf(&b, "  %s\n", l)
+		}
+	}
+	next := f.Next
+	if next == "" {
+		if e, ok := Lookup(f.Code); ok {
+			next = e.Advice
+		}
+	}
+	if next != "" {
+		fmt.Fprintf(&b, "Next: %s\n", next)
+	}
+	if !f.Wrote && (f.Op == OpDeploy || f.Op == OpPrepare) {
+		b.WriteString("Nothing was written.\n")
+	}
+	return strings.TrimRight(b.String(), "\n")
+}

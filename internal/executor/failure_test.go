@@ -1,0 +1,75 @@
+package executor
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/occ-platform/terraform-provider-occ/internal/admission"
+	"github.com/occ-platform/terraform-provider-occ/internal/runtimerecord"
+)
+
+// One formatter for every executor: the summary, where, what happened, the
+// record's PR7 fields, the lines, what to do, and whether anything was
+// written, in that order.
+func TestFailure_Detail(t *testing.T) {
+	held := &Failure{Code: CodeRuntime(runtimerecord.CodeAuthenticationFailed), Op: OpDeploy, Agent: "support", Revision: 2,
+		Where: "container gateway", Phase: "model_probe", Reason: "the startup probe held the runtime unready", Wrote: true,
+		Record: &runtimerecord.Record{Event: runtimerecord.EventOpenClawProbe, Code: runtimerecord.CodeAuthenticationFailed, FailureClass: "auth", ProviderCode: 401},
+		Lines:  []string{"line one"}}
+	refused := &Failure{Code: AuthRefused, Op: OpDeploy, Agent: "support", Revision: 1, Summary: "SSH host 10.0.0.5:22 refused the login",
+		Reason: "the host accepted none of the offered keys", Next: "add the key to authorized_keys"}
+	for _, tc := range []struct {
+		name    string
+		f       *Failure
+		summary string
+		parts   []string
+		absent  []string
+	}{
+		{"held code", held, `AUTHENTICATION_FAILED: agent "support" revision 2 did not activate`,
+			[]string{`Agent "support", revision 2 (abc), container gateway, phase model_probe.`, "What happened: the startup probe held",
+				"code AUTHENTICATION_FAILED", "failureClass auth", "providerCode 401", "Last log lines:\n  line one", "Next: " + runtimerecord.Advice(runtimerecord.CodeAuthenticationFailed)},
+			[]string{"Nothing was written"}},
+		{"connection refused", refused, "AUTH_REFUSED: SSH host 10.0.0.5:22 refused the login",
+			[]string{"What happened: the host accepted none", "Next: add the key to authorized_keys\nNothing was written."}, nil},
+		{"catalog advice when none is given", &Failure{Code: Stale, Op: OpRead, Agent: "a"}, `STALE_REVISION: agent "a": read failed`,
+			[]string{"Next: Refresh (terraform plan) and apply again."}, []string{"Nothing was written"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := string(tc.f.Code) + ": " + tc.f.SummaryText(); got != tc.summary {
+				t.Errorf("summary %q, want %q", got, tc.summary)
+			}
+			d := tc.f.Detail("abc")
+			last := -1
+			for _, p := range tc.parts {
+				i := strings.Index(d, p)
+				if i < 0 || i < last {
+					t.Errorf("detail lacks %q (or out of order):\n%s", p, d)
+				}
+				last = i
+			}
+			for _, p := range tc.absent {
+				if strings.Contains(d, p) {
+					t.Errorf("detail says %q:\n%s", p, d)
+				}
+			}
+		})
+	}
+}
+
+func TestWrote(t *testing.T) {
+	for name, tc := range map[string]struct {
+		err  error
+		want bool
+	}{
+		"none":              {nil, false},
+		"failure, written":  {&Failure{Wrote: true}, true},
+		"failure, nothing":  {&Failure{}, false},
+		"admission refusal": {admission.Errors{{Class: admission.ResourceConflict}}, false},
+		"anything else":     {errors.New("boom"), true},
+	} {
+		if got := Wrote(tc.err); got != tc.want {
+			t.Errorf("%s: Wrote = %v, want %v", name, got, tc.want)
+		}
+	}
+}

@@ -1,0 +1,226 @@
+package kube
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/selection"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/occ-platform/terraform-provider-occ/internal/admission"
+	"github.com/occ-platform/terraform-provider-occ/internal/render"
+)
+
+// activate moves the Service to revision n unless it serves a newer one,
+// with the Service's resourceVersion as the claim the API server
+// arbitrates (AC3); then retires earlier revisions' ConfigMaps and records
+// one audit Event (AC4).
+func (e *Executor) activate(ctx context.Context, rev *admission.Revision, objs *render.Objects, n, serving int64) (time.Time, error) {
+	ns, name := objs.Namespace, *objs.Service.Name
+	at := e.now().UTC().Truncate(time.Second)
+	svcs := e.Client.CoreV1().Services(ns)
+	desired := serviceFrom(objs, n, at)
+	// Fast path: one request. A first deployment creates the Service; a
+	// later one patches it under a JSON Patch "test" that it still serves
+	// the revision this apply replaces. Anything else falls through to the
+	// read-judge-update loop below.
+	var err error
+	switch {
+	case serving == 0:
+		_, err = svcs.Create(ctx, desired, metav1.CreateOptions{FieldManager: render.FieldManager})
+	case serving < n:
+		_, err = svcs.Patch(ctx, name, types.JSONPatchType, guardedPatch(desired, serving), metav1.PatchOptions{FieldManager: render.FieldManager})
+	default:
+		err = fmt.Errorf("serving revision %d is not older than %d", serving, n)
+	}
+	if err == nil {
+		e.retire(ctx, rev, objs, n)
+		e.audit(ctx, ns, rev, n, at)
+		return at, nil
+	}
+	for attempt := 0; attempt < 5; attempt++ {
+		cur, err := svcs.Get(ctx, name, metav1.GetOptions{})
+		switch {
+		case apierrors.IsNotFound(err):
+			_, err = svcs.Create(ctx, desired, metav1.CreateOptions{FieldManager: render.FieldManager})
+		case err != nil:
+			return at, fmt.Errorf("read Service %s: %w", name, err)
+		default:
+			live := servedRevision(cur)
+			if live > n {
+				return at, staleFailure(rev.Agent, n, live, "activation", fmt.Sprintf("revision %d is not activated", n))
+			}
+			if live == n && cur.Annotations[render.AnnotationRevisionID] == rev.ID() {
+				// AC4: this very revision was activated by an apply that did
+				// not get to record it (a crash, a lost connection). Recovery
+				// repeats only the safe effects: retiring, and the audit
+				// record if it is missing; the activation keeps its time.
+				if t, err := time.Parse(time.RFC3339, cur.Annotations[AnnotationActivatedAt]); err == nil {
+					at = t
+				}
+				e.retire(ctx, rev, objs, n)
+				e.audit(ctx, ns, rev, n, at) // a no-op when it was written
+				return at, nil
+			}
+			upd := cur.DeepCopy()
+			upd.Labels, upd.Annotations = desired.Labels, mergeMaps(cur.Annotations, desired.Annotations)
+			upd.Spec.Selector, upd.Spec.Ports = desired.Spec.Selector, desired.Spec.Ports
+			_, err = svcs.Update(ctx, upd, metav1.UpdateOptions{FieldManager: render.FieldManager})
+		}
+		if apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err) {
+			continue // someone else moved it: read again and judge again
+		}
+		if err != nil {
+			return at, fmt.Errorf("activate revision %d: %w", n, err)
+		}
+		e.retire(ctx, rev, objs, n)
+		e.audit(ctx, ns, rev, n, at)
+		return at, nil
+	}
+	return at, fmt.Errorf("activate revision %d: the Service kept changing under the claim", n)
+}
+
+// guardedPatch moves the Service to desired only if it still carries the
+// activated revision expected: the API server applies all or nothing.
+func guardedPatch(desired *corev1.Service, expected int64) []byte {
+	ops := []map[string]any{
+		{"op": "test", "path": "/metadata/annotations/" + jsonPointerEscape(AnnotationActivatedRevision), "value": strconv.FormatInt(expected, 10)},
+		{"op": "replace", "path": "/metadata/labels", "value": desired.Labels},
+		{"op": "replace", "path": "/spec/selector", "value": desired.Spec.Selector},
+	}
+	for k, v := range desired.Annotations {
+		ops = append(ops, map[string]any{"op": "add", "path": "/metadata/annotations/" + jsonPointerEscape(k), "value": v})
+	}
+	b, _ := json.Marshal(ops)
+	return b
+}
+
+func jsonPointerEscape(s string) string {
+	return strings.ReplaceAll(strings.ReplaceAll(s, "~", "~0"), "/", "~1")
+}
+
+func serviceFrom(objs *render.Objects, n int64, at time.Time) *corev1.Service {
+	ac := objs.Service
+	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: *ac.Name, Namespace: objs.Namespace, Labels: ac.Labels,
+		Annotations: mergeMaps(ac.Annotations, map[string]string{AnnotationActivatedRevision: strconv.FormatInt(n, 10), AnnotationActivatedAt: at.Format(time.RFC3339)})}}
+	svc.Spec.Selector = ac.Spec.Selector
+	for _, p := range ac.Spec.Ports {
+		svc.Spec.Ports = append(svc.Spec.Ports, corev1.ServicePort{Name: *p.Name, Port: *p.Port, TargetPort: *p.TargetPort, Protocol: corev1.ProtocolTCP})
+	}
+	return svc
+}
+
+func mergeMaps(a, b map[string]string) map[string]string {
+	out := map[string]string{}
+	for k, v := range a {
+		out[k] = v
+	}
+	for k, v := range b {
+		out[k] = v
+	}
+	return out
+}
+
+// retire removes what earlier revisions left: their configuration, and the
+// workloads (Deployments, Sandboxes) of components this revision no longer
+// runs. It is a safe effect: a crash before it leaves only what the next
+// activation removes (AC4).
+//
+// A revision with a native node (objs.Enrollment) also removes earlier
+// revisions' one-use enrollment targets and verifiers (they can never be
+// used again: their nodes are gone, AC2); one without an unsandboxed
+// harness removes the harness Service an earlier dedicated Codex revision
+// left.
+func (e *Executor) retire(ctx context.Context, rev *admission.Revision, objs *render.Objects, n int64) {
+	if n <= 1 {
+		return // no earlier revision can have left anything behind
+	}
+	ns, agent, enrollment := objs.Namespace, rev.Agent, objs.Enrollment != nil
+	req, _ := labels.NewRequirement(render.LabelRevision, selection.NotEquals, []string{strconv.FormatInt(n, 10)})
+	agentReq, _ := labels.NewRequirement(render.LabelAgent, selection.Equals, []string{agent})
+	sel := labels.NewSelector().Add(*agentReq, *req).String()
+	if err := e.Client.CoreV1().ConfigMaps(ns).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{LabelSelector: sel}); err != nil {
+		e.log.Print("retiring earlier revisions failed; the next activation retries", map[string]any{"work.operation": "retire", "work.outcome": "failed"})
+	}
+	// Every workload of this revision was applied with its number, so a
+	// Deployment or Sandbox still labelled with another one is a component
+	// this revision no longer runs (a dedicated harness after a switch to
+	// embedded): it goes, with the credential it holds (AU6).
+	bg := metav1.DeletePropagationBackground
+	if err := e.Client.AppsV1().Deployments(ns).DeleteCollection(ctx, metav1.DeleteOptions{PropagationPolicy: &bg}, metav1.ListOptions{LabelSelector: sel}); err != nil {
+		e.log.Print("retiring earlier workloads failed; the next activation retries", map[string]any{"work.operation": "retire", "work.outcome": "failed"})
+	}
+	if objs.HarnessService == nil {
+		if err := e.deleteHarnessService(ctx, ns, agent); err != nil {
+			e.log.Print("retiring the earlier harness Service failed; the next activation retries", map[string]any{"work.operation": "retire", "work.outcome": "failed"})
+		}
+	}
+	if rev.Sandbox != nil {
+		if err := e.stopEarlierSandboxes(ctx, ns, agent, n, false); err != nil {
+			e.log.Print("retiring earlier Sandboxes failed; the next activation retries", map[string]any{"work.operation": "retire", "work.outcome": "failed"})
+		}
+	}
+	if !enrollment {
+		return
+	}
+	// Only revision-labelled Secrets: the credential sources' Secrets and
+	// the app-server token carry no revision.
+	hasRev, _ := labels.NewRequirement(render.LabelRevision, selection.Exists, nil)
+	secretSel := labels.NewSelector().Add(*agentReq, *req, *hasRev).String()
+	if err := e.Client.CoreV1().Secrets(ns).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{LabelSelector: secretSel}); err != nil {
+		e.log.Print("retiring earlier enrollment targets failed; the next activation retries", map[string]any{"work.operation": "retire", "work.outcome": "failed"})
+	}
+}
+
+// deleteHarnessService removes the agent's harness Service (HM4), and
+// only it: another agent's Service that happens to bear the name (an Agent
+// named "<agent>-harness") lacks this agent's harness labels and is left
+// alone. One request when there is none (the common case).
+func (e *Executor) deleteHarnessService(ctx context.Context, ns, agent string) error {
+	name := render.HarnessServiceName(agent)
+	svcs := e.Client.CoreV1().Services(ns)
+	svc, err := svcs.Get(ctx, name, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		return nil
+	case err != nil:
+		return fmt.Errorf("read Service %s: %w", name, err)
+	}
+	l := svc.Labels
+	if l[render.LabelAgent] != agent || l[render.LabelComponent] != render.ComponentHarness || l[render.LabelManagedBy] != render.ManagedBy {
+		return nil
+	}
+	// The UID precondition deletes exactly the Service judged above.
+	err = svcs.Delete(ctx, name, metav1.DeleteOptions{Preconditions: metav1.NewUIDPreconditions(string(svc.UID))})
+	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+		return fmt.Errorf("delete Service %s: %w", name, err)
+	}
+	return nil
+}
+
+// audit writes the one activation audit record (AC4): a Kubernetes Event
+// on the Service; the Service's annotations carry revision, time and digest.
+func (e *Executor) audit(ctx context.Context, ns string, rev *admission.Revision, n int64, at time.Time) {
+	ev := &corev1.Event{
+		// One name per activation of a revision: a repeated write (recovery)
+		// is AlreadyExists, so the record is written once (AC4).
+		ObjectMeta:     metav1.ObjectMeta{Name: fmt.Sprintf("%s-activated-r%d-%s", rev.Agent, n, rev.ID()[:8]), Namespace: ns, Labels: map[string]string{render.LabelAgent: rev.Agent, render.LabelRevision: strconv.FormatInt(n, 10)}},
+		InvolvedObject: corev1.ObjectReference{Kind: "Service", Namespace: ns, Name: render.ServiceName(rev.Agent), APIVersion: "v1"},
+		Reason:         "RevisionActivated",
+		Message:        fmt.Sprintf("revision %d (%s, %s) activated at %s", n, rev.ID(), rev.HarnessVersion, at.Format(time.RFC3339)),
+		Type:           corev1.EventTypeNormal,
+		Source:         corev1.EventSource{Component: render.ManagedBy},
+		FirstTimestamp: metav1.NewTime(at), LastTimestamp: metav1.NewTime(at), Count: 1,
+	}
+	if _, err := e.Client.CoreV1().Events(ns).Create(ctx, ev, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		e.log.Print("activation audit event not written", map[string]any{"work.operation": "audit", "work.outcome": "failed"})
+	}
+}

@@ -1,0 +1,345 @@
+package kube
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	"github.com/occ-platform/terraform-provider-occ/internal/admission"
+	"github.com/occ-platform/terraform-provider-occ/internal/executor"
+	"github.com/occ-platform/terraform-provider-occ/internal/render"
+)
+
+var _ executor.Executor = (*Executor)(nil)
+
+// New builds the executor for a cluster: its clients go through
+// MarkWrites, so every operation knows whether it wrote anything.
+func New(cfg *rest.Config) (*Executor, error) {
+	cfg = rest.CopyConfig(cfg)
+	cfg.Wrap(MarkWrites)
+	client, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes client: %w", err)
+	}
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes dynamic client: %w", err)
+	}
+	return &Executor{Client: client, Dynamic: dyn, prepared: &preparedSet{done: map[string]bool{}}}, nil
+}
+
+// MarkWrites wraps a client's transport so that every request that may
+// change the cluster marks the executor.Writes its context carries: a
+// write the API server accepted, or one whose outcome is unknown (no
+// answer, a 5xx). A refusal (4xx) wrote nothing; access reviews are
+// questions, not writes. Because the transport marks, no write can be
+// forgotten by hand.
+func MarkWrites(rt http.RoundTripper) http.RoundTripper {
+	return roundTripper(func(req *http.Request) (*http.Response, error) {
+		resp, err := rt.RoundTrip(req)
+		w := executor.WritesFrom(req.Context())
+		if w == nil || !isWrite(req) {
+			return resp, err
+		}
+		if err != nil || resp.StatusCode < 400 || resp.StatusCode >= 500 {
+			w.Mark()
+		}
+		return resp, err
+	})
+}
+
+type roundTripper func(*http.Request) (*http.Response, error)
+
+func (f roundTripper) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+func isWrite(req *http.Request) bool {
+	switch req.Method {
+	case http.MethodGet, http.MethodHead, http.MethodOptions:
+		return false
+	}
+	return !strings.HasPrefix(req.URL.Path, "/apis/authorization.k8s.io/")
+}
+
+// Kind is admission.KindKubernetes.
+func (e *Executor) Kind() string { return admission.KindKubernetes }
+
+// AgentID is NAMESPACE/NAME.
+func (e *Executor) AgentID(c admission.Compute, agent string) string { return AgentID(c, agent) }
+
+// AgentID is a Kubernetes agent's id, NAMESPACE/NAME.
+func AgentID(c admission.Compute, agent string) string { return c.Namespace + "/" + agent }
+
+// ParseImportID reads NAMESPACE/NAME; every id with one slash is taken as
+// one, so it is asked last.
+func (e *Executor) ParseImportID(id string) (string, bool, error) {
+	ns, name, ok := strings.Cut(id, "/")
+	if !ok {
+		return "", false, nil
+	}
+	if len(validation.IsDNS1123Label(ns)) > 0 || len(validation.IsDNS1035Label(name)) > 0 {
+		return "", true, fmt.Errorf("import ID %q must be NAMESPACE/NAME, such as occ-acme/support", id)
+	}
+	return name, true, nil
+}
+
+// preparedSet remembers the computes prepared in this provider process,
+// so that a deploy costs only its own requests.
+type preparedSet struct {
+	mu   sync.Mutex
+	done map[string]bool
+}
+
+// op is the executor for one operation: the shared clients with the
+// operation's own log. Operations never share mutable state.
+func (e *Executor) op(log executor.Log) *Executor {
+	c := *e
+	c.log = log
+	return &c
+}
+
+// Prepare makes sure the tenant namespace exists (creating it when
+// missing) and that the provider's identity holds every permission it will
+// use there; with a sandbox driver, also the Sandbox permissions and the
+// read of the driver's gateway. It is checked once per namespace per
+// executor. A namespace this call created for a compute it cannot use
+// goes again: lose nothing, leave nothing.
+func (e *Executor) Prepare(ctx context.Context, p executor.Prepare) (executor.Prepared, error) {
+	var out executor.Prepared
+	created, err := e.op(p.Log).prepare(ctx, p.Compute)
+	if err != nil {
+		return out, prepareFailure(p.Compute, err)
+	}
+	out.Created = created
+	if p.ReadInstallation && p.Compute.SandboxDriver != nil {
+		inst, _, err := e.Inspect(ctx, p.Compute)
+		if err != nil {
+			if created {
+				_ = e.DeleteNamespace(ctx, p.Compute.Namespace)
+			}
+			return executor.Prepared{}, prepareFailure(p.Compute, err)
+		}
+		out.Installation = &inst
+	}
+	return out, nil
+}
+
+func (e *Executor) prepare(ctx context.Context, c admission.Compute) (created bool, err error) {
+	key := c.Namespace
+	if c.SandboxDriver != nil {
+		ns, _ := GatewayOf(c.SandboxDriver)
+		key += "+" + ns
+	}
+	if s := e.prepared; s != nil {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if s.done[key] {
+			return false, nil
+		}
+	}
+	if created, err = e.EnsureNamespace(ctx, c.Namespace, c.Name); err != nil {
+		return false, err
+	}
+	err = e.CheckPermissions(ctx, c.Namespace)
+	if err == nil && c.SandboxDriver != nil {
+		err = e.CheckRules(ctx, c.Namespace, SandboxRules)
+		if err == nil {
+			ns, _ := GatewayOf(c.SandboxDriver)
+			err = e.CheckRules(ctx, ns, DriverGatewayRules)
+		}
+	}
+	if err != nil {
+		if created {
+			_ = e.DeleteNamespace(ctx, c.Namespace)
+		}
+		return false, err
+	}
+	if s := e.prepared; s != nil {
+		s.done[key], s.done[c.Namespace] = true, true
+	}
+	return created, nil
+}
+
+// prepareFailure says why a compute cannot be used; nothing of an agent
+// was written.
+func prepareFailure(c admission.Compute, err error) error {
+	var mp *MissingPermissions
+	if errors.As(err, &mp) {
+		lines := make([]string, len(mp.Missing))
+		for i, m := range mp.Missing {
+			lines[i] = "- " + m
+		}
+		return &executor.Failure{Code: executor.ResourceConflict, Op: executor.OpPrepare, Summary: "missing permissions in namespace " + c.Namespace,
+			Reason: fmt.Sprintf("the provider's Kubernetes identity lacks %d permission(s)", len(mp.Missing)), Err: err,
+			LinesTitle: "The provider's Kubernetes identity may not:", Lines: lines,
+			Next: "Grant them with the Role in the provider documentation (Kubernetes permissions), then apply again."}
+	}
+	return &executor.Failure{Code: executor.Unavailable, Op: executor.OpPrepare, Summary: "cannot prepare namespace " + c.Namespace, Reason: err.Error(), Err: err}
+}
+
+// Inspect reads the compute's sandbox driver live and derives the
+// installation from what the cluster says (ND5); without a driver the
+// capabilities follow from the settings and nothing is read.
+func (e *Executor) Inspect(ctx context.Context, c admission.Compute) (admission.Installation, bool, error) {
+	if c.SandboxDriver == nil {
+		return admission.ComputeInstallation(c), false, nil
+	}
+	st, err := e.DriverState(ctx, c.SandboxDriver)
+	if err != nil {
+		return admission.Installation{}, true, err
+	}
+	return admission.ComputeInstallation(st.Observed(c)), true, nil
+}
+
+// Release removes the tenant namespace when the provider created it for
+// this compute (at the compute's create, or re-created by a later deploy)
+// and nothing is left in it; otherwise it is kept, with a warning that
+// lists what is in it.
+func (e *Executor) Release(ctx context.Context, p executor.Release) (executor.Released, error) {
+	var out executor.Released
+	c := p.Compute
+	if !p.Created {
+		// The compute found its namespace; only one an Agent's deploy
+		// re-created for it since is the provider's to delete. A cluster
+		// that does not answer keeps nothing from being forgotten here.
+		ours, err := e.CreatedFor(ctx, c.Namespace, c.Name)
+		if err != nil {
+			out.Kept = append(out.Kept, executor.Warning{Summary: "Namespace " + c.Namespace + " was not checked",
+				Detail: fmt.Sprintf("The compute was removed, but the cluster could not be asked whether the provider re-created namespace %s for it: %v. If it did (the namespace is annotated %s=%s), delete it yourself.", c.Namespace, err, render.AnnotationCompute, c.Name)})
+		}
+		if !ours {
+			return out, nil
+		}
+	}
+	left, err := e.Occupants(ctx, c.Namespace)
+	if err != nil {
+		return out, &executor.Failure{Code: executor.Unavailable, Op: executor.OpDelete, Summary: "cannot inspect namespace " + c.Namespace, Reason: err.Error(), Err: err,
+			Next: fmt.Sprintf("The namespace %s this compute created was not deleted; run the destroy again.", c.Namespace)}
+	}
+	if len(left) > 0 {
+		out.Kept = append(out.Kept, executor.Warning{Summary: "Namespace " + c.Namespace + " was kept",
+			Detail: fmt.Sprintf("The provider created this namespace for this compute, but it still holds objects, so it was not deleted with the compute: %s. "+
+				"Objects from another configuration belong to Agents or credential sources that another Terraform configuration manages in this namespace; "+
+				"destroy those there first. Delete the namespace yourself once nothing in it is needed.", strings.Join(left, ", "))})
+		return out, nil
+	}
+	p.Log.Print("deleting the namespace the compute created", map[string]any{"work.operation": "compute-delete", "namespace": c.Namespace})
+	if err := e.DeleteNamespace(ctx, c.Namespace); err != nil {
+		return out, &executor.Failure{Code: executor.Unavailable, Op: executor.OpDelete, Summary: "cannot delete namespace " + c.Namespace, Reason: err.Error(), Err: err}
+	}
+	return out, nil
+}
+
+// Deploy prepares the compute, checks its sandbox driver live before the
+// first write of a dedicated revision (AD6, ND5), then applies the
+// revision (Apply). Every error is a *executor.Failure whose Wrote says
+// whether anything of the agent reached the cluster, or an admission
+// refusal (a driver the cluster does not serve).
+func (e *Executor) Deploy(ctx context.Context, d executor.Deployment) (executor.Result, error) {
+	op := e.op(d.Log)
+	rev, c := d.Revision, d.Compute
+	if _, err := op.prepare(ctx, c); err != nil {
+		return executor.Result{}, prepareFailure(c, err)
+	}
+	var warnings []executor.Warning
+	if c.SandboxDriver != nil && rev.ExecutionMode == admission.ModeDedicated {
+		w, err := op.awaitDriver(ctx, rev, c)
+		if err != nil {
+			return executor.Result{}, err
+		}
+		warnings = w
+	}
+	res, err := op.Apply(ctx, rev, d.N, d.Serving)
+	res.Warnings = append(warnings, res.Warnings...)
+	return res, err
+}
+
+// awaitDriver checks the sandbox driver live: a driver the cluster does
+// not serve is refused with ND5's RESOURCE_CONFLICT; during an outage
+// provisioning waits, with a watch, within the apply's deadline (ND5).
+func (e *Executor) awaitDriver(ctx context.Context, rev *admission.Revision, c admission.Compute) ([]executor.Warning, error) {
+	st, err := e.DriverState(ctx, c.SandboxDriver)
+	if err != nil {
+		return nil, &executor.Failure{Code: executor.Unavailable, Op: executor.OpDeploy, Agent: rev.Agent, Summary: "cannot read the sandbox driver", Reason: err.Error(), Err: err}
+	}
+	if !st.Installed {
+		return nil, admission.CheckSandbox(rev.Harness, rev.ExecutionMode, st.Observed(c))
+	}
+	if st.Ready {
+		return nil, nil
+	}
+	e.log.Print("waiting for the sandbox driver", map[string]any{"work.operation": "await-driver", "driver": c.SandboxDriver.Name, "detail": st.Detail})
+	started := time.Now()
+	if err := e.WaitForDriver(ctx, c.SandboxDriver); err != nil {
+		return nil, &executor.Failure{Code: executor.Unavailable, Op: executor.OpDeploy, Agent: rev.Agent,
+			Summary: fmt.Sprintf("the sandbox driver %q stayed unavailable", c.SandboxDriver.Name),
+			Reason:  fmt.Sprintf("%s; the apply waited for it until its deadline (%v)", st.Detail, err), Err: err,
+			Next: "Restore the driver's gateway, or raise timeouts.create/update, and apply again."}
+	}
+	return []executor.Warning{{Summary: fmt.Sprintf("The sandbox driver %q was unavailable; provisioning waited for it", c.SandboxDriver.Name),
+		Detail: fmt.Sprintf("Agent %q: %s when the apply started; provisioning waited %s for the driver's gateway to be ready again, then went on.", rev.Agent, st.Detail, time.Since(started).Round(time.Second))}}, nil
+}
+
+// Read observes an agent through its Service and workloads.
+func (e *Executor) Read(ctx context.Context, a executor.Agent) (executor.Observed, error) {
+	ns := ""
+	sandboxed := false
+	if a.Compute != nil {
+		ns, sandboxed = a.Compute.Namespace, a.Compute.SandboxDriver != nil
+	} else {
+		ns, _, _ = strings.Cut(a.ImportID, "/")
+	}
+	o, err := e.Observe(ctx, ns, a.Name, render.TopologyOf(a.Harness, a.ExecutionMode, sandboxed))
+	if err != nil {
+		return executor.Observed{}, &executor.Failure{Code: executor.Unavailable, Op: executor.OpRead, Agent: a.Name, Summary: "cannot refresh the agent", Reason: err.Error(), Err: err}
+	}
+	return o, nil
+}
+
+// Delete removes every object of an agent and waits until its Pods are
+// gone; with a sandbox driver, its Sandboxes too.
+func (e *Executor) Delete(ctx context.Context, a executor.Agent) error {
+	ns, sandboxed := "", false
+	if a.Compute != nil {
+		ns, sandboxed = a.Compute.Namespace, a.Compute.SandboxDriver != nil
+	} else {
+		ns, _, _ = strings.Cut(a.ImportID, "/")
+	}
+	if err := e.DeleteAgent(ctx, ns, a.Name, sandboxed); err != nil {
+		return &executor.Failure{Code: executor.DeleteFailed, Op: executor.OpDelete, Agent: a.Name, Summary: fmt.Sprintf("agent %q", a.Name), Reason: err.Error(), Err: err}
+	}
+	return nil
+}
+
+// failureOf is what Apply returns for err: a *executor.Failure whose Wrote
+// comes from the operation's Writes, an admission refusal unchanged.
+func failureOf(agent string, n int64, w *executor.Writes, err error) error {
+	if err == nil {
+		return nil
+	}
+	var es admission.Errors
+	var one *admission.Error
+	if errors.As(err, &es) || errors.As(err, &one) {
+		return err
+	}
+	var f *executor.Failure
+	if !errors.As(err, &f) {
+		f = &executor.Failure{Code: executor.DeploymentFailed, Summary: fmt.Sprintf("agent %q revision %d", agent, n), Reason: err.Error(), Err: err}
+	}
+	f.Op, f.Wrote = executor.OpDeploy, w.Any()
+	if f.Agent == "" {
+		f.Agent, f.Revision = agent, n
+	}
+	if f.Where == "" && f.Component != "" {
+		f.Where = "container " + f.Component
+	}
+	return f
+}

@@ -1,0 +1,86 @@
+package kube
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/occ-platform/terraform-provider-occ/internal/admission"
+	"github.com/occ-platform/terraform-provider-occ/internal/executor"
+)
+
+// What a request did to the cluster decides Wrote, marked by the
+// transport itself: accepted writes and writes of unknown outcome count;
+// refusals, reads and access reviews do not.
+func TestMarkWrites(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch {
+		case strings.HasSuffix(r.URL.Path, "/forbidden"):
+			w.WriteHeader(http.StatusForbidden)
+		case strings.HasSuffix(r.URL.Path, "/conflict"):
+			w.WriteHeader(http.StatusConflict)
+		case strings.HasSuffix(r.URL.Path, "/broken"):
+			w.WriteHeader(http.StatusInternalServerError)
+		default:
+			w.WriteHeader(http.StatusCreated)
+		}
+	}))
+	defer srv.Close()
+	rt := MarkWrites(http.DefaultTransport)
+	for _, tc := range []struct {
+		method, path string
+		wrote        bool
+	}{
+		{http.MethodPost, "/api/v1/namespaces/a/configmaps", true},
+		{http.MethodPatch, "/apis/apps/v1/namespaces/a/deployments/x", true},
+		{http.MethodDelete, "/api/v1/namespaces/a/services/x", true},
+		{http.MethodPost, "/api/v1/namespaces/a/secrets/forbidden", false},
+		{http.MethodPost, "/api/v1/namespaces/a/secrets/conflict", false},
+		{http.MethodPost, "/api/v1/namespaces/a/secrets/broken", true},
+		{http.MethodGet, "/api/v1/namespaces/a/services/x", false},
+		{http.MethodPost, "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews", false},
+	} {
+		var w executor.Writes
+		req, _ := http.NewRequestWithContext(executor.WithWrites(context.Background(), &w), tc.method, srv.URL+tc.path, nil)
+		resp, err := rt.RoundTrip(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if w.Any() != tc.wrote {
+			t.Errorf("%s %s: wrote = %v, want %v", tc.method, tc.path, w.Any(), tc.wrote)
+		}
+	}
+	// No answer at all: the write may have happened.
+	var w executor.Writes
+	req, _ := http.NewRequestWithContext(executor.WithWrites(context.Background(), &w), http.MethodPost, "http://127.0.0.1:1/api/v1/x", nil)
+	if _, err := rt.RoundTrip(req); err == nil {
+		t.Fatal("a request to a closed port succeeded")
+	}
+	if !w.Any() {
+		t.Error("a write without an answer is not counted as written")
+	}
+}
+
+func TestParseImportID(t *testing.T) {
+	e := &Executor{}
+	for id, want := range map[string]struct {
+		name    string
+		ok, bad bool
+	}{
+		"occ-acme/support": {"support", true, false},
+		"support":          {"", false, false},
+		"Occ/support":      {"", true, true},
+		"occ-acme/1st":     {"", true, true},
+	} {
+		name, ok, err := e.ParseImportID(id)
+		if name != want.name || ok != want.ok || (err != nil) != want.bad {
+			t.Errorf("ParseImportID(%q) = %q %v %v, want %+v", id, name, ok, err, want)
+		}
+	}
+	if got := e.AgentID(admission.Compute{Namespace: "occ-acme"}, "support"); got != "occ-acme/support" {
+		t.Errorf("AgentID = %q", got)
+	}
+}

@@ -1,0 +1,126 @@
+package provider
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/hashicorp/terraform-plugin-framework/diag"
+	"github.com/hashicorp/terraform-plugin-framework/path"
+	"github.com/hashicorp/terraform-plugin-log/tflog"
+
+	"github.com/occ-platform/terraform-provider-occ/internal/admission"
+	"github.com/occ-platform/terraform-provider-occ/internal/executor"
+	"github.com/occ-platform/terraform-provider-occ/internal/kube"
+	"github.com/occ-platform/terraform-provider-occ/internal/sshexec"
+)
+
+// executors registers one executor per compute kind: how the provider
+// builds it, and the agent id it gives (known at plan, without building
+// the executor). importOrder is the order in which executors are asked
+// whether an import id is theirs: an SSH id (HOST/NAME where HOST holds a
+// dot or a colon) before Kubernetes' NAMESPACE/NAME, which matches almost
+// anything.
+var executors = map[string]struct {
+	build   func(context.Context, *Data) (executor.Executor, error)
+	agentID func(admission.Compute, string) string
+}{
+	admission.KindSSH:        {func(_ context.Context, d *Data) (executor.Executor, error) { return d.sshExecutor(), nil }, sshexec.AgentID},
+	admission.KindKubernetes: {func(ctx context.Context, d *Data) (executor.Executor, error) { return d.KubeExecutor(ctx) }, kube.AgentID},
+}
+
+var importOrder = []string{admission.KindSSH, admission.KindKubernetes}
+
+// executor returns the provider's executor for a compute kind. Each is
+// built once per provider instance and shared by every resource; nothing
+// contacts its target until an operation does.
+func (d *Data) executor(ctx context.Context, kind string) (executor.Executor, error) {
+	e, ok := executors[kind]
+	if !ok {
+		return nil, &executor.Failure{Code: executor.InvalidRequest, Summary: fmt.Sprintf("compute kind %q has no executor", kind)}
+	}
+	ex, err := e.build(ctx, d)
+	if err != nil {
+		return nil, &executor.Failure{Code: executor.Unavailable, Op: executor.OpPrepare, Summary: "cannot reach " + kind, Reason: err.Error(), Err: err,
+			Next: "Check the provider's " + kind + " settings."}
+	}
+	return ex, nil
+}
+
+// agentID is an agent's id on its compute.
+func agentID(c admission.Compute, name string) string {
+	if e, ok := executors[c.Kind]; ok {
+		return e.agentID(c, name)
+	}
+	return name
+}
+
+// sshExecutor returns the provider's SSH executor: one connection pool,
+// one connection per host, shared by every agent on it.
+func (d *Data) sshExecutor() *sshexec.Executor {
+	d.sshOnce.Do(func() {
+		var creds sshexec.Credentials
+		ex := &sshexec.Executor{KnownHostsFile: d.knownHostsFile()}
+		if s := d.SSH; s != nil {
+			creds.PrivateKey, creds.Agent = s.PrivateKey.ValueString(), s.Agent.ValueBool()
+			ex.User = s.User.ValueString()
+		}
+		ex.Pool = sshexec.NewPool(creds, sshexec.Options{})
+		d.sshExec = ex
+	})
+	return d.sshExec
+}
+
+// knownHostsFile verifies hosts of imported agents (no compute in state).
+func (d *Data) knownHostsFile() string {
+	if d.SSH != nil && d.SSH.KnownHostsFile.ValueString() != "" {
+		return d.SSH.KnownHostsFile.ValueString()
+	}
+	home, err := os.UserHomeDir()
+	if err != nil {
+		return ""
+	}
+	return filepath.Join(home, ".ssh", "known_hosts")
+}
+
+// logTo sends an operation's phase messages to tflog with its fields; a
+// message with level "warn" is a warning.
+func logTo(ctx context.Context, fields map[string]any) executor.Log {
+	return func(msg string, f map[string]any) {
+		all := mergeFields(fields, f)
+		if all["level"] == "warn" {
+			delete(all, "level")
+			tflog.Warn(ctx, msg, all)
+			return
+		}
+		tflog.Debug(ctx, msg, all)
+	}
+}
+
+// addFailure turns what an executor returned into diagnostics, in one
+// place for every kind and operation: admission refusals at the compute,
+// a *executor.Failure as its code, summary and detail, anything else as
+// the operation's generic code. revisionID is the deployed revision's id
+// ("" outside a deploy).
+func addFailure(diags *diag.Diagnostics, revisionID string, err error) {
+	var es admission.Errors
+	var one *admission.Error
+	if errors.As(err, &es) || errors.As(err, &one) {
+		addAdmissionErrors(diags, path.Root("compute"), err)
+		return
+	}
+	var f *executor.Failure
+	if !errors.As(err, &f) {
+		f = &executor.Failure{Code: executor.DeploymentFailed, Reason: err.Error(), Wrote: true}
+	}
+	diags.AddError(fmt.Sprintf("%s: %s", f.Code, f.SummaryText()), f.Detail(revisionID))
+}
+
+// addWarnings reports an executor's warnings.
+func addExecutorWarnings(diags *diag.Diagnostics, ws []executor.Warning) {
+	for _, w := range ws {
+		diags.AddWarning(w.Summary, w.Detail)
+	}
+}
