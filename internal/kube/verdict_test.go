@@ -1,6 +1,7 @@
 package kube
 
 import (
+	"fmt"
 	"reflect"
 	"testing"
 
@@ -138,60 +139,21 @@ status:
 		},
 		{
 			name: "image pull back-off",
-			pod: gatewayPod + `
-status:
-  phase: Pending
-  containerStatuses:
-  - name: gateway
-    image: ghcr.io/occ-platform/runtime:1
-    imageID: ""
-    ready: false
-    restartCount: 0
-    state:
-      waiting:
-        reason: ImagePullBackOff
-        message: Back-off pulling image "ghcr.io/occ-platform/runtime:1"
-`,
+			pod:  waitingGateway("ghcr.io/occ-platform/runtime:1", "ImagePullBackOff", "Back-off pulling image \"ghcr.io/occ-platform/runtime:1\""),
 			want: verdictWant{component: "gateway", phase: "scheduling",
 				code: CodeImagePull, container: "gateway", failPhase: "image pull",
 				reason: `ImagePullBackOff: Back-off pulling image "ghcr.io/occ-platform/runtime:1"`},
 		},
 		{
 			name: "invalid image name",
-			pod: gatewayPod + `
-status:
-  phase: Pending
-  containerStatuses:
-  - name: gateway
-    image: "ghcr.io/occ-platform/runtime::1"
-    imageID: ""
-    ready: false
-    restartCount: 0
-    state:
-      waiting:
-        reason: InvalidImageName
-        message: Failed to apply default image tag
-`,
+			pod:  waitingGateway("ghcr.io/occ-platform/runtime::1", "InvalidImageName", "Failed to apply default image tag"),
 			want: verdictWant{component: "gateway", phase: "scheduling",
 				code: CodeImagePull, container: "gateway", failPhase: "image pull",
 				reason: "InvalidImageName: Failed to apply default image tag"},
 		},
 		{
 			name: "container config error",
-			pod: gatewayPod + `
-status:
-  phase: Pending
-  containerStatuses:
-  - name: gateway
-    image: ghcr.io/occ-platform/runtime:1
-    imageID: ""
-    ready: false
-    restartCount: 0
-    state:
-      waiting:
-        reason: CreateContainerConfigError
-        message: secret "llm" not found
-`,
+			pod:  waitingGateway("ghcr.io/occ-platform/runtime:1", "CreateContainerConfigError", "secret \"llm\" not found"),
 			want: verdictWant{component: "gateway", phase: "scheduling",
 				code: CodeContainerConfig, container: "gateway", failPhase: "container configuration",
 				reason: `CreateContainerConfigError: secret "llm" not found`},
@@ -715,4 +677,23 @@ status:
 	if got := <-st.failures; got.Agent != "bench" || got.Revision != 2 || got.Code != CodeReplicaFailure {
 		t.Errorf("fail handed on %+v", got)
 	}
+}
+
+// waitingGateway is a pending gateway Pod whose one container waits with
+// reason and message (the kubelet's image and configuration errors).
+func waitingGateway(image, reason, message string) string {
+	return gatewayPod + fmt.Sprintf(`
+status:
+  phase: Pending
+  containerStatuses:
+  - name: gateway
+    image: %q
+    imageID: ""
+    ready: false
+    restartCount: 0
+    state:
+      waiting:
+        reason: %s
+        message: %q
+`, image, reason, message)
 }

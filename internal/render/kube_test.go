@@ -255,15 +255,7 @@ func TestRender_RefusesOtherTopologies(t *testing.T) {
 // (--wait-peer=harness); no other gateway waits (a native node enrolls
 // through its gateway, which must not wait for it: ND2, ND3).
 func TestPR10_OnlyTheDedicatedCodexGatewayWaitsForItsPeer(t *testing.T) {
-	for _, tc := range []struct {
-		name string
-		rev  *admission.Revision
-	}{
-		{"embedded", admit(t, embeddedInput(t, "anthropic/claude-sonnet-4-5"))},
-		{"dedicated codex", admit(t, codexInput(t, admission.MethodAPIKey))},
-		{"sandboxed codex", admit(t, sandboxedCodexInput(t))},
-		{"native openclaw", admit(t, nativeInput(t, admission.MethodAPIKey))},
-	} {
+	for _, tc := range topologyCases(t) {
 		objs, err := Kubernetes(tc.rev, 1)
 		if err != nil {
 			t.Fatalf("%s: %v", tc.name, err)

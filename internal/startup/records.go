@@ -38,9 +38,14 @@ func (r *Recorder) Write(rec runtimerecord.Record) error {
 	if err != nil {
 		return err
 	}
+	return r.line(b)
+}
+
+// line writes one JSON line; lines of concurrent writers never interleave.
+func (r *Recorder) line(b []byte) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	_, err = r.w.Write(append(b, '\n'))
+	_, err := r.w.Write(append(b, '\n'))
 	return err
 }
 
@@ -57,10 +62,7 @@ func (r *Recorder) Log(msg string) error {
 	if err != nil {
 		return err
 	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	_, err = r.w.Write(append(b, '\n'))
-	return err
+	return r.line(b)
 }
 
 // Phase writes the runtime.startup_phase record of a phase that began at
