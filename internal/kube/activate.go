@@ -16,24 +16,36 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/occ-platform/terraform-provider-occ/internal/admission"
+	"github.com/occ-platform/terraform-provider-occ/internal/executor"
 	"github.com/occ-platform/terraform-provider-occ/internal/render"
 )
 
 // activate moves the Service to revision n unless it serves a newer one,
 // with the Service's resourceVersion as the claim the API server
 // arbitrates (AC3); then retires earlier revisions' ConfigMaps and records
-// one audit Event (AC4).
-func (e *Executor) activate(ctx context.Context, rev *admission.Revision, objs *render.Objects, n, serving int64) (time.Time, error) {
+// one audit Event (AC4). The activation time is taken here, when the gate
+// has passed. early is the Service this apply created before the gate
+// (PR10: a first dedicated deploy), or nil.
+func (e *Executor) activate(ctx context.Context, rev *admission.Revision, objs *render.Objects, n, serving int64, early *corev1.Service) (time.Time, error) {
 	ns, name := objs.Namespace, *objs.Service.Name
 	at := e.now().UTC().Truncate(time.Second)
 	svcs := e.Client.CoreV1().Services(ns)
-	desired := serviceFrom(objs, n, at)
+	desired := serviceFrom(objs, n, at, true)
+	claim := func(cur *corev1.Service) *corev1.Service {
+		upd := cur.DeepCopy()
+		upd.Labels, upd.Annotations = desired.Labels, mergeMaps(cur.Annotations, desired.Annotations)
+		upd.Spec.Selector, upd.Spec.Ports = desired.Spec.Selector, desired.Spec.Ports
+		return upd
+	}
 	// Fast path: one request. A first deployment creates the Service; a
 	// later one patches it under a JSON Patch "test" that it still serves
 	// the revision this apply replaces. Anything else falls through to the
 	// read-judge-update loop below.
 	var err error
 	switch {
+	case early != nil:
+		// The Service this apply created: its resourceVersion is the claim.
+		_, err = svcs.Update(ctx, claim(early), metav1.UpdateOptions{FieldManager: render.FieldManager})
 	case serving == 0:
 		_, err = svcs.Create(ctx, desired, metav1.CreateOptions{FieldManager: render.FieldManager})
 	case serving < n:
@@ -54,11 +66,14 @@ func (e *Executor) activate(ctx context.Context, rev *admission.Revision, objs *
 		case err != nil:
 			return at, fmt.Errorf("read Service %s: %w", name, err)
 		default:
+			if !ownedBy(cur, rev.Agent) {
+				return at, foreignService(cur, rev.Agent)
+			}
 			live := servedRevision(cur)
 			if live > n {
 				return at, staleFailure(rev.Agent, n, live, "activation", fmt.Sprintf("revision %d is not activated", n))
 			}
-			if live == n && cur.Annotations[render.AnnotationRevisionID] == rev.ID() {
+			if live == n && cur.Annotations[AnnotationActivatedRevision] == strconv.FormatInt(n, 10) && cur.Annotations[render.AnnotationRevisionID] == rev.ID() {
 				// AC4: this very revision was activated by an apply that did
 				// not get to record it (a crash, a lost connection). Recovery
 				// repeats only the safe effects: retiring, and the audit
@@ -70,10 +85,7 @@ func (e *Executor) activate(ctx context.Context, rev *admission.Revision, objs *
 				e.audit(ctx, ns, rev, n, at) // a no-op when it was written
 				return at, nil
 			}
-			upd := cur.DeepCopy()
-			upd.Labels, upd.Annotations = desired.Labels, mergeMaps(cur.Annotations, desired.Annotations)
-			upd.Spec.Selector, upd.Spec.Ports = desired.Spec.Selector, desired.Spec.Ports
-			_, err = svcs.Update(ctx, upd, metav1.UpdateOptions{FieldManager: render.FieldManager})
+			_, err = svcs.Update(ctx, claim(cur), metav1.UpdateOptions{FieldManager: render.FieldManager})
 		}
 		if apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err) {
 			continue // someone else moved it: read again and judge again
@@ -107,15 +119,41 @@ func jsonPointerEscape(s string) string {
 	return strings.ReplaceAll(strings.ReplaceAll(s, "~", "~0"), "/", "~1")
 }
 
-func serviceFrom(objs *render.Objects, n int64, at time.Time) *corev1.Service {
+// serviceFrom is the Agent's Service for revision n: activated at at, or,
+// not activated, without the activation annotations (the Service a first
+// dedicated deploy creates before its gate: it claims nothing).
+func serviceFrom(objs *render.Objects, n int64, at time.Time, activated bool) *corev1.Service {
 	ac := objs.Service
-	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: *ac.Name, Namespace: objs.Namespace, Labels: ac.Labels,
-		Annotations: mergeMaps(ac.Annotations, map[string]string{AnnotationActivatedRevision: strconv.FormatInt(n, 10), AnnotationActivatedAt: at.Format(time.RFC3339)})}}
+	ann := mergeMaps(ac.Annotations, nil)
+	if activated {
+		ann = mergeMaps(ann, map[string]string{AnnotationActivatedRevision: strconv.FormatInt(n, 10), AnnotationActivatedAt: at.Format(time.RFC3339)})
+	}
+	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: *ac.Name, Namespace: objs.Namespace, Labels: ac.Labels, Annotations: ann}}
 	svc.Spec.Selector = ac.Spec.Selector
 	for _, p := range ac.Spec.Ports {
 		svc.Spec.Ports = append(svc.Spec.Ports, corev1.ServicePort{Name: *p.Name, Port: *p.Port, TargetPort: *p.TargetPort, Protocol: corev1.ProtocolTCP})
 	}
 	return svc
+}
+
+// ownedBy reports whether an object is the agent's: labelled by the
+// provider with the agent's name. Another agent's object that happens to
+// bear a name this agent derives, or an object made by hand, is not.
+func ownedBy(obj metav1.Object, agent string) bool {
+	l := obj.GetLabels()
+	return l[render.LabelManagedBy] == render.ManagedBy && l[render.LabelAgent] == agent
+}
+
+// foreignService refuses to take over a Service that is not the agent's.
+func foreignService(svc *corev1.Service, agent string) *executor.Failure {
+	owner := "was not made by this provider"
+	if a := svc.Labels[render.LabelAgent]; a != "" && svc.Labels[render.LabelManagedBy] == render.ManagedBy {
+		owner = fmt.Sprintf("belongs to agent %q", a)
+	}
+	return &executor.Failure{Code: executor.ResourceConflict, Agent: agent,
+		Summary: fmt.Sprintf("Service %s/%s is not agent %q's", svc.Namespace, svc.Name, agent),
+		Reason:  fmt.Sprintf("the Service agent %q needs %s; the provider never takes over another object", agent, owner),
+		Next:    "Rename this agent, or remove or rename what holds the name, then apply again."}
 }
 
 func mergeMaps(a, b map[string]string) map[string]string {

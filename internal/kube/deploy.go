@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -15,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/selection"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
+	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
@@ -112,9 +114,21 @@ func (e *Executor) apply(ctx context.Context, rev *admission.Revision, n, servin
 	if rev.Harness == admission.HarnessCodex {
 		tokens = append(tokens, [3]string{render.AppServerTokenSecret(rev.Agent), render.AppServerTokenKey, render.ComponentHarness})
 	}
-	for _, tk := range tokens {
-		if err := e.ensureToken(ctx, ns, rev.Agent, tk[0], tk[1], tk[2]); err != nil {
+	for i, tk := range tokens {
+		existed, err := e.ensureToken(ctx, ns, rev.Agent, tk[0], tk[1], tk[2])
+		if err != nil {
 			return Result{}, err
+		}
+		// A create finds out whether an agent of this name exists: the
+		// gateway token is its first object, so an existing one (or a name
+		// another agent's Service may hold: one ending like a derived
+		// name) is judged before anything is written. The common create
+		// pays no request for it.
+		derived := strings.HasSuffix(rev.Agent, "-gateway") || strings.HasSuffix(rev.Agent, "-harness")
+		if i == 0 && serving == 0 && (existed || derived) {
+			if err := e.checkCreate(ctx, rev, ns); err != nil {
+				return Result{}, err
+			}
 		}
 	}
 	if err := e.ensureEnrollment(ctx, ns, rev, n, objs.Enrollment); err != nil {
@@ -126,8 +140,8 @@ func (e *Executor) apply(ctx context.Context, rev *admission.Revision, n, servin
 		}
 	}
 	for _, cm := range objs.ConfigMaps {
-		if _, err := e.Client.CoreV1().ConfigMaps(ns).Apply(ctx, cm, applyOpts); err != nil {
-			return Result{}, fmt.Errorf("apply ConfigMap %s: %w", *cm.Name, err)
+		if err := e.applyConfigMap(ctx, cm, serving, n, rev.ID()); err != nil {
+			return Result{}, err
 		}
 	}
 	dedicated := rev.ExecutionMode == admission.ModeDedicated
@@ -148,6 +162,9 @@ func (e *Executor) apply(ctx context.Context, rev *admission.Revision, n, servin
 	if s := objs.HarnessService; s != nil {
 		// HM4: the gateway reaches its harness by this name; it selects
 		// revision n's harness before either workload exists.
+		if err := e.checkOwned(ctx, ns, *s.Name, rev.Agent); err != nil {
+			return Result{}, err
+		}
 		if _, err := e.Client.CoreV1().Services(ns).Apply(ctx, s, applyOpts); err != nil {
 			return Result{}, fmt.Errorf("apply Service %s: %w", *s.Name, err)
 		}
@@ -169,18 +186,24 @@ func (e *Executor) apply(ctx context.Context, rev *admission.Revision, n, servin
 		components[d.Spec.Template.Labels[render.LabelComponent]] = true
 		workloads[d.Spec.Template.Labels[render.LabelComponent]] = *d.Name
 	}
+	var early *corev1.Service
 	if dedicated && serving == 0 {
 		// PR10: on a first dedicated deploy the Agent's Service selects the
-		// gateway from the start and lists it only once it is ready.
-		if _, err := e.Client.CoreV1().Services(ns).Create(ctx, serviceFrom(objs, n, time.Time{}), metav1.CreateOptions{FieldManager: render.FieldManager}); err != nil && !apierrors.IsAlreadyExists(err) {
+		// gateway from the start and lists it only once it is ready. It
+		// claims no activation: that is written when the gate passes.
+		created, err := e.Client.CoreV1().Services(ns).Create(ctx, serviceFrom(objs, n, time.Time{}, false), metav1.CreateOptions{FieldManager: render.FieldManager})
+		switch {
+		case err == nil:
+			early = created
+		case !apierrors.IsAlreadyExists(err):
 			return Result{}, fmt.Errorf("create Service %s: %w", *objs.Service.Name, err)
 		}
 	}
 	e.log.Print("waiting for the revision's startup probe", map[string]any{"work.operation": "gate", "revision": n})
-	if err := e.gate(ctx, rev.Agent, ns, n, components, workloads, sandboxes); err != nil {
+	if err := e.gate(ctx, rev.Agent, ns, n, rev.ID(), components, workloads, sandboxes); err != nil {
 		return Result{}, err
 	}
-	at, err := e.activate(ctx, rev, objs, n, serving)
+	at, err := e.activate(ctx, rev, objs, n, serving, early)
 	if err != nil {
 		return Result{}, err
 	}
@@ -268,10 +291,10 @@ func (e *Executor) stopEarlier(ctx context.Context, ns, agent string, n int64) e
 // under key, labelled with the agent and component only (no revision: it
 // outlives them; destroy removes it with the agent's Secrets). An existing
 // Secret is kept, so a token never changes under a running Pod.
-func (e *Executor) ensureToken(ctx context.Context, ns, agent, name, key, component string) error {
+func (e *Executor) ensureToken(ctx context.Context, ns, agent, name, key, component string) (existed bool, err error) {
 	buf := make([]byte, 32)
 	if _, err := rand.Read(buf); err != nil {
-		return err
+		return false, err
 	}
 	s := &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns,
@@ -279,9 +302,98 @@ func (e *Executor) ensureToken(ctx context.Context, ns, agent, name, key, compon
 		Type:       corev1.SecretTypeOpaque,
 		StringData: map[string]string{key: hex.EncodeToString(buf)},
 	}
-	_, err := e.Client.CoreV1().Secrets(ns).Create(ctx, s, metav1.CreateOptions{FieldManager: render.FieldManager})
-	if err != nil && !apierrors.IsAlreadyExists(err) {
-		return fmt.Errorf("create the token Secret %s: %w", name, err)
+	_, err = e.Client.CoreV1().Secrets(ns).Create(ctx, s, metav1.CreateOptions{FieldManager: render.FieldManager})
+	switch {
+	case apierrors.IsAlreadyExists(err):
+		return true, nil
+	case err != nil:
+		return false, fmt.Errorf("create the token Secret %s: %w", name, err)
+	}
+	return false, nil
+}
+
+// applyConfigMap applies one of the revision's immutable ConfigMaps. A
+// failed attempt leaves its ConfigMaps under revision number n, which the
+// next plan reuses (state keeps the revision that serves): an immutable
+// ConfigMap of another content under that name is that attempt's, never
+// the serving revision's (n > serving), so it is deleted, with its UID as
+// precondition, and written again. The common apply pays nothing for it.
+func (e *Executor) applyConfigMap(ctx context.Context, cm *corev1ac.ConfigMapApplyConfiguration, serving, n int64, id string) error {
+	cms := e.Client.CoreV1().ConfigMaps(*cm.Namespace)
+	_, err := cms.Apply(ctx, cm, applyOpts)
+	if err == nil || !apierrors.IsInvalid(err) || n <= serving {
+		if err != nil {
+			return fmt.Errorf("apply ConfigMap %s: %w", *cm.Name, err)
+		}
+		return nil
+	}
+	cur, gerr := cms.Get(ctx, *cm.Name, metav1.GetOptions{})
+	if gerr != nil || cur.Annotations[render.AnnotationRevisionID] == id || !ownedBy(cur, cm.Labels[render.LabelAgent]) {
+		return fmt.Errorf("apply ConfigMap %s: %w", *cm.Name, err)
+	}
+	e.log.Print("replacing a failed attempt's configuration", map[string]any{"work.operation": "apply", "revision": n, "configmap": *cm.Name})
+	if err := cms.Delete(ctx, cur.Name, metav1.DeleteOptions{Preconditions: metav1.NewUIDPreconditions(string(cur.UID))}); err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("delete the failed attempt's ConfigMap %s: %w", cur.Name, err)
+	}
+	if _, err := cms.Apply(ctx, cm, applyOpts); err != nil {
+		return fmt.Errorf("apply ConfigMap %s: %w", *cm.Name, err)
 	}
 	return nil
+}
+
+// checkCreate judges, before the first write of a create, what already
+// bears the agent's Service name: nothing, or what an unfinished create of
+// this agent left (never activated), or the very revision planned (a
+// create whose provider was killed after activating it) is taken on; an
+// activated agent of other content is another configuration's, and
+// another object under the name is not the agent's at all: both are
+// RESOURCE_CONFLICT, and nothing is written.
+func (e *Executor) checkCreate(ctx context.Context, rev *admission.Revision, ns string) error {
+	name := render.ServiceName(rev.Agent)
+	svc, err := e.Client.CoreV1().Services(ns).Get(ctx, name, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		return nil
+	case err != nil:
+		return fmt.Errorf("read Service %s: %w", name, err)
+	case !ownedBy(svc, rev.Agent):
+		return foreignService(svc, rev.Agent)
+	}
+	active, id := svc.Annotations[AnnotationActivatedRevision], svc.Annotations[render.AnnotationRevisionID]
+	if active == "" || id == rev.ID() {
+		return nil
+	}
+	return &executor.Failure{Code: executor.ResourceConflict, Agent: rev.Agent,
+		Summary: fmt.Sprintf("agent %q already runs in namespace %s", rev.Agent, ns),
+		Reason:  fmt.Sprintf("its Service serves revision %s (%s), which this configuration did not create: another Terraform configuration, or a state that lost it, manages it", active, id),
+		Next:    fmt.Sprintf("Adopt it with `terraform import <address> %s/%s` (it then follows this configuration), or give this agent another name. Nothing of the running agent was touched.", ns, rev.Agent)}
+}
+
+// checkOwned refuses to apply a Service the agent derives from its name
+// (its harness's, its gateway's internal one) when another agent's Service
+// holds that name already: agent "web-harness"'s Service is not agent
+// "web"'s harness Service.
+func (e *Executor) checkOwned(ctx context.Context, ns, name, agent string) error {
+	svc, err := e.Client.CoreV1().Services(ns).Get(ctx, name, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		return nil
+	case err != nil:
+		return fmt.Errorf("read Service %s: %w", name, err)
+	case ownedBy(svc, agent):
+		return nil
+	case svc.Labels[render.LabelAgent] == "" && wroteIt(svc):
+		return nil // written by an earlier version of the provider, before it labelled it
+	}
+	return foreignService(svc, agent)
+}
+
+// wroteIt reports whether the provider's field manager wrote an object.
+func wroteIt(obj metav1.Object) bool {
+	for _, f := range obj.GetManagedFields() {
+		if f.Manager == render.FieldManager {
+			return true
+		}
+	}
+	return false
 }

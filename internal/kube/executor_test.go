@@ -6,9 +6,13 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/occ-platform/terraform-provider-occ/internal/admission"
 	"github.com/occ-platform/terraform-provider-occ/internal/executor"
+	"github.com/occ-platform/terraform-provider-occ/internal/render"
 )
 
 // What a request did to the cluster decides Wrote, marked by the
@@ -82,5 +86,42 @@ func TestParseImportID(t *testing.T) {
 	}
 	if got := e.AgentID(admission.Compute{Namespace: "occ-acme"}, "support"); got != "occ-acme/support" {
 		t.Errorf("AgentID = %q", got)
+	}
+}
+
+// rule PR10, AC4: a first dedicated deploy creates the Agent's Service
+// before its gate, claiming nothing; the activation time is taken when the
+// gate passes and recorded on the Service and in the audit Event.
+func TestPR10_FirstDedicatedDeployRecordsItsActivationTime(t *testing.T) {
+	began := time.Now().UTC().Truncate(time.Second)
+	c, ns, _, ctx := firstRevision(t, func(ns string) *admission.Revision { return codexRevision(t, ns, "codex/gpt-5-codex") })
+	svc, err := c.Clientset.CoreV1().Services(ns).Get(ctx, "bench", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	at, err := time.Parse(time.RFC3339, svc.Annotations[AnnotationActivatedAt])
+	if err != nil || at.Before(began) || svc.Annotations[AnnotationActivatedRevision] != "1" {
+		t.Fatalf("the Service records activation %q of revision %q, want one after %s", svc.Annotations[AnnotationActivatedAt], svc.Annotations[AnnotationActivatedRevision], began)
+	}
+	events, err := c.Clientset.CoreV1().Events(ns).List(ctx, metav1.ListOptions{LabelSelector: render.LabelAgent + "=bench"})
+	if err != nil || len(events.Items) != 1 || strings.Contains(events.Items[0].Message, "0001-01-01") {
+		t.Fatalf("audit events %v (%v), want one with the activation time", events, err)
+	}
+}
+
+// A deleted Service is drift, not an agent at revision 0: the next apply
+// deploys the next revision number.
+func TestObserve_DeletedServiceIsDrift(t *testing.T) {
+	c, ns, exec, ctx := firstRevision(t, func(ns string) *admission.Revision { return testRevision(t, ns, nil) })
+	top := render.TopologyOf(admission.HarnessOpenClaw, admission.ModeEmbedded, false)
+	if o, err := exec.Observe(ctx, ns, "bench", top); err != nil || o.Drift != executor.DriftNone || o.Revision != 1 {
+		t.Fatalf("before: %+v, %v", o, err)
+	}
+	if err := c.Clientset.CoreV1().Services(ns).Delete(ctx, "bench", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	o, err := exec.Observe(ctx, ns, "bench", top)
+	if err != nil || !o.Exists || o.Drift != executor.DriftWorkload || !strings.Contains(o.DriftDetail, "Service bench was deleted") {
+		t.Fatalf("after deleting the Service: %+v, %v", o, err)
 	}
 }

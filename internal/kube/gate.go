@@ -2,6 +2,7 @@ package kube
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -13,8 +14,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/watch"
@@ -24,15 +23,17 @@ import (
 	"github.com/occ-platform/terraform-provider-occ/internal/runtimerecord"
 )
 
-// revisionSelector selects the Pods of one revision of an agent.
-func revisionSelector(agent string, n int64) string {
-	return labels.SelectorFromSet(labels.Set{render.LabelAgent: agent, render.LabelRevision: strconv.FormatInt(n, 10)}).String()
+// revisionSelector selects the Pods of one revision of an agent: by number
+// and by content address, so that a Pod of a failed attempt under the same
+// number (the next plan reuses it) never passes this attempt's gate.
+func revisionSelector(agent string, n int64, id string) string {
+	return labels.SelectorFromSet(labels.Set{render.LabelAgent: agent, render.LabelRevision: strconv.FormatInt(n, 10), render.LabelRevisionID: id}).String()
 }
 
 // gate watches the revision's Pods until every component has a Ready Pod,
 // reading the startup records of each started container as they come.
-func (e *Executor) gate(ctx context.Context, agent, ns string, n int64, components map[string]bool, workloads map[string]string, sandboxes []string) error {
-	sel := revisionSelector(agent, n)
+func (e *Executor) gate(ctx context.Context, agent, ns string, n int64, id string, components map[string]bool, workloads map[string]string, sandboxes []string) error {
+	sel := revisionSelector(agent, n, id)
 	pods := e.Client.CoreV1().Pods(ns)
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -47,8 +48,8 @@ func (e *Executor) gate(ctx context.Context, agent, ns string, n int64, componen
 	go e.watchSandboxes(wctx, ns, sandboxes, st, sandboxesReady)
 	go e.checkStalled(wctx, ns, workloads, st)
 	// One watch request: without a resourceVersion the API server first
-	// sends the revision's existing Pods as ADDED events, then changes. A
-	// watch the server closes is resumed from the last version seen.
+	// sends the revision's existing Pods as ADDED events, then changes;
+	// watchUntil resumes it through server restarts and 410s.
 	condition := func(ev watch.Event) (bool, error) {
 		pod, ok := ev.Object.(*corev1.Pod)
 		if !ok || ev.Type == watch.Deleted {
@@ -71,38 +72,7 @@ func (e *Executor) gate(ctx context.Context, agent, ns string, n int64, componen
 	}
 	done := make(chan error, 1)
 	go func() {
-		rv := ""
-		for {
-			w, err := pods.Watch(wctx, metav1.ListOptions{LabelSelector: sel, ResourceVersion: rv, AllowWatchBookmarks: true})
-			if err != nil {
-				done <- err
-				return
-			}
-			for ev := range w.ResultChan() {
-				if ev.Type == watch.Error {
-					w.Stop()
-					done <- apierrors.FromObject(ev.Object)
-					return
-				}
-				if m, err := meta.Accessor(ev.Object); err == nil {
-					rv = m.GetResourceVersion()
-				}
-				if ev.Type == watch.Bookmark {
-					continue
-				}
-				ok, err := condition(ev)
-				if err != nil || ok {
-					w.Stop()
-					done <- err
-					return
-				}
-			}
-			w.Stop()
-			if wctx.Err() != nil {
-				done <- wctx.Err()
-				return
-			}
-		}
+		done <- watchUntil(wctx, pods.Watch, metav1.ListOptions{LabelSelector: sel}, condition)
 	}()
 	var err error
 	select {
@@ -154,7 +124,8 @@ type gateState struct {
 	failures   chan *Failure
 	phase      string
 	container  string
-	records    []runtimerecord.Record
+	// last is the last record read (only it is reported).
+	last *runtimerecord.Record
 	// sandboxPhase is what the Sandbox still waits for ("" when nothing).
 	sandboxPhase string
 	// seen marks the components that have a Pod.
@@ -230,7 +201,7 @@ func (s *gateState) ready() bool {
 
 func (s *gateState) record(r runtimerecord.Record) {
 	s.mu.Lock()
-	s.records = append(s.records, r)
+	s.last = &r
 	if r.Phase != "" {
 		s.phase = string(r.Phase)
 	}
@@ -262,8 +233,8 @@ func (s *gateState) deadline() *Failure {
 		f.Phase = "sandbox"
 		f.Reason += "; " + s.sandboxPhase + " (during a sandbox driver outage provisioning waits for the driver)"
 	}
-	if len(s.records) > 0 {
-		last := s.records[len(s.records)-1]
+	if s.last != nil {
+		last := *s.last
 		f.Record = &last
 	}
 	return f
@@ -272,13 +243,21 @@ func (s *gateState) deadline() *Failure {
 // follow streams one container's log and reads its startup records; a
 // held code fails the gate at once (PR8). A stream that cannot open yet
 // (the runtime has not written anything) or that ends while the gate still
-// waits is opened again, with a short backoff.
+// waits is opened again, with a short backoff, from where the last one
+// stopped: the kubelet's timestamps say where, so nothing is read twice.
 func (e *Executor) follow(ctx context.Context, ns, pod, container string, st *gateState) {
 	backoff := 100 * time.Millisecond
+	var after time.Time // the timestamp of the last line read
 	for ctx.Err() == nil {
-		stream, err := e.Client.CoreV1().Pods(ns).GetLogs(pod, &corev1.PodLogOptions{Container: container, Follow: true}).Stream(ctx)
+		opts := &corev1.PodLogOptions{Container: container, Follow: true, Timestamps: true}
+		if !after.IsZero() {
+			since := metav1.NewTime(after) // whole seconds: lines up to after are skipped below
+			opts.SinceTime = &since
+		}
+		stream, err := e.Client.CoreV1().Pods(ns).GetLogs(pod, opts).Stream(ctx)
 		if err == nil {
-			held := readRecords(stream, container, st)
+			var held bool
+			held, after = readRecords(stream, container, st, after)
 			stream.Close()
 			if held {
 				return
@@ -293,30 +272,91 @@ func (e *Executor) follow(ctx context.Context, ns, pod, container string, st *ga
 	}
 }
 
-// readRecords reads records until the stream ends; it reports whether a
-// held code (or a record outside the contract) failed the gate.
-func readRecords(r io.Reader, container string, st *gateState) bool {
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 64*1024), 1024*1024)
-	for sc.Scan() {
-		rec, ok, err := runtimerecord.Parse(sc.Bytes())
-		if !ok {
-			continue
+// maxRecordLine bounds a log line read for records; a longer line (no
+// record is) is skipped, not a reason to read the log again.
+const maxRecordLine = 1 << 20
+
+// readRecords reads records until the stream ends, skipping lines stamped
+// at or before after; it reports whether a held code (or a record outside
+// the contract) failed the gate, and the timestamp of the last line read.
+// Lines without a kubelet timestamp are read as they are.
+func readRecords(r io.Reader, container string, st *gateState, after time.Time) (bool, time.Time) {
+	br := bufio.NewReaderSize(r, 64*1024)
+	for {
+		line, err := readLine(br, maxRecordLine)
+		if len(line) > 0 {
+			if ts, rest, ok := cutTimestamp(line); ok {
+				if !ts.After(after) {
+					continue
+				}
+				after, line = ts, rest
+			}
+			if readRecord(line, container, st) {
+				return true, after
+			}
 		}
 		if err != nil {
-			st.fail(&Failure{Code: CodeBadRecord, Component: container, Reason: err.Error(),
-				Next: "The runtime image writes records outside the contract; use the pinned runtime image or fix the custom image."})
-			return true
+			return false, after
 		}
-		if rec.Container == "" {
-			rec.Container = container
+	}
+}
+
+// readLine reads one line without its newline; a line longer than max is
+// read to its end and returned empty.
+func readLine(br *bufio.Reader, max int) ([]byte, error) {
+	var line []byte
+	long := false
+	for {
+		frag, err := br.ReadSlice('\n')
+		if !long {
+			if len(line)+len(frag) > max {
+				long, line = true, nil
+			} else {
+				line = append(line, frag...)
+			}
 		}
-		st.record(rec)
-		if rec.Code.Held() && (rec.Final || rec.Event == runtimerecord.EventOpenClawProbe || rec.Event == runtimerecord.EventStartupPhase) {
-			st.fail(&Failure{Code: executor.CodeRuntime(rec.Code), Component: rec.Container, Phase: "model_probe", Record: &rec,
-				Reason: "the startup probe held the runtime unready", Next: runtimerecord.Advice(rec.Code)})
-			return true
+		if err == bufio.ErrBufferFull {
+			continue
 		}
+		if long {
+			return nil, err
+		}
+		return bytes.TrimRight(line, "\r\n"), err
+	}
+}
+
+// cutTimestamp splits the kubelet's RFC 3339 timestamp off a log line.
+func cutTimestamp(line []byte) (time.Time, []byte, bool) {
+	i := bytes.IndexByte(line, ' ')
+	if i < 20 || i > 40 {
+		return time.Time{}, line, false
+	}
+	ts, err := time.Parse(time.RFC3339Nano, string(line[:i]))
+	if err != nil {
+		return time.Time{}, line, false
+	}
+	return ts, line[i+1:], true
+}
+
+// readRecord reads one line; it reports whether it failed the gate.
+func readRecord(line []byte, container string, st *gateState) bool {
+	rec, ok, err := runtimerecord.Parse(line)
+	if !ok {
+		return false
+	}
+	if err != nil {
+		st.fail(&Failure{Code: CodeBadRecord, Component: container, Reason: err.Error(),
+			Next: "The runtime image writes records outside the contract; use the pinned runtime image or fix the custom image."})
+		return true
+	}
+	if rec.Container == "" {
+		rec.Container = container
+	}
+	st.record(rec)
+	if rec.Code.Held() && (rec.Final || rec.Event == runtimerecord.EventOpenClawProbe || rec.Event == runtimerecord.EventStartupPhase) {
+		st.fail(&Failure{Code: executor.CodeRuntime(rec.Code), Component: rec.Container, Phase: "model_probe", Record: &rec,
+			Reason: "the startup probe held the runtime unready", Next: runtimerecord.Advice(rec.Code)})
+		return true
 	}
 	return false
 }

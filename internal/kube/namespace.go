@@ -21,9 +21,9 @@ import (
 // tenant namespace; docs and examples render it from here.
 var RequiredRules = []rbacv1.PolicyRule{
 	{APIGroups: []string{""}, Resources: []string{"serviceaccounts"}, Verbs: []string{"get", "create", "patch", "delete", "deletecollection"}},
-	{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"get", "create", "patch", "deletecollection"}},
+	{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"get", "create", "patch", "delete", "deletecollection"}},
 	{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"get", "create", "deletecollection"}},
-	{APIGroups: []string{""}, Resources: []string{"services"}, Verbs: []string{"get", "create", "patch", "update", "delete"}},
+	{APIGroups: []string{""}, Resources: []string{"services"}, Verbs: []string{"get", "list", "create", "patch", "update", "delete"}},
 	{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"list", "watch", "deletecollection"}},
 	{APIGroups: []string{""}, Resources: []string{"pods/log"}, Verbs: []string{"get"}},
 	{APIGroups: []string{""}, Resources: []string{"events"}, Verbs: []string{"create"}},

@@ -27,8 +27,9 @@ func (e *Executor) Observe(ctx context.Context, ns, agent string, top render.Top
 	}
 	components, sandbox := top.Deployments, top.Sandbox
 	svc, err := e.Client.CoreV1().Services(ns).Get(ctx, render.ServiceName(agent), metav1.GetOptions{})
+	svcMissing := apierrors.IsNotFound(err)
 	switch {
-	case apierrors.IsNotFound(err):
+	case svcMissing:
 	case err != nil:
 		return o, fmt.Errorf("read Service %s/%s: %w", ns, render.ServiceName(agent), err)
 	default:
@@ -73,8 +74,13 @@ func (e *Executor) Observe(ctx context.Context, ns, agent string, top render.Top
 			drift(executor.DriftWorkload, "Sandbox %s was deleted", name)
 		}
 	}
-	if !o.Exists {
+	switch {
+	case !o.Exists:
 		drift(executor.DriftGone, "no objects of the agent were found")
+	case svcMissing:
+		// The workloads run, but nothing serves them: the revision numbers
+		// state holds stay (the next revision is the next number).
+		drift(executor.DriftWorkload, "Service %s was deleted", render.ServiceName(agent))
 	}
 	return o, nil
 }
@@ -94,14 +100,18 @@ func (e *Executor) DeleteAgent(ctx context.Context, ns, agent string, sandboxed 
 			return err
 		}
 	}
-	if err := e.Client.CoreV1().Services(ns).Delete(ctx, render.GatewayInternalName(agent), opts); err != nil && !apierrors.IsNotFound(err) {
-		return fmt.Errorf("delete Service %s: %w", render.GatewayInternalName(agent), err)
+	// Services by their labels, never by a name derived from the agent's:
+	// agent "web-gateway"'s Service is not agent "web"'s internal one. The
+	// UID precondition deletes exactly the Service listed.
+	svcs, err := e.Client.CoreV1().Services(ns).List(ctx, list)
+	if err != nil {
+		return fmt.Errorf("list Services of %s: %w", agent, err)
 	}
-	if err := e.deleteHarnessService(ctx, ns, agent); err != nil {
-		return err
-	}
-	if err := e.Client.CoreV1().Services(ns).Delete(ctx, render.ServiceName(agent), opts); err != nil && !apierrors.IsNotFound(err) {
-		return fmt.Errorf("delete Service of %s: %w", agent, err)
+	for _, svc := range svcs.Items {
+		err := e.Client.CoreV1().Services(ns).Delete(ctx, svc.Name, metav1.DeleteOptions{Preconditions: metav1.NewUIDPreconditions(string(svc.UID))})
+		if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+			return fmt.Errorf("delete Service %s: %w", svc.Name, err)
+		}
 	}
 	if err := e.Client.CoreV1().ConfigMaps(ns).DeleteCollection(ctx, opts, list); err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("delete ConfigMaps of %s: %w", agent, err)

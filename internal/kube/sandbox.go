@@ -22,6 +22,7 @@ import (
 
 	"github.com/occ-platform/terraform-provider-occ/internal/admission"
 	"github.com/occ-platform/terraform-provider-occ/internal/enrollment"
+	"github.com/occ-platform/terraform-provider-occ/internal/executor"
 	"github.com/occ-platform/terraform-provider-occ/internal/render"
 	"github.com/occ-platform/terraform-provider-occ/internal/sandboxapi"
 )
@@ -136,6 +137,9 @@ func (e *Executor) ensureInternalService(ctx context.Context, objs *render.Objec
 	if s == nil {
 		return nil
 	}
+	if err := e.checkOwned(ctx, objs.Namespace, *s.Name, s.Labels[render.LabelAgent]); err != nil {
+		return err
+	}
 	if _, err := e.Client.CoreV1().Services(objs.Namespace).Apply(ctx, s, applyOpts); err != nil {
 		return fmt.Errorf("apply Service %s: %w", *s.Name, err)
 	}
@@ -201,45 +205,37 @@ func (e *Executor) watchSandboxes(ctx context.Context, ns string, names []string
 		return
 	}
 	res := e.Dynamic.Resource(sandboxapi.GVR).Namespace(ns)
-	done := map[string]bool{}
-	for ctx.Err() == nil {
-		for _, name := range names {
-			if done[name] {
-				continue
+	for _, name := range names {
+		opts := metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("metadata.name", name).String()}
+		var held *Failure
+		err := watchUntil(ctx, res.Watch, opts, func(ev watch.Event) (bool, error) {
+			obj, ok := ev.Object.(*unstructured.Unstructured)
+			if !ok || ev.Type == watch.Deleted {
+				return false, nil
 			}
-			opts := metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("metadata.name", name).String()}
-			w, err := res.Watch(ctx, opts)
-			if err != nil {
-				if ctx.Err() == nil {
-					st.fail(&Failure{Code: CodeDeadline, Phase: "sandbox", Reason: fmt.Sprintf("cannot watch Sandbox %s: %v", name, err)})
-				}
-				return
+			ok, waiting, f := sandboxVerdict(obj)
+			if f != nil {
+				held = f
+				return true, nil
 			}
-			for ev := range w.ResultChan() {
-				obj, ok := ev.Object.(*unstructured.Unstructured)
-				if !ok || ev.Type == watch.Deleted {
-					continue
-				}
-				ok, waiting, f := sandboxVerdict(obj)
-				if f != nil {
-					w.Stop()
-					st.fail(f)
-					return
-				}
-				st.setSandboxPhase(waiting)
-				if ok {
-					done[name] = true
-					w.Stop()
-				}
-			}
-			w.Stop()
-		}
-		if len(done) == len(names) {
-			st.setSandboxPhase("")
-			close(ready)
+			st.setSandboxPhase(waiting)
+			return ok, nil
+		})
+		switch {
+		case held != nil:
+			st.fail(held)
+			return
+		case err != nil && ctx.Err() == nil:
+			// A refusal waiting cannot cure (a transient one is waited out).
+			st.fail(&Failure{Code: executor.Unavailable, Phase: "sandbox", Reason: fmt.Sprintf("cannot watch Sandbox %s: %v", name, err),
+				Next: "Check that the provider's identity may watch Sandboxes in the namespace (see Kubernetes permissions), then apply again."})
+			return
+		case err != nil:
 			return
 		}
 	}
+	st.setSandboxPhase("")
+	close(ready)
 }
 
 // sandboxExists reads whether a Sandbox exists (for drift).

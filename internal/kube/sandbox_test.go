@@ -148,7 +148,7 @@ func TestND2_EnrollmentSecrets(t *testing.T) {
 	for i := 0; i < 2; i++ {
 		// Deploy creates the gateway's token (every gateway has one) before
 		// the enrollment.
-		if err := e.ensureToken(ctx, ns, "native", render.GatewayTokenSecret("native"), render.GatewayTokenKey, render.ComponentGateway); err != nil {
+		if _, err := e.ensureToken(ctx, ns, "native", render.GatewayTokenSecret("native"), render.GatewayTokenKey, render.ComponentGateway); err != nil {
 			t.Fatal(err)
 		}
 		if err := e.ensureEnrollment(ctx, ns, rev, 1, objs.Enrollment); err != nil {

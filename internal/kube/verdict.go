@@ -48,7 +48,8 @@ func judgePod(pod *corev1.Pod, agent string, n int64, phase string) podVerdict {
 			return held(CodeUnschedulable, v.Component, "scheduling", c.Message,
 				"The cluster cannot place the Pod: lower the compute's cpu_limit or memory_limit, or add capacity, then apply again.")
 		}
-		if c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue {
+		// A terminating Pod never serves a revision: it is on its way out.
+		if c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue && pod.DeletionTimestamp == nil {
 			v.Ready = true
 		}
 	}

@@ -310,7 +310,7 @@ status:
 		{
 			// The verdict does not look at deletionTimestamp: a terminating
 			// Pod whose Ready condition is still True counts as ready.
-			name: "terminating, still ready",
+			name: "terminating, Ready condition still true: not ready",
 			pod: `
 apiVersion: v1
 kind: Pod
@@ -338,7 +338,7 @@ status:
       running:
         startedAt: "2025-01-01T00:00:05Z"
 `,
-			want: verdictWant{component: "gateway", ready: true, phase: "startup", started: "gateway"},
+			want: verdictWant{component: "gateway", ready: false, phase: "startup", started: "gateway"}, // on its way out: never serves
 		},
 		{
 			name: "terminating, container terminated",

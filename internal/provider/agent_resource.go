@@ -338,10 +338,10 @@ func (r *agentResource) Update(ctx context.Context, req resource.UpdateRequest, 
 		resp.Diagnostics.Append(resp.State.Set(ctx, &plan)...)
 		return
 	}
-	serving := int64(0)
-	if state.Status.ValueString() == "active" {
-		serving = state.Revision.ValueInt64()
-	}
+	// The revision state holds is the one the target should serve, also
+	// when a refresh found it drifted: the stale guard (AC3) and a
+	// dedicated replacement's stop-earlier step (AC2) then still apply.
+	serving := state.Revision.ValueInt64()
 	out, diags := deploy(ctx, r.providerData(), rev, c, plan.Revision.ValueInt64(), serving)
 	resp.Diagnostics.Append(diags...)
 	if diags.HasError() {

@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -90,11 +91,17 @@ type Cluster struct {
 	// Node is the real node, once started (Options.RealNode, RealNode).
 	Node *RealNode
 
-	ca       *certAuthority
-	files    *files
-	nodeMu   sync.Mutex
-	nodeErr  error
-	procs    []*process // in start order
+	ca      *certAuthority
+	files   *files
+	nodeMu  sync.Mutex
+	nodeErr error
+	procs   []*process // in start order
+	// apiserver is how the API server was started, for RestartAPIServer.
+	apiserver struct {
+		bin    string
+		args   []string
+		logDir string
+	}
 	opts     Options
 	stopOnce sync.Once
 	logsMu   sync.Mutex
@@ -222,6 +229,7 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 		"--admission-control-config-file=" + admission,
 	}
 	apiArgs = append(apiArgs, opts.APIServerArgs...)
+	c.apiserver.bin, c.apiserver.args, c.apiserver.logDir = bins[BinAPIServer], apiArgs, logDir
 	apiserver, err := c.start(BinAPIServer, bins[BinAPIServer], apiArgs, nil, logDir)
 	if err != nil {
 		return nil, err
@@ -386,6 +394,31 @@ func (c *Cluster) Stop() {
 			_ = os.RemoveAll(c.Dir)
 		}
 	})
+}
+
+// RestartAPIServer stops the API server (SIGTERM, as a rolling upgrade
+// does), keeps it down for down, starts it again on the same port with the
+// same flags and data, and returns once it is ready. Every client sees
+// refused connections meanwhile and its watches end: a fault a long apply
+// must survive.
+func (c *Cluster) RestartAPIServer(ctx context.Context, down time.Duration) error {
+	i := slices.IndexFunc(c.procs, func(p *process) bool { return p.name == BinAPIServer })
+	if i < 0 {
+		return errors.New("testenv/kube: no API server to restart")
+	}
+	c.procs[i].stop(10 * time.Second)
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(down):
+	}
+	p, err := startProcess(BinAPIServer, c.apiserver.bin, c.apiserver.args, nil, c.apiserver.logDir)
+	if err != nil {
+		return &startError{Process: BinAPIServer, Err: err}
+	}
+	c.procs[i] = p
+	tlsClient := httpsClient(c.CAPEM, c.ClientCertPEM, c.ClientKeyPEM)
+	return waitFor(ctx, p, func(ctx context.Context) error { return httpOK(ctx, tlsClient, c.Host+"/readyz") })
 }
 
 // PIDs returns the process id of each server by name.

@@ -1,0 +1,56 @@
+package kube
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/occ-platform/terraform-provider-occ/internal/runtimerecord"
+)
+
+// The log follower reads each line once across reconnects (the kubelet's
+// timestamps say where the last stream stopped), skips a line too long to
+// be a record instead of reading the log again, and keeps only the last
+// record.
+func TestReadRecords_ResumesAndSkipsLongLines(t *testing.T) {
+	rec := func(phase runtimerecord.Phase, code runtimerecord.Code) string {
+		b, err := runtimerecord.Marshal(runtimerecord.Record{Event: runtimerecord.EventOpenClawProbe, Phase: phase, Code: code, Final: code != ""})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+	newState := func() *gateState {
+		return &gateState{agent: "bench", n: 1, components: map[string]bool{"gateway": true}, followed: map[string]bool{}, failures: make(chan *Failure, 8), phase: "scheduling"}
+	}
+	t0 := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	stamp := func(d time.Duration, s string) string { return t0.Add(d).Format(time.RFC3339Nano) + " " + s + "\n" }
+	first := stamp(0, "starting") + stamp(100*time.Millisecond, rec(runtimerecord.PhaseModelProbe, "")) +
+		stamp(200*time.Millisecond, strings.Repeat("x", maxRecordLine+10)) + stamp(300*time.Millisecond, "still going")
+	st := newState()
+	held, after := readRecords(strings.NewReader(first), "gateway", st, time.Time{})
+	if held || !after.Equal(t0.Add(300*time.Millisecond)) || st.last == nil || st.last.Phase != runtimerecord.PhaseModelProbe {
+		t.Fatalf("first stream: held=%v after=%v last=%+v", held, after, st.last)
+	}
+	// The reconnect starts at the whole second (SinceTime): the lines read
+	// already come again and are skipped; the held code after them fails.
+	second := first + stamp(400*time.Millisecond, rec(runtimerecord.PhaseModelProbe, runtimerecord.CodeAuthenticationFailed))
+	st.last = nil
+	held, after = readRecords(strings.NewReader(second), "gateway", st, after)
+	if !held || !after.Equal(t0.Add(400*time.Millisecond)) || st.last == nil || st.last.Code != runtimerecord.CodeAuthenticationFailed {
+		t.Fatalf("second stream: held=%v after=%v last=%+v", held, after, st.last)
+	}
+	select {
+	case f := <-st.failures:
+		if f.Code != "AUTHENTICATION_FAILED" {
+			t.Fatalf("failure %v", f)
+		}
+	default:
+		t.Fatal("the held code did not fail the gate")
+	}
+	// Lines without timestamps (a log source that ignores them) are read.
+	st = newState()
+	if held, _ := readRecords(strings.NewReader(rec(runtimerecord.PhaseModelProbe, runtimerecord.CodeModelProbeTimeout)+"\n"), "gateway", st, time.Time{}); !held {
+		t.Fatal("an unstamped held record was not read")
+	}
+}
