@@ -19,6 +19,7 @@ import (
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/metadata"
 
 	"github.com/occ-platform/terraform-provider-occ/internal/admission"
 	"github.com/occ-platform/terraform-provider-occ/internal/executor"
@@ -53,6 +54,9 @@ type Executor struct {
 	// Dynamic writes and watches the sandbox driver's Sandbox objects;
 	// nil when no compute of the run needs a sandbox.
 	Dynamic dynamic.Interface
+	// Metadata lists objects by their metadata only (Secrets, whose values
+	// the provider must not read to count them); nil falls back to Client.
+	Metadata metadata.Interface
 	// Now is the clock; tests may replace it.
 	Now func() time.Time
 
@@ -349,13 +353,10 @@ func (e *Executor) applyConfigMap(ctx context.Context, cm *corev1ac.ConfigMapApp
 // another object under the name is not the agent's at all: both are
 // RESOURCE_CONFLICT, and nothing is written.
 func (e *Executor) checkCreate(ctx context.Context, rev *admission.Revision, ns string) error {
-	name := render.ServiceName(rev.Agent)
-	svc, err := e.Client.CoreV1().Services(ns).Get(ctx, name, metav1.GetOptions{})
+	svc, err := e.existingService(ctx, ns, render.ServiceName(rev.Agent))
 	switch {
-	case apierrors.IsNotFound(err):
-		return nil
-	case err != nil:
-		return fmt.Errorf("read Service %s: %w", name, err)
+	case err != nil || svc == nil:
+		return err
 	case !ownedBy(svc, rev.Agent):
 		return foreignService(svc, rev.Agent)
 	}
@@ -374,18 +375,28 @@ func (e *Executor) checkCreate(ctx context.Context, rev *admission.Revision, ns 
 // holds that name already: agent "web-harness"'s Service is not agent
 // "web"'s harness Service.
 func (e *Executor) checkOwned(ctx context.Context, ns, name, agent string) error {
-	svc, err := e.Client.CoreV1().Services(ns).Get(ctx, name, metav1.GetOptions{})
+	svc, err := e.existingService(ctx, ns, name)
 	switch {
-	case apierrors.IsNotFound(err):
-		return nil
-	case err != nil:
-		return fmt.Errorf("read Service %s: %w", name, err)
+	case err != nil || svc == nil:
+		return err
 	case ownedBy(svc, agent):
 		return nil
 	case svc.Labels[render.LabelAgent] == "" && wroteIt(svc):
 		return nil // written by an earlier version of the provider, before it labelled it
 	}
 	return foreignService(svc, agent)
+}
+
+// existingService reads a Service; nil when there is none.
+func (e *Executor) existingService(ctx context.Context, ns, name string) (*corev1.Service, error) {
+	svc, err := e.Client.CoreV1().Services(ns).Get(ctx, name, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		return nil, nil
+	case err != nil:
+		return nil, fmt.Errorf("read Service %s: %w", name, err)
+	}
+	return svc, nil
 }
 
 // wroteIt reports whether the provider's field manager wrote an object.

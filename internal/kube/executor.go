@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
 
 	"github.com/occ-platform/terraform-provider-occ/internal/admission"
@@ -34,7 +35,11 @@ func New(cfg *rest.Config) (*Executor, error) {
 	if err != nil {
 		return nil, fmt.Errorf("kubernetes dynamic client: %w", err)
 	}
-	return &Executor{Client: client, Dynamic: dyn, prepared: &preparedSet{done: map[string]bool{}}}, nil
+	meta, err := metadata.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes metadata client: %w", err)
+	}
+	return &Executor{Client: client, Dynamic: dyn, Metadata: meta, prepared: &preparedSet{done: map[string]bool{}}}, nil
 }
 
 // MarkWrites wraps a client's transport so that every request that may

@@ -180,13 +180,27 @@ func (e *Executor) Occupants(ctx context.Context, ns string) ([]string, error) {
 	for _, o := range svcs.Items {
 		add("Service", o.Name, o.Labels)
 	}
-	secrets, err := core.Secrets(ns).List(ctx, opts)
-	if err != nil {
-		return nil, fmt.Errorf("list Secrets in %s: %w", ns, err)
-	}
-	for _, o := range secrets.Items {
-		if o.Type != corev1.SecretTypeServiceAccountToken {
-			add("Secret", o.Name, o.Labels)
+	// Secrets by their metadata only: their values never reach the
+	// provider for this.
+	if e.Metadata != nil {
+		secrets, err := e.Metadata.Resource(corev1.SchemeGroupVersion.WithResource("secrets")).Namespace(ns).List(ctx, opts)
+		if err != nil {
+			return nil, fmt.Errorf("list Secrets in %s: %w", ns, err)
+		}
+		for _, o := range secrets.Items {
+			if _, token := o.Annotations[corev1.ServiceAccountNameKey]; !token {
+				add("Secret", o.Name, o.Labels)
+			}
+		}
+	} else {
+		secrets, err := core.Secrets(ns).List(ctx, opts)
+		if err != nil {
+			return nil, fmt.Errorf("list Secrets in %s: %w", ns, err)
+		}
+		for _, o := range secrets.Items {
+			if o.Type != corev1.SecretTypeServiceAccountToken {
+				add("Secret", o.Name, o.Labels)
+			}
 		}
 	}
 	cms, err := core.ConfigMaps(ns).List(ctx, opts)

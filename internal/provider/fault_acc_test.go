@@ -17,7 +17,20 @@ import (
 // faultAgentConfig is one embedded agent named name whose update deadline
 // is short (a never-ready revision fails in 25 s, not 90).
 func faultAgentConfig(env kubeEnv, annotations, document, name string) string {
-	return env.provider + env.compute(annotations) + fmt.Sprintf(`
+	return env.provider + env.compute(annotations) + supportSources(document) + fmt.Sprintf(`
+resource "occ_agent" "a" {
+  name          = %q
+  compute       = occ_compute.k
+  configuration = occ_configuration.c
+  harness_auth  = { source = occ_credential_source.s }
+  timeouts      = { create = "90s", update = "25s", delete = "60s" }
+}`, name)
+}
+
+// supportSources is the configuration and the credential source the
+// fault tests' agents use.
+func supportSources(document string) string {
+	return fmt.Sprintf(`
 resource "occ_configuration" "c" {
   name     = "support"
   document = jsonencode(%s)
@@ -28,13 +41,7 @@ resource "occ_credential_source" "s" {
   method     = "api_key"
   secret_ref = { name = "llm", key = "api-key" }
 }
-resource "occ_agent" "a" {
-  name          = %q
-  compute       = occ_compute.k
-  configuration = occ_configuration.c
-  harness_auth  = { source = occ_credential_source.s }
-  timeouts      = { create = "90s", update = "25s", delete = "60s" }
-}`, document, name)
+`, document)
 }
 
 const (
@@ -183,18 +190,7 @@ func TestAccFault_SecondConfigurationSameAgentName(t *testing.T) {
 // for_each).
 func manyAgentsConfig(env kubeEnv, names []string) string {
 	var b strings.Builder
-	b.WriteString(env.provider + env.compute("") + fmt.Sprintf(`
-resource "occ_configuration" "c" {
-  name     = "support"
-  document = jsonencode(%s)
-}
-resource "occ_credential_source" "s" {
-  name       = "anthropic"
-  compute    = occ_compute.k
-  method     = "api_key"
-  secret_ref = { name = "llm", key = "api-key" }
-}
-`, anthropicDoc))
+	b.WriteString(env.provider + env.compute("") + supportSources(anthropicDoc))
 	for _, n := range names {
 		fmt.Fprintf(&b, `
 resource "occ_agent" %q {
