@@ -30,6 +30,17 @@ var RequiredRules = []rbacv1.PolicyRule{
 	{APIGroups: []string{"apps"}, Resources: []string{"deployments"}, Verbs: []string{"get", "list", "create", "patch", "deletecollection"}},
 }
 
+// NamespaceLifecycleRules are what the provider needs at cluster scope,
+// beside RequiredRules there, to create the tenant namespace of a compute
+// and, on the compute's destroy, to judge and delete it: reading, creating,
+// deleting and waiting for the namespace, and listing what is left in it
+// (Occupants). Bound with a ClusterRole (a Role cannot exist in a
+// namespace before it does); docs render it from here.
+var NamespaceLifecycleRules = []rbacv1.PolicyRule{
+	{APIGroups: []string{""}, Resources: []string{"namespaces"}, Verbs: []string{"get", "list", "watch", "create", "delete"}},
+	{APIGroups: []string{""}, Resources: []string{"secrets", "configmaps", "persistentvolumeclaims"}, Verbs: []string{"list"}},
+}
+
 // SandboxRules are what the provider needs in a tenant namespace beside
 // RequiredRules when its compute has a sandbox driver: the Sandboxes it
 // provisions dedicated harnesses with.

@@ -26,6 +26,24 @@ func TestRequiredRulesMatchDocumentedRole(t *testing.T) {
 	}
 }
 
+// The documented ClusterRole for namespace lifecycle is RequiredRules and
+// NamespaceLifecycleRules, cluster-wide.
+func TestNamespaceLifecycleRulesMatchDocumentedClusterRole(t *testing.T) {
+	b, err := os.ReadFile("../../examples/kubernetes-role/clusterrole.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, _, _ := strings.Cut(string(b), "\n---")
+	var role rbacv1.ClusterRole
+	if err := yaml.Unmarshal([]byte(first), &role); err != nil {
+		t.Fatal(err)
+	}
+	want := append(append([]rbacv1.PolicyRule{}, RequiredRules...), NamespaceLifecycleRules...)
+	if role.Kind != "ClusterRole" || !reflect.DeepEqual(role.Rules, want) {
+		t.Errorf("examples/kubernetes-role/clusterrole.yaml rules differ from RequiredRules + NamespaceLifecycleRules:\n%+v\n%+v", role.Rules, want)
+	}
+}
+
 // The documented sandbox Roles are the ones the provider checks for.
 func TestSandboxRulesMatchDocumentedRoles(t *testing.T) {
 	b, err := os.ReadFile("../../examples/kubernetes-role/sandbox-role.yaml")

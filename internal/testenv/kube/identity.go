@@ -72,6 +72,37 @@ func (c *Cluster) NamespacedIdentity(ctx context.Context, namespace string, rule
 	}, metav1.CreateOptions{}); err != nil {
 		return nil, fmt.Errorf("testenv/kube: create RoleBinding %s/%s: %w", namespace, name, err)
 	}
+	return c.identity(ctx, namespace, name, rules)
+}
+
+// ClusterIdentity is NamespacedIdentity with a ClusterRole and a
+// ClusterRoleBinding: rules hold in every namespace and at cluster scope.
+// The ServiceAccount lives in home.
+func (c *Cluster) ClusterIdentity(ctx context.Context, home string, rules []rbacv1.PolicyRule) (*Identity, error) {
+	name := "occ-test-" + rand.String(5)
+	if _, err := c.Clientset.CoreV1().ServiceAccounts(home).Create(ctx, &corev1.ServiceAccount{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+	}, metav1.CreateOptions{}); err != nil {
+		return nil, fmt.Errorf("testenv/kube: create ServiceAccount %s/%s: %w", home, name, err)
+	}
+	rbac := c.Clientset.RbacV1()
+	if _, err := rbac.ClusterRoles().Create(ctx, &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: name}, Rules: rules}, metav1.CreateOptions{}); err != nil {
+		return nil, fmt.Errorf("testenv/kube: create ClusterRole %s: %w", name, err)
+	}
+	if _, err := rbac.ClusterRoleBindings().Create(ctx, &rbacv1.ClusterRoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: name},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: name, Namespace: home}},
+	}, metav1.CreateOptions{}); err != nil {
+		return nil, fmt.Errorf("testenv/kube: create ClusterRoleBinding %s: %w", name, err)
+	}
+	return c.identity(ctx, home, name, rules)
+}
+
+// identity waits until the ServiceAccount namespace/name holds rules and
+// returns a client with a token for it.
+func (c *Cluster) identity(ctx context.Context, namespace, name string, rules []rbacv1.PolicyRule) (*Identity, error) {
+	core := c.Clientset.CoreV1()
 	username := "system:serviceaccount:" + namespace + ":" + name
 	if err := c.WaitForRules(ctx, username, namespace, rules); err != nil {
 		return nil, err
