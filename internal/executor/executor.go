@@ -62,8 +62,6 @@ type Executor interface {
 	// ParseImportID recognises an import id of this kind; ok is false for
 	// ids of other kinds, err set for an id of this kind that is malformed.
 	ParseImportID(id string) (name string, ok bool, err error)
-	// AgentID is the id of an agent on a compute.
-	AgentID(c admission.Compute, agent string) string
 }
 
 // Log receives an operation's phase messages; never secrets. Each
@@ -75,6 +73,19 @@ func (l Log) Print(msg string, fields map[string]any) {
 	if l != nil {
 		l(msg, fields)
 	}
+}
+
+// Fields is a and b merged, b winning: an operation's log fields with a
+// phase's.
+func Fields(a, b map[string]any) map[string]any {
+	out := make(map[string]any, len(a)+len(b))
+	for k, v := range a {
+		out[k] = v
+	}
+	for k, v := range b {
+		out[k] = v
+	}
+	return out
 }
 
 // Prepare asks an executor to make a compute usable.

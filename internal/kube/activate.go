@@ -232,8 +232,7 @@ func (e *Executor) deleteHarnessService(ctx context.Context, ns, agent string) e
 	case err != nil:
 		return fmt.Errorf("read Service %s: %w", name, err)
 	}
-	l := svc.Labels
-	if l[render.LabelAgent] != agent || l[render.LabelComponent] != render.ComponentHarness || l[render.LabelManagedBy] != render.ManagedBy {
+	if !ownedBy(svc, agent) || svc.Labels[render.LabelComponent] != render.ComponentHarness {
 		return nil
 	}
 	// The UID precondition deletes exactly the Service judged above.

@@ -77,9 +77,6 @@ func isWrite(req *http.Request) bool {
 // Kind is admission.KindKubernetes.
 func (e *Executor) Kind() string { return admission.KindKubernetes }
 
-// AgentID is NAMESPACE/NAME.
-func (e *Executor) AgentID(c admission.Compute, agent string) string { return AgentID(c, agent) }
-
 // AgentID is a Kubernetes agent's id, NAMESPACE/NAME.
 func AgentID(c admission.Compute, agent string) string { return c.Namespace + "/" + agent }
 
@@ -295,13 +292,7 @@ func (e *Executor) awaitDriver(ctx context.Context, rev *admission.Revision, c a
 
 // Read observes an agent through its Service and workloads.
 func (e *Executor) Read(ctx context.Context, a executor.Agent) (executor.Observed, error) {
-	ns := ""
-	sandboxed := false
-	if a.Compute != nil {
-		ns, sandboxed = a.Compute.Namespace, a.Compute.SandboxDriver != nil
-	} else {
-		ns, _, _ = strings.Cut(a.ImportID, "/")
-	}
+	ns, sandboxed := where(a)
 	o, err := e.Observe(ctx, ns, a.Name, render.TopologyOf(a.Harness, a.ExecutionMode, sandboxed))
 	if err != nil {
 		return executor.Observed{}, &executor.Failure{Code: executor.Unavailable, Op: executor.OpRead, Agent: a.Name, Summary: "cannot refresh the agent", Reason: err.Error(), Err: err}
@@ -312,16 +303,21 @@ func (e *Executor) Read(ctx context.Context, a executor.Agent) (executor.Observe
 // Delete removes every object of an agent and waits until its Pods are
 // gone; with a sandbox driver, its Sandboxes too.
 func (e *Executor) Delete(ctx context.Context, a executor.Agent) error {
-	ns, sandboxed := "", false
-	if a.Compute != nil {
-		ns, sandboxed = a.Compute.Namespace, a.Compute.SandboxDriver != nil
-	} else {
-		ns, _, _ = strings.Cut(a.ImportID, "/")
-	}
+	ns, sandboxed := where(a)
 	if err := e.DeleteAgent(ctx, ns, a.Name, sandboxed); err != nil {
 		return &executor.Failure{Code: executor.DeleteFailed, Op: executor.OpDelete, Agent: a.Name, Summary: fmt.Sprintf("agent %q", a.Name), Reason: err.Error(), Err: err}
 	}
 	return nil
+}
+
+// where is an agent's namespace, from its compute or its import id, and
+// whether its compute has a sandbox driver.
+func where(a executor.Agent) (ns string, sandboxed bool) {
+	if a.Compute != nil {
+		return a.Compute.Namespace, a.Compute.SandboxDriver != nil
+	}
+	ns, _, _ = strings.Cut(a.ImportID, "/")
+	return ns, false
 }
 
 // failureOf is what Apply returns for err: a *executor.Failure whose Wrote

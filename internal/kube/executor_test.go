@@ -84,7 +84,7 @@ func TestParseImportID(t *testing.T) {
 			t.Errorf("ParseImportID(%q) = %q %v %v, want %+v", id, name, ok, err, want)
 		}
 	}
-	if got := e.AgentID(admission.Compute{Namespace: "occ-acme"}, "support"); got != "occ-acme/support" {
+	if got := AgentID(admission.Compute{Namespace: "occ-acme"}, "support"); got != "occ-acme/support" {
 		t.Errorf("AgentID = %q", got)
 	}
 }

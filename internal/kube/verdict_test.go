@@ -308,8 +308,8 @@ status:
 			want:  verdictWant{component: "gateway", ready: true, phase: "sandbox provisioning"},
 		},
 		{
-			// The verdict does not look at deletionTimestamp: a terminating
-			// Pod whose Ready condition is still True counts as ready.
+			// A terminating Pod whose Ready condition is still True is on
+			// its way out: it never counts as ready.
 			name: "terminating, Ready condition still true: not ready",
 			pod: `
 apiVersion: v1
@@ -338,7 +338,7 @@ status:
       running:
         startedAt: "2025-01-01T00:00:05Z"
 `,
-			want: verdictWant{component: "gateway", ready: false, phase: "startup", started: "gateway"}, // on its way out: never serves
+			want: verdictWant{component: "gateway", ready: false, phase: "startup", started: "gateway"},
 		},
 		{
 			name: "terminating, container terminated",

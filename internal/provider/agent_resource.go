@@ -2,6 +2,7 @@ package provider
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -393,9 +394,9 @@ func (r *agentResource) Read(ctx context.Context, req resource.ReadRequest, resp
 		}
 	}
 	if (state.ID.IsNull() || state.ID.ValueString() == "") && a.Compute != nil {
-		state.ID = types.StringValue(ex.AgentID(*a.Compute, a.Name))
+		state.ID = types.StringValue(agentID(*a.Compute, a.Name))
 	}
-	tflog.Debug(ctx, "agent refreshed", mergeFields(wf, map[string]any{"work.outcome": state.Status.ValueString(), "compute_kind": ex.Kind()}))
+	tflog.Debug(ctx, "agent refreshed", executor.Fields(wf, map[string]any{"work.outcome": state.Status.ValueString(), "compute_kind": ex.Kind()}))
 	resp.Diagnostics.Append(resp.State.Set(ctx, &state)...)
 }
 
@@ -405,37 +406,40 @@ func (r *agentResource) Read(ctx context.Context, req resource.ReadRequest, resp
 // ok is false when neither is known.
 func (r *agentResource) locate(ctx context.Context, m agentModel, fields map[string]any, diags *diag.Diagnostics) (executor.Executor, executor.Agent, bool) {
 	a := executor.Agent{Name: m.Name.ValueString(), Harness: m.Harness.ValueString(), ExecutionMode: m.ExecutionMode.ValueString(), Log: logTo(ctx, fields)}
-	kind := ""
 	var ignored diag.Diagnostics
-	if c, known := computeFromObject(ctx, m.Compute, &ignored); known {
-		a.Compute, kind = &c, c.Kind
-	} else if m.Compute.IsNull() {
+	c, known := computeFromObject(ctx, m.Compute, &ignored)
+	switch {
+	case known:
+		a.Compute = &c
+		ex, err := r.providerData().executor(ctx, c.Kind)
+		if err != nil {
+			addFailure(diags, "", err)
+			return nil, a, false
+		}
+		return ex, a, true
+	case m.Compute.IsNull():
 		a.ImportID = m.ID.ValueString()
-		kind = r.importKind(ctx, a.ImportID)
+		ex, _, err := r.importExecutor(ctx, a.ImportID)
+		return ex, a, ex != nil && err == nil
 	}
-	if kind == "" {
-		return nil, a, false
-	}
-	ex, err := r.providerData().executor(ctx, kind)
-	if err != nil {
-		addFailure(diags, "", err)
-		return nil, a, false
-	}
-	return ex, a, true
+	return nil, a, false
 }
 
-// importKind is the compute kind whose executor recognises an import id.
-func (r *agentResource) importKind(ctx context.Context, id string) string {
+// importExecutor asks the executors, in importOrder, which one an import
+// id is for, and the agent name it holds. ex is nil when none recognises
+// it; err is the *executor.Failure of an executor that cannot be built, or
+// the malformed id of a kind that recognises it.
+func (r *agentResource) importExecutor(ctx context.Context, id string) (ex executor.Executor, name string, err error) {
 	for _, kind := range importOrder {
-		ex, err := r.providerData().executor(ctx, kind)
-		if err != nil {
-			continue
+		if ex, err = r.providerData().executor(ctx, kind); err != nil {
+			return nil, "", err
 		}
-		if _, ok, err := ex.ParseImportID(id); ok && err == nil {
-			return kind
+		name, ok, err := ex.ParseImportID(id)
+		if ok {
+			return ex, name, err
 		}
 	}
-	return ""
+	return nil, "", nil
 }
 
 func (r *agentResource) Delete(ctx context.Context, req resource.DeleteRequest, resp *resource.DeleteResponse) {
@@ -463,24 +467,18 @@ func (r *agentResource) Delete(ctx context.Context, req resource.DeleteRequest, 
 // or host, and the next plan adds the configuration without a redeploy
 // when the running revision matches.
 func (r *agentResource) ImportState(ctx context.Context, req resource.ImportStateRequest, resp *resource.ImportStateResponse) {
-	for _, kind := range importOrder {
-		ex, err := r.providerData().executor(ctx, kind)
-		if err != nil {
-			addFailure(&resp.Diagnostics, "", err)
-			return
-		}
-		name, ok, err := ex.ParseImportID(req.ID)
-		if !ok {
-			continue
-		}
-		if err != nil {
-			resp.Diagnostics.AddError("INVALID_REQUEST: unexpected import ID", err.Error())
-			return
-		}
+	ex, name, err := r.importExecutor(ctx, req.ID)
+	var f *executor.Failure
+	switch {
+	case errors.As(err, &f):
+		addFailure(&resp.Diagnostics, "", err)
+	case err != nil:
+		resp.Diagnostics.AddError("INVALID_REQUEST: unexpected import ID", err.Error())
+	case ex == nil:
+		resp.Diagnostics.AddError("INVALID_REQUEST: unexpected import ID",
+			fmt.Sprintf("import ID %q must be NAMESPACE/NAME on Kubernetes (such as occ-acme/support) or HOST/NAME, HOST:PORT/NAME or ssh://HOST[:PORT]/NAME on SSH", req.ID))
+	default:
 		resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("id"), req.ID)...)
 		resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("name"), name)...)
-		return
 	}
-	resp.Diagnostics.AddError("INVALID_REQUEST: unexpected import ID",
-		fmt.Sprintf("import ID %q must be NAMESPACE/NAME on Kubernetes (such as occ-acme/support) or HOST/NAME, HOST:PORT/NAME or ssh://HOST[:PORT]/NAME on SSH", req.ID))
 }

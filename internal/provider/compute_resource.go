@@ -322,7 +322,7 @@ func (r *computeResource) prepare(ctx context.Context, c admission.Compute, op s
 		return executor.Prepared{}, false
 	}
 	fields := work("compute "+c.Name, op)
-	tflog.Info(ctx, "preparing the compute", mergeFields(fields, map[string]any{"compute_kind": c.Kind}))
+	tflog.Info(ctx, "preparing the compute", executor.Fields(fields, map[string]any{"compute_kind": c.Kind}))
 	prep, err := ex.Prepare(ctx, executor.Prepare{Compute: c, ReadInstallation: readInstallation, Log: logTo(ctx, fields)})
 	if err != nil {
 		addFailure(diags, "", err)

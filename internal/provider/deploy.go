@@ -31,7 +31,7 @@ type deployOutcome struct {
 func deploy(ctx context.Context, data *Data, rev *admission.Revision, c admission.Compute, revision, serving int64) (deployOutcome, diag.Diagnostics) {
 	var diags diag.Diagnostics
 	out := deployOutcome{Status: types.StringValue("failed"), ActivatedAt: types.StringNull(), Endpoint: types.StringNull()}
-	fields := mergeFields(work("agent "+rev.Agent, "deploy"), map[string]any{"revision": revision, "compute_kind": c.Kind})
+	fields := executor.Fields(work("agent "+rev.Agent, "deploy"), map[string]any{"revision": revision, "compute_kind": c.Kind})
 	ex, err := data.executor(ctx, c.Kind)
 	if err != nil {
 		addFailure(&diags, rev.ID(), err)
@@ -42,28 +42,17 @@ func deploy(ctx context.Context, data *Data, rev *admission.Revision, c admissio
 	addExecutorWarnings(&diags, res.Warnings)
 	if err != nil {
 		out.Wrote = executor.Wrote(err)
-		tflog.Info(ctx, "deployment failed", mergeFields(withOutcome(fields, "failed"), map[string]any{"elapsed_ms": time.Since(start).Milliseconds()}))
+		tflog.Info(ctx, "deployment failed", executor.Fields(withOutcome(fields, "failed"), map[string]any{"elapsed_ms": time.Since(start).Milliseconds()}))
 		addFailure(&diags, rev.ID(), err)
 		return out, diags
 	}
-	tflog.Info(ctx, "revision activated", mergeFields(withOutcome(fields, "activated"), map[string]any{"elapsed_ms": time.Since(start).Milliseconds()}))
+	tflog.Info(ctx, "revision activated", executor.Fields(withOutcome(fields, "activated"), map[string]any{"elapsed_ms": time.Since(start).Milliseconds()}))
 	return deployOutcome{Wrote: true, Status: types.StringValue("active"),
 		ActivatedAt: types.StringValue(res.ActivatedAt.Format(time.RFC3339)), Endpoint: types.StringValue(res.Endpoint)}, diags
 }
 
 func withOutcome(f map[string]any, outcome string) map[string]any {
-	return mergeFields(f, map[string]any{"work.outcome": outcome})
-}
-
-func mergeFields(a, b map[string]any) map[string]any {
-	out := make(map[string]any, len(a)+len(b))
-	for k, v := range a {
-		out[k] = v
-	}
-	for k, v := range b {
-		out[k] = v
-	}
-	return out
+	return executor.Fields(f, map[string]any{"work.outcome": outcome})
 }
 
 // work starts the log fields of one reconciliation (LG5): work.id is fresh

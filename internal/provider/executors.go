@@ -89,7 +89,7 @@ func (d *Data) knownHostsFile() string {
 // message with level "warn" is a warning.
 func logTo(ctx context.Context, fields map[string]any) executor.Log {
 	return func(msg string, f map[string]any) {
-		all := mergeFields(fields, f)
+		all := executor.Fields(fields, f)
 		if all["level"] == "warn" {
 			delete(all, "level")
 			tflog.Warn(ctx, msg, all)

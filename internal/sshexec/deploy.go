@@ -70,9 +70,6 @@ func (e *Executor) Release(context.Context, executor.Release) (executor.Released
 	return executor.Released{}, nil
 }
 
-// AgentID is HOST/NAME.
-func (e *Executor) AgentID(c admission.Compute, agent string) string { return AgentID(c, agent) }
-
 // AgentID is an SSH agent's id, HOST/NAME.
 func AgentID(c admission.Compute, agent string) string {
 	return fmt.Sprintf("%s/%s", c.Host, agent)
@@ -184,10 +181,10 @@ func (e *Executor) deploy(ctx context.Context, d executor.Deployment, t Target, 
 	}
 	fields := map[string]any{"revision": n, "unit": h.Unit, "host": t.Addr()}
 	phase := func(p string) map[string]any {
-		return mergeFields(fields, map[string]any{"work.operation": p})
+		return executor.Fields(fields, map[string]any{"work.operation": p})
 	}
 	if t.InsecureIgnoreHostKey {
-		log.Print("SSH host key verification is off for this compute (insecure_ignore_host_key)", mergeFields(phase("connect"), map[string]any{"level": "warn"}))
+		log.Print("SSH host key verification is off for this compute (insecure_ignore_host_key)", executor.Fields(phase("connect"), map[string]any{"level": "warn"}))
 	}
 	conn, err := e.Pool.Get(ctx, t)
 	if err != nil {
@@ -252,7 +249,7 @@ func (e *Executor) deploy(ctx context.Context, d executor.Deployment, t Target, 
 	// Retiring old revisions is a safe effect: a failure leaves only
 	// unused directories, which the next activation removes.
 	if _, err := run("prune revisions", pruneScript, h.AgentDir, strconv.Itoa(render.KeepRevisions), render.RevisionDirName(n)); err != nil {
-		log.Print("pruning earlier revisions failed; the next activation retries", mergeFields(phase("prune"), map[string]any{"work.outcome": "failed"}))
+		log.Print("pruning earlier revisions failed; the next activation retries", executor.Fields(phase("prune"), map[string]any{"work.outcome": "failed"}))
 	}
 	return executor.Result{ActivatedAt: at, Endpoint: h.Endpoint}, nil
 }
@@ -525,17 +522,6 @@ func keyValues(s string) map[string]string {
 		if k, v, ok := strings.Cut(strings.TrimSpace(l), "="); ok {
 			out[k] = v
 		}
-	}
-	return out
-}
-
-func mergeFields(a, b map[string]any) map[string]any {
-	out := make(map[string]any, len(a)+len(b))
-	for k, v := range a {
-		out[k] = v
-	}
-	for k, v := range b {
-		out[k] = v
 	}
 	return out
 }
