@@ -247,17 +247,17 @@ func (s *gateState) deadline() *Failure {
 // stopped: the kubelet's timestamps say where, so nothing is read twice.
 func (e *Executor) follow(ctx context.Context, ns, pod, container string, st *gateState) {
 	backoff := 100 * time.Millisecond
-	var after time.Time // the timestamp of the last line read
+	var pos logPosition // where the last stream stopped
 	for ctx.Err() == nil {
 		opts := &corev1.PodLogOptions{Container: container, Follow: true, Timestamps: true}
-		if !after.IsZero() {
-			since := metav1.NewTime(after) // whole seconds: lines up to after are skipped below
+		if !pos.at.IsZero() {
+			since := metav1.NewTime(pos.at) // whole seconds: readRecords skips what it read already
 			opts.SinceTime = &since
 		}
 		stream, err := e.Client.CoreV1().Pods(ns).GetLogs(pod, opts).Stream(ctx)
 		if err == nil {
 			var held bool
-			held, after = readRecords(stream, container, st, after)
+			held, pos = readRecords(stream, container, st, pos)
 			stream.Close()
 			if held {
 				return
@@ -276,27 +276,50 @@ func (e *Executor) follow(ctx context.Context, ns, pod, container string, st *ga
 // record is) is skipped, not a reason to read the log again.
 const maxRecordLine = 1 << 20
 
-// readRecords reads records until the stream ends, skipping lines stamped
-// at or before after; it reports whether a held code (or a record outside
-// the contract) failed the gate, and the timestamp of the last line read.
-// Lines without a kubelet timestamp are read as they are.
-func readRecords(r io.Reader, container string, st *gateState, after time.Time) (bool, time.Time) {
+// logPosition is where a log stream stopped: the kubelet's timestamp of
+// the last line read, and how many lines bore exactly that timestamp (the
+// runtime can write several within one tick of the clock).
+type logPosition struct {
+	at time.Time
+	n  int
+}
+
+// readRecords reads records until the stream ends; it reports whether a
+// held code (or a record outside the contract) failed the gate, and where
+// the stream stopped. A stream reopened from pos (SinceTime: whole seconds,
+// so it repeats what was read) has its repeated lines skipped: those
+// stamped before pos, and the first pos.n stamped at it. Lines without a
+// kubelet timestamp are read as they are.
+func readRecords(r io.Reader, container string, st *gateState, pos logPosition) (bool, logPosition) {
 	br := bufio.NewReaderSize(r, 64*1024)
+	replay, seen := !pos.at.IsZero(), 0 // seen: lines at pos.at in this stream
 	for {
 		line, err := readLine(br, maxRecordLine)
-		if len(line) > 0 {
-			if ts, rest, ok := cutTimestamp(line); ok {
-				if !ts.After(after) {
-					continue
+		if ts, rest, ok := cutTimestamp(line); ok {
+			if replay {
+				if ts.Equal(pos.at) {
+					seen++
 				}
-				after, line = ts, rest
+				if ts.Before(pos.at) || ts.Equal(pos.at) && seen <= pos.n {
+					line = nil // read already
+				} else {
+					replay = false
+				}
 			}
-			if readRecord(line, container, st) {
-				return true, after
+			if line != nil {
+				if ts.Equal(pos.at) {
+					pos.n++
+				} else {
+					pos = logPosition{at: ts, n: 1}
+				}
+				line = rest
 			}
 		}
+		if len(line) > 0 && readRecord(line, container, st) {
+			return true, pos
+		}
 		if err != nil {
-			return false, after
+			return false, pos
 		}
 	}
 }

@@ -28,17 +28,17 @@ func TestReadRecords_ResumesAndSkipsLongLines(t *testing.T) {
 	first := stamp(0, "starting") + stamp(100*time.Millisecond, rec(runtimerecord.PhaseModelProbe, "")) +
 		stamp(200*time.Millisecond, strings.Repeat("x", maxRecordLine+10)) + stamp(300*time.Millisecond, "still going")
 	st := newState()
-	held, after := readRecords(strings.NewReader(first), "gateway", st, time.Time{})
-	if held || !after.Equal(t0.Add(300*time.Millisecond)) || st.last == nil || st.last.Phase != runtimerecord.PhaseModelProbe {
-		t.Fatalf("first stream: held=%v after=%v last=%+v", held, after, st.last)
+	held, pos := readRecords(strings.NewReader(first), "gateway", st, logPosition{})
+	if held || !pos.at.Equal(t0.Add(300*time.Millisecond)) || pos.n != 1 || st.last == nil || st.last.Phase != runtimerecord.PhaseModelProbe {
+		t.Fatalf("first stream: held=%v pos=%+v last=%+v", held, pos, st.last)
 	}
 	// The reconnect starts at the whole second (SinceTime): the lines read
 	// already come again and are skipped; the held code after them fails.
 	second := first + stamp(400*time.Millisecond, rec(runtimerecord.PhaseModelProbe, runtimerecord.CodeAuthenticationFailed))
 	st.last = nil
-	held, after = readRecords(strings.NewReader(second), "gateway", st, after)
-	if !held || !after.Equal(t0.Add(400*time.Millisecond)) || st.last == nil || st.last.Code != runtimerecord.CodeAuthenticationFailed {
-		t.Fatalf("second stream: held=%v after=%v last=%+v", held, after, st.last)
+	held, pos = readRecords(strings.NewReader(second), "gateway", st, pos)
+	if !held || !pos.at.Equal(t0.Add(400*time.Millisecond)) || st.last == nil || st.last.Code != runtimerecord.CodeAuthenticationFailed {
+		t.Fatalf("second stream: held=%v pos=%+v last=%+v", held, pos, st.last)
 	}
 	select {
 	case f := <-st.failures:
@@ -50,7 +50,23 @@ func TestReadRecords_ResumesAndSkipsLongLines(t *testing.T) {
 	}
 	// Lines without timestamps (a log source that ignores them) are read.
 	st = newState()
-	if held, _ := readRecords(strings.NewReader(rec(runtimerecord.PhaseModelProbe, runtimerecord.CodeModelProbeTimeout)+"\n"), "gateway", st, time.Time{}); !held {
+	if held, _ := readRecords(strings.NewReader(rec(runtimerecord.PhaseModelProbe, runtimerecord.CodeModelProbeTimeout)+"\n"), "gateway", st, logPosition{}); !held {
 		t.Fatal("an unstamped held record was not read")
+	}
+
+	// Lines within one tick of the clock bear the same timestamp: each is
+	// read once, in one stream and across a reconnect that ends between
+	// them.
+	tick := t0.Add(time.Second)
+	same := stamp(time.Second, rec(runtimerecord.PhaseModelProbe, "")) + stamp(time.Second, "a second line in the same tick")
+	st = newState()
+	_, pos = readRecords(strings.NewReader(same), "gateway", st, logPosition{})
+	if !pos.at.Equal(tick) || pos.n != 2 {
+		t.Fatalf("two lines in one tick: pos=%+v, want both read", pos)
+	}
+	st = newState()
+	again := same + stamp(time.Second, rec(runtimerecord.PhaseModelProbe, runtimerecord.CodeModelProbeTimeout))
+	if held, _ := readRecords(strings.NewReader(again), "gateway", st, pos); !held {
+		t.Fatal("a held record in the same tick as the lines read before the reconnect was skipped")
 	}
 }
