@@ -126,7 +126,12 @@ type Deployment struct {
 	Compute  admission.Compute
 	N        int64
 	Serving  int64
-	Log      Log
+	// Finish says revision N is already activated (a Read found it
+	// DriftUnretired): complete what its activation left undone, the
+	// retirement of earlier revisions and the audit record, and deploy
+	// nothing. N equals Serving.
+	Finish bool
+	Log    Log
 }
 
 // Result is an activated revision.
@@ -169,6 +174,12 @@ const (
 	// DriftUnfinished: an apply stopped half-way (a revision selected but
 	// never activated).
 	DriftUnfinished DriftReason = "unfinished"
+	// DriftUnretired: the activated revision runs, but the apply that
+	// activated it stopped before it retired what earlier revisions left
+	// (their configuration, workloads, credentials) or wrote its audit
+	// record. Nothing needs deploying again: a Deployment with Finish
+	// completes it.
+	DriftUnretired DriftReason = "unretired"
 )
 
 // Observed is what the target says about an agent.

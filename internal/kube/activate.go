@@ -22,10 +22,13 @@ import (
 
 // activate moves the Service to revision n unless it serves a newer one,
 // with the Service's resourceVersion as the claim the API server
-// arbitrates (AC3); then retires earlier revisions' ConfigMaps and records
-// one audit Event (AC4). The activation time is taken here, when the gate
-// has passed. early is the Service this apply created before the gate
-// (PR10: a first dedicated deploy), or nil.
+// arbitrates (AC3); then records one audit Event and retires what earlier
+// revisions left (AC4), in that order: retirement removes the earlier
+// configuration last, so until both are done an earlier revision's
+// ConfigMap remains, and Read reports the activation unretired. The
+// activation time is taken here, when the gate has passed. early is the
+// Service this apply created before the gate (PR10: a first dedicated
+// deploy), or nil.
 func (e *Executor) activate(ctx context.Context, rev *admission.Revision, objs *render.Objects, n, serving int64, early *corev1.Service) (time.Time, error) {
 	ns, name := objs.Namespace, *objs.Service.Name
 	at := e.now().UTC().Truncate(time.Second)
@@ -54,8 +57,8 @@ func (e *Executor) activate(ctx context.Context, rev *admission.Revision, objs *
 		err = fmt.Errorf("serving revision %d is not older than %d", serving, n)
 	}
 	if err == nil {
-		e.retire(ctx, rev, objs, n)
 		e.audit(ctx, ns, rev, n, at)
+		e.retire(ctx, rev, objs, n)
 		return at, nil
 	}
 	for attempt := 0; attempt < 5; attempt++ {
@@ -81,8 +84,8 @@ func (e *Executor) activate(ctx context.Context, rev *admission.Revision, objs *
 				if t, err := time.Parse(time.RFC3339, cur.Annotations[AnnotationActivatedAt]); err == nil {
 					at = t
 				}
-				e.retire(ctx, rev, objs, n)
 				e.audit(ctx, ns, rev, n, at) // a no-op when it was written
+				e.retire(ctx, rev, objs, n)
 				return at, nil
 			}
 			_, err = svcs.Update(ctx, claim(cur), metav1.UpdateOptions{FieldManager: render.FieldManager})
@@ -93,8 +96,8 @@ func (e *Executor) activate(ctx context.Context, rev *admission.Revision, objs *
 		if err != nil {
 			return at, fmt.Errorf("activate revision %d: %w", n, err)
 		}
-		e.retire(ctx, rev, objs, n)
 		e.audit(ctx, ns, rev, n, at)
+		e.retire(ctx, rev, objs, n)
 		return at, nil
 	}
 	return at, fmt.Errorf("activate revision %d: the Service kept changing under the claim", n)
@@ -169,8 +172,9 @@ func mergeMaps(a, b map[string]string) map[string]string {
 
 // retire removes what earlier revisions left: their configuration, and the
 // workloads (Deployments, Sandboxes) of components this revision no longer
-// runs. It is a safe effect: a crash before it leaves only what the next
-// activation removes (AC4).
+// runs. It is a safe effect, repeated until done: a crash or a refused
+// request before its end leaves an earlier revision's ConfigMap, which Read
+// reports (DriftUnretired) and the next apply's finish removes (AC4).
 //
 // A revision with a native node (objs.Enrollment) also removes earlier
 // revisions' one-use enrollment targets and verifiers (they can never be
@@ -185,36 +189,38 @@ func (e *Executor) retire(ctx context.Context, rev *admission.Revision, objs *re
 	req, _ := labels.NewRequirement(render.LabelRevision, selection.NotEquals, []string{strconv.FormatInt(n, 10)})
 	agentReq, _ := labels.NewRequirement(render.LabelAgent, selection.Equals, []string{agent})
 	sel := labels.NewSelector().Add(*agentReq, *req).String()
-	if err := e.Client.CoreV1().ConfigMaps(ns).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{LabelSelector: sel}); err != nil {
-		e.log.Print("retiring earlier revisions failed; the next activation retries", map[string]any{"work.operation": "retire", "work.outcome": "failed"})
-	}
 	// Every workload of this revision was applied with its number, so a
 	// Deployment or Sandbox still labelled with another one is a component
 	// this revision no longer runs (a dedicated harness after a switch to
 	// embedded): it goes, with the credential it holds (AU6).
 	bg := metav1.DeletePropagationBackground
 	if err := e.Client.AppsV1().Deployments(ns).DeleteCollection(ctx, metav1.DeleteOptions{PropagationPolicy: &bg}, metav1.ListOptions{LabelSelector: sel}); err != nil {
-		e.log.Print("retiring earlier workloads failed; the next activation retries", map[string]any{"work.operation": "retire", "work.outcome": "failed"})
+		e.log.Print("retiring earlier workloads failed; the next apply finishes it", map[string]any{"work.operation": "retire", "work.outcome": "failed"})
 	}
 	if objs.HarnessService == nil {
 		if err := e.deleteHarnessService(ctx, ns, agent); err != nil {
-			e.log.Print("retiring the earlier harness Service failed; the next activation retries", map[string]any{"work.operation": "retire", "work.outcome": "failed"})
+			e.log.Print("retiring the earlier harness Service failed; the next apply finishes it", map[string]any{"work.operation": "retire", "work.outcome": "failed"})
 		}
 	}
 	if rev.Sandbox != nil {
 		if err := e.stopEarlierSandboxes(ctx, ns, agent, n, false); err != nil {
-			e.log.Print("retiring earlier Sandboxes failed; the next activation retries", map[string]any{"work.operation": "retire", "work.outcome": "failed"})
+			e.log.Print("retiring earlier Sandboxes failed; the next apply finishes it", map[string]any{"work.operation": "retire", "work.outcome": "failed"})
 		}
 	}
-	if !enrollment {
-		return
+	if enrollment {
+		// Only revision-labelled Secrets: the credential sources' Secrets
+		// and the app-server token carry no revision.
+		hasRev, _ := labels.NewRequirement(render.LabelRevision, selection.Exists, nil)
+		secretSel := labels.NewSelector().Add(*agentReq, *req, *hasRev).String()
+		if err := e.Client.CoreV1().Secrets(ns).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{LabelSelector: secretSel}); err != nil {
+			e.log.Print("retiring earlier enrollment targets failed; the next apply finishes it", map[string]any{"work.operation": "retire", "work.outcome": "failed"})
+		}
 	}
-	// Only revision-labelled Secrets: the credential sources' Secrets and
-	// the app-server token carry no revision.
-	hasRev, _ := labels.NewRequirement(render.LabelRevision, selection.Exists, nil)
-	secretSel := labels.NewSelector().Add(*agentReq, *req, *hasRev).String()
-	if err := e.Client.CoreV1().Secrets(ns).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{LabelSelector: secretSel}); err != nil {
-		e.log.Print("retiring earlier enrollment targets failed; the next activation retries", map[string]any{"work.operation": "retire", "work.outcome": "failed"})
+	// The configuration goes last: while an earlier revision's ConfigMap
+	// remains, Read reports the activation unretired, and the next apply
+	// finishes it (Deployment.Finish).
+	if err := e.Client.CoreV1().ConfigMaps(ns).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{LabelSelector: sel}); err != nil {
+		e.log.Print("retiring earlier revisions failed; the next apply finishes it", map[string]any{"work.operation": "retire", "work.outcome": "failed"})
 	}
 }
 
@@ -260,4 +266,69 @@ func (e *Executor) audit(ctx context.Context, ns string, rev *admission.Revision
 	if _, err := e.Client.CoreV1().Events(ns).Create(ctx, ev, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		e.log.Print("activation audit event not written", map[string]any{"work.operation": "audit", "work.outcome": "failed"})
 	}
+}
+
+// finish completes the activation of revision n that an earlier apply
+// left unretired (executor.Deployment.Finish; Read reported
+// DriftUnretired): the Service must still serve exactly this revision,
+// and then only the safe effects are repeated, the audit record (once)
+// and the retirement, with the activation's own time. Nothing is
+// deployed, so no Pod restarts.
+func (e *Executor) finish(ctx context.Context, rev *admission.Revision, n int64) (executor.Result, error) {
+	objs, err := render.Kubernetes(rev, n)
+	if err != nil {
+		return executor.Result{}, &executor.Failure{Code: executor.InvalidRequest, Summary: fmt.Sprintf("agent %q revision %d cannot be rendered for Kubernetes", rev.Agent, n), Reason: err.Error(), Err: err}
+	}
+	ns := objs.Namespace
+	svc, err := e.existingService(ctx, ns, *objs.Service.Name)
+	if err != nil {
+		return executor.Result{}, err
+	}
+	if svc != nil && !ownedBy(svc, rev.Agent) {
+		return executor.Result{}, foreignService(svc, rev.Agent)
+	}
+	if svc == nil || svc.Annotations[AnnotationActivatedRevision] != strconv.FormatInt(n, 10) || svc.Annotations[render.AnnotationRevisionID] != rev.ID() {
+		live := int64(0)
+		if svc != nil {
+			live = servedRevision(svc)
+		}
+		return executor.Result{}, &Failure{Code: CodeStale, Agent: rev.Agent, Revision: n, Phase: "retirement",
+			Reason: fmt.Sprintf("the plan was to finish the retirement after revision %d, but the Service no longer serves it (it serves revision %d)", n, live),
+			Next:   "Something changed the agent since the refresh. Refresh (terraform plan) and apply again."}
+	}
+	at, _ := time.Parse(time.RFC3339, svc.Annotations[AnnotationActivatedAt])
+	e.log.Print("finishing an earlier activation: retiring earlier revisions", map[string]any{"work.operation": "retire", "revision": n})
+	e.audit(ctx, ns, rev, n, at)
+	e.retire(ctx, rev, objs, n)
+	left, err := e.unretired(ctx, ns, rev.Agent, n)
+	switch {
+	case err != nil:
+		return executor.Result{}, fmt.Errorf("check the retirement: %w", err)
+	case left != "":
+		return executor.Result{}, &Failure{Code: executor.DeploymentFailed, Agent: rev.Agent, Revision: n, Phase: "retirement",
+			Reason: fmt.Sprintf("revision %d serves, but %s could not be removed", n, left),
+			Next:   "Check that the provider's identity may delete ConfigMaps, Deployments and Secrets in the namespace (the Role in the provider documentation), then apply again."}
+	}
+	return executor.Result{ActivatedAt: at, Endpoint: endpoint(rev.Agent, ns)}, nil
+}
+
+// unretired names the first ConfigMap an earlier revision than n left of
+// the agent ("" when none): retirement removes the configuration last, so
+// one left means retirement did not finish. A failed later attempt's
+// ConfigMaps (a number above n, reused by the next attempt) do not count.
+func (e *Executor) unretired(ctx context.Context, ns, agent string, n int64) (string, error) {
+	req, _ := labels.NewRequirement(render.LabelRevision, selection.NotEquals, []string{strconv.FormatInt(n, 10)})
+	agentReq, _ := labels.NewRequirement(render.LabelAgent, selection.Equals, []string{agent})
+	managed, _ := labels.NewRequirement(render.LabelManagedBy, selection.Equals, []string{render.ManagedBy})
+	sel := labels.NewSelector().Add(*agentReq, *managed, *req).String()
+	cms, err := e.Client.CoreV1().ConfigMaps(ns).List(ctx, metav1.ListOptions{LabelSelector: sel})
+	if err != nil {
+		return "", fmt.Errorf("list the agent's ConfigMaps: %w", err)
+	}
+	for _, cm := range cms.Items {
+		if r, err := strconv.ParseInt(cm.Labels[render.LabelRevision], 10, 64); err == nil && r < n {
+			return "ConfigMap " + cm.Name, nil
+		}
+	}
+	return "", nil
 }

@@ -211,7 +211,12 @@ func (e *Executor) apply(ctx context.Context, rev *admission.Revision, n, servin
 	if err != nil {
 		return Result{}, err
 	}
-	return Result{ActivatedAt: at, Endpoint: fmt.Sprintf("http://%s.%s.svc:%d", render.ServiceName(rev.Agent), ns, render.GatewayPort)}, nil
+	return Result{ActivatedAt: at, Endpoint: endpoint(rev.Agent, ns)}, nil
+}
+
+// endpoint is the agent's gateway address inside the cluster.
+func endpoint(agent, ns string) string {
+	return fmt.Sprintf("http://%s.%s.svc:%d", render.ServiceName(agent), ns, render.GatewayPort)
 }
 
 // checkNotStale refuses revision n when the Agent's Service already selects

@@ -242,7 +242,8 @@ func (e *Executor) Release(ctx context.Context, p executor.Release) (executor.Re
 
 // Deploy prepares the compute, checks its sandbox driver live before the
 // first write of a dedicated revision (AD6, ND5), then applies the
-// revision (Apply). Every error is a *executor.Failure whose Wrote says
+// revision (Apply); with d.Finish, it only finishes the retirement after
+// revision d.N, which already serves (finish). Every error is a *executor.Failure whose Wrote says
 // whether anything of the agent reached the cluster, or an admission
 // refusal (a driver the cluster does not serve).
 func (e *Executor) Deploy(ctx context.Context, d executor.Deployment) (executor.Result, error) {
@@ -250,6 +251,11 @@ func (e *Executor) Deploy(ctx context.Context, d executor.Deployment) (executor.
 	rev, c := d.Revision, d.Compute
 	if _, err := op.prepare(ctx, c); err != nil {
 		return executor.Result{}, prepareFailure(c, err)
+	}
+	if d.Finish {
+		var writes executor.Writes
+		res, err := op.finish(executor.WithWrites(ctx, &writes), rev, d.N)
+		return res, failureOf(rev.Agent, d.N, &writes, err)
 	}
 	var warnings []executor.Warning
 	if c.SandboxDriver != nil && rev.ExecutionMode == admission.ModeDedicated {

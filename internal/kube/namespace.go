@@ -21,7 +21,7 @@ import (
 // tenant namespace; docs and examples render it from here.
 var RequiredRules = []rbacv1.PolicyRule{
 	{APIGroups: []string{""}, Resources: []string{"serviceaccounts"}, Verbs: []string{"get", "create", "patch", "delete", "deletecollection"}},
-	{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"get", "create", "patch", "delete", "deletecollection"}},
+	{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"get", "list", "create", "patch", "delete", "deletecollection"}},
 	{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"get", "create", "deletecollection"}},
 	{APIGroups: []string{""}, Resources: []string{"services"}, Verbs: []string{"get", "list", "create", "patch", "update", "delete"}},
 	{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"list", "watch", "deletecollection"}},

@@ -14,8 +14,9 @@ import (
 	"github.com/occ-platform/terraform-provider-occ/internal/render"
 )
 
-// Observe reads an agent: the Service's activated revision, and whether
-// every workload of that revision exists and runs it. top says which
+// Observe reads an agent: the Service's activated revision, whether every
+// workload of that revision exists and runs it, and whether the apply
+// that activated it finished retiring earlier revisions. top says which
 // Deployments (gateway, harness) the agent runs and which component a
 // Sandbox per revision holds (render.TopologyOf).
 func (e *Executor) Observe(ctx context.Context, ns, agent string, top render.Topology) (executor.Observed, error) {
@@ -58,6 +59,13 @@ func (e *Executor) Observe(ctx context.Context, ns, agent string, top render.Top
 		}
 		o.Exists = true
 		if got := d.Spec.Template.Annotations[render.AnnotationRevisionID]; o.RevisionID != "" && got != o.RevisionID {
+			if r, err := strconv.ParseInt(d.Spec.Template.Labels[render.LabelRevision], 10, 64); err == nil && r > o.Revision {
+				// Written by an apply that stopped before activating it
+				// (killed, or its deadline passed): the next apply deploys
+				// again.
+				drift(executor.DriftUnfinished, "Deployment %s runs revision %d, which an apply wrote but never activated (it stopped half-way)", name, r)
+				continue
+			}
 			drift(executor.DriftEdited, "Deployment %s runs revision %s, not the activated %s (edited outside Terraform)", name, got, o.RevisionID)
 		}
 	}
@@ -81,6 +89,23 @@ func (e *Executor) Observe(ctx context.Context, ns, agent string, top render.Top
 		// The workloads run, but nothing serves them: the revision numbers
 		// state holds stay (the next revision is the next number).
 		drift(executor.DriftWorkload, "Service %s was deleted", render.ServiceName(agent))
+	case o.Drift == executor.DriftNone && o.Revision > 1:
+		// The activated revision runs; did its apply finish? Retirement
+		// removes the earlier configuration last (AC4).
+		left, err := e.unretired(ctx, ns, agent, o.Revision)
+		switch {
+		case apierrors.IsForbidden(err):
+			// A Role from before this check (no list on ConfigMaps): the
+			// refresh works as it did, without telling unfinished
+			// retirement.
+			e.log.Print("cannot tell whether the last activation retired earlier revisions: the provider's identity may not list ConfigMaps (see the Kubernetes permissions guide)", map[string]any{"work.operation": "read", "level": "warn"})
+			return o, nil
+		case err != nil:
+			return o, err
+		}
+		if left != "" {
+			drift(executor.DriftUnretired, "revision %d serves, but the apply that activated it stopped before retiring earlier revisions (%s remains); the next apply finishes that without deploying again", o.Revision, left)
+		}
 	}
 	return o, nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/hashicorp/terraform-plugin-framework-timeouts/resource/timeouts"
@@ -121,7 +122,9 @@ func agentSchema(ctx context.Context) schema.Schema {
 			"harness_version":   computed("The approved harness identity and version the revision freezes, such as `openclaw@2026.9.6`."),
 			"max_concurrent": schema.Int64Attribute{Computed: true,
 				MarkdownDescription: "Concurrent top-level turns (`agents.defaults.maxConcurrent`): the configuration's value, or max(8, 4 × ceil(cpu_limit)) (rule HM7). Null on SSH, where the runtime computes it from the host."},
-			"status":       computed("The revision's status after apply: `active` once activated."),
+			"status": computed("The revision's status: `active` once activated. A refresh that finds what runs is not the activated revision says `drifted: …` " +
+				"(the plan deploys a new revision), or `unretired: …` when the activated revision runs but the apply that activated it stopped before retiring " +
+				"earlier revisions (the plan is an in-place update that finishes the retirement and deploys nothing)."),
 			"activated_at": computed("When the current revision was activated (RFC 3339)."),
 			"endpoint":     computed("Where the Agent's gateway answers."),
 		},
@@ -165,6 +168,9 @@ func (r *agentResource) ModifyPlan(ctx context.Context, req resource.ModifyPlanR
 	if hasState && state.RevisionID.Equal(plan.RevisionID) && !state.Revision.IsNull() {
 		plan.Revision = state.Revision
 		plan.Status, plan.ActivatedAt, plan.Endpoint = state.Status, state.ActivatedAt, state.Endpoint
+		if unretired(state) {
+			plan.Status = types.StringUnknown() // an in-place update finishes the retirement
+		}
 	} else {
 		plan.Revision = types.Int64Value(state.Revision.ValueInt64() + 1)
 		plan.Status, plan.ActivatedAt, plan.Endpoint = types.StringUnknown(), types.StringUnknown(), types.StringUnknown()
@@ -307,7 +313,7 @@ func (r *agentResource) Create(ctx context.Context, req resource.CreateRequest, 
 	if !ok {
 		return
 	}
-	out, diags := deploy(ctx, r.providerData(), rev, c, plan.Revision.ValueInt64(), 0)
+	out, diags := deploy(ctx, r.providerData(), rev, c, plan.Revision.ValueInt64(), 0, false)
 	resp.Diagnostics.Append(diags...)
 	if !out.Wrote {
 		return // nothing reached the target: nothing to keep in state
@@ -334,8 +340,19 @@ func (r *agentResource) Update(ctx context.Context, req resource.UpdateRequest, 
 		return
 	}
 	if state.RevisionID.Equal(plan.RevisionID) {
-		// Nothing that runs changed (a referenced object changed in a way
-		// that does not matter): record it, deploy nothing.
+		if unretired(state) {
+			// The revision serves; an earlier apply stopped before retiring
+			// what earlier revisions left (AC4): finish that, deploy nothing.
+			n := state.Revision.ValueInt64()
+			out, diags := deploy(ctx, r.providerData(), rev, c, n, n, true)
+			resp.Diagnostics.Append(diags...)
+			if diags.HasError() {
+				return // state keeps the finding: the next plan offers the finish again
+			}
+			plan.Status, plan.ActivatedAt, plan.Endpoint = out.Status, out.ActivatedAt, out.Endpoint
+		}
+		// Otherwise nothing that runs changed (a referenced object changed
+		// in a way that does not matter): record it, deploy nothing.
 		resp.Diagnostics.Append(resp.State.Set(ctx, &plan)...)
 		return
 	}
@@ -343,7 +360,7 @@ func (r *agentResource) Update(ctx context.Context, req resource.UpdateRequest, 
 	// when a refresh found it drifted: the stale guard (AC3) and a
 	// dedicated replacement's stop-earlier step (AC2) then still apply.
 	serving := state.Revision.ValueInt64()
-	out, diags := deploy(ctx, r.providerData(), rev, c, plan.Revision.ValueInt64(), serving)
+	out, diags := deploy(ctx, r.providerData(), rev, c, plan.Revision.ValueInt64(), serving, false)
 	resp.Diagnostics.Append(diags...)
 	if diags.HasError() {
 		return // a failed update keeps the previous state: the next plan shows the change again
@@ -381,11 +398,17 @@ func (r *agentResource) Read(ctx context.Context, req resource.ReadRequest, resp
 	case !obs.Exists && state.Revision.IsNull():
 		resp.State.RemoveResource(ctx) // imported name that does not exist
 		return
-	case obs.Drift != executor.DriftNone:
+	case obs.Drift != executor.DriftNone && obs.Drift != executor.DriftUnretired:
 		state.Status, state.RevisionID = types.StringValue("drifted: "+obs.DriftDetail), types.StringValue("drifted")
 	default:
+		// What runs is the activated revision: state follows it. When its
+		// apply did not finish retiring earlier revisions, the status says
+		// so, and the next apply finishes it.
 		state.Revision, state.RevisionID = types.Int64Value(obs.Revision), types.StringValue(obs.RevisionID)
 		state.Status = types.StringValue("active")
+		if obs.Drift == executor.DriftUnretired {
+			state.Status = types.StringValue(statusUnretired + obs.DriftDetail)
+		}
 		if !obs.ActivatedAt.IsZero() {
 			state.ActivatedAt = types.StringValue(obs.ActivatedAt.UTC().Format(time.RFC3339))
 		}
@@ -481,4 +504,14 @@ func (r *agentResource) ImportState(ctx context.Context, req resource.ImportStat
 		resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("id"), req.ID)...)
 		resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("name"), name)...)
 	}
+}
+
+// statusUnretired starts the status of an agent whose activated revision
+// runs while the apply that activated it did not finish retiring earlier
+// revisions (executor.DriftUnretired).
+const statusUnretired = "unretired: "
+
+// unretired reports whether state records such an agent.
+func unretired(m agentModel) bool {
+	return strings.HasPrefix(m.Status.ValueString(), statusUnretired)
 }

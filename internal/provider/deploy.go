@@ -27,8 +27,10 @@ type deployOutcome struct {
 }
 
 // deploy hands an admitted revision to the executor of its compute kind.
-// serving is the revision state says is active (0 on create).
-func deploy(ctx context.Context, data *Data, rev *admission.Revision, c admission.Compute, revision, serving int64) (deployOutcome, diag.Diagnostics) {
+// serving is the revision state says is active (0 on create); finish asks
+// only to finish the retirement after revision, which already serves
+// (executor.Deployment.Finish).
+func deploy(ctx context.Context, data *Data, rev *admission.Revision, c admission.Compute, revision, serving int64, finish bool) (deployOutcome, diag.Diagnostics) {
 	var diags diag.Diagnostics
 	out := deployOutcome{Status: types.StringValue("failed"), ActivatedAt: types.StringNull(), Endpoint: types.StringNull()}
 	fields := executor.Fields(work("agent "+rev.Agent, "deploy"), map[string]any{"revision": revision, "compute_kind": c.Kind})
@@ -38,7 +40,7 @@ func deploy(ctx context.Context, data *Data, rev *admission.Revision, c admissio
 		return out, diags
 	}
 	start := time.Now()
-	res, err := ex.Deploy(ctx, executor.Deployment{Revision: rev, Compute: c, N: revision, Serving: serving, Log: logTo(ctx, fields)})
+	res, err := ex.Deploy(ctx, executor.Deployment{Revision: rev, Compute: c, N: revision, Serving: serving, Finish: finish, Log: logTo(ctx, fields)})
 	addExecutorWarnings(&diags, res.Warnings)
 	if err != nil {
 		out.Wrote = executor.Wrote(err)

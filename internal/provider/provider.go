@@ -4,6 +4,7 @@ package provider
 
 import (
 	"context"
+	"net/http"
 	"sync"
 
 	"github.com/hashicorp/terraform-plugin-framework/datasource"
@@ -83,6 +84,11 @@ type Data struct {
 	sshExec *sshexec.Executor
 }
 
+// wrapKubeTransport wraps the Kubernetes client's transport. It is nil
+// but in the fault tests, where the test binary serves as the plugin and
+// kills itself right after a chosen write (fault_kill_acc_test.go).
+var wrapKubeTransport func(http.RoundTripper) http.RoundTripper
+
 // KubeExecutor returns the provider's Kubernetes executor.
 func (d *Data) KubeExecutor(ctx context.Context) (*kube.Executor, error) {
 	d.kubeOnce.Do(func() {
@@ -108,6 +114,9 @@ func (d *Data) KubeExecutor(ctx context.Context) (*kube.Executor, error) {
 		if err != nil {
 			d.kubeErr = err
 			return
+		}
+		if wrapKubeTransport != nil {
+			cfg.Wrap(wrapKubeTransport)
 		}
 		d.kubeExec, d.kubeErr = kube.New(cfg)
 	})

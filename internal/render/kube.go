@@ -583,6 +583,11 @@ func deployment(rev *admission.Revision, n int64, name, component, serviceAccoun
 			WithReplicas(1).
 			// AC1: one gateway at a time; cutover can stop the serving one.
 			WithStrategy(appsv1ac.DeploymentStrategy().WithType(appsv1.RecreateDeploymentStrategyType)).
+			// No ReplicaSet history: an earlier revision's Pod template names
+			// ConfigMaps that retirement removed, so it could never run again
+			// (a rollback is a Terraform apply), and nothing of an earlier
+			// revision outlives its retirement.
+			WithRevisionHistoryLimit(0).
 			WithSelector(metav1ac.LabelSelector().WithMatchLabels(Selector(rev.Agent, component))).
 			WithTemplate(podTemplate(rev, n, component, serviceAccount, c, volumes...)))
 }

@@ -80,6 +80,9 @@ func TestRender_EmbeddedOpenClaw(t *testing.T) {
 			if *dep.Spec.Strategy.Type != appsv1.RecreateDeploymentStrategyType { // rule AC1
 				t.Errorf("strategy = %v, want Recreate", *dep.Spec.Strategy.Type)
 			}
+			if dep.Spec.RevisionHistoryLimit == nil || *dep.Spec.RevisionHistoryLimit != 0 { // rule AC4: nothing of a retired revision stays
+				t.Errorf("revisionHistoryLimit = %v, want 0", dep.Spec.RevisionHistoryLimit)
+			}
 			for k, v := range map[string]string{LabelAgent: "support", LabelRevision: "4", LabelComponent: "gateway", LabelManagedBy: ManagedBy} { // rule LG4
 				if dep.Spec.Template.Labels[k] != v || dep.Labels[k] != v {
 					t.Errorf("label %s = %q/%q, want %q", k, dep.Labels[k], dep.Spec.Template.Labels[k], v)

@@ -174,6 +174,13 @@ func (e *Executor) Deploy(ctx context.Context, d executor.Deployment) (executor.
 
 func (e *Executor) deploy(ctx context.Context, d executor.Deployment, t Target, writes *executor.Writes) (executor.Result, error) {
 	rev, n, log := d.Revision, d.N, d.Log
+	if d.Finish {
+		// Read never reports an SSH agent unretired: a host keeps its
+		// newest earlier revisions by design (render.KeepRevisions), and
+		// the next activation prunes the rest.
+		return executor.Result{}, &executor.Failure{Code: executor.InvalidRequest, Agent: rev.Agent, Revision: n,
+			Summary: fmt.Sprintf("agent %q: nothing to finish on an SSH host", rev.Agent), Reason: "an SSH host keeps earlier revisions by design; there is no retirement to finish"}
+	}
 	h, err := render.Systemd(rev, n)
 	if err != nil {
 		return executor.Result{}, &executor.Failure{Code: executor.InvalidRequest, Agent: rev.Agent, Revision: n,
