@@ -50,10 +50,42 @@ func (e *ValueError) Error() string {
 	return e.Path.String() + ": " + e.Msg
 }
 
-// Parse reads a JSON or JSON5 document whose root must be an object.
+// Limits on a document, so that hostile or accidental input (a document of
+// gigabytes, or a hundred thousand nested brackets, which would exhaust the
+// decoder's stack and the provider's memory) is refused with an error before
+// it is decoded.
+const (
+	// MaxDocumentBytes is the largest document Parse reads, in bytes of its
+	// source text, and the largest canonical form (Canonical) it returns, so
+	// that every canonical form it returns parses again.
+	MaxDocumentBytes = 1 << 20 // 1 MiB
+	// MaxDocumentDepth is how deeply objects and arrays may nest; the root
+	// object is level 1, so {"a": {"b": []}} nests 3 levels.
+	MaxDocumentDepth = 64
+)
+
+// canonicalGrowth bounds how many bytes of canonical JSON one byte of source
+// becomes: the most is under 5 ("1e20," is written in 22 bytes; an invalid
+// UTF-8 byte becomes U+FFFD, 3; an unquoted key gains its quotes). Below
+// MaxDocumentBytes/canonicalGrowth the canonical form cannot exceed the limit
+// and is not measured.
+const canonicalGrowth = 6
+
+// Parse reads a JSON or JSON5 document whose root must be an object. It
+// refuses a document larger than MaxDocumentBytes or nested deeper than
+// MaxDocumentDepth.
 func Parse(src string) (Document, error) {
+	if len(src) > MaxDocumentBytes {
+		return nil, &ValueError{Msg: fmt.Sprintf("the configuration document is %s; the limit is %s; make it smaller",
+			byteSize(len(src)), byteSize(MaxDocumentBytes))}
+	}
 	if strings.TrimSpace(src) == "" {
 		return nil, &ValueError{Msg: "the document is empty; write a JSON or JSON5 object such as {}"}
+	}
+	// The decoder recurses once per level of nesting: the depth is checked on
+	// the text first.
+	if at, deep := nesting(src, MaxDocumentDepth); deep {
+		return nil, tooDeep(at)
 	}
 	r := strings.NewReader(src)
 	dec := json5.NewDecoder(r)
@@ -78,7 +110,157 @@ func Parse(src string) (Document, error) {
 	if err != nil {
 		return nil, err
 	}
-	return Document(norm.(map[string]any)), nil
+	doc := Document(norm.(map[string]any))
+	if len(src) > MaxDocumentBytes/canonicalGrowth {
+		if n := len(Canonical(doc)); n > MaxDocumentBytes {
+			return nil, &ValueError{Msg: fmt.Sprintf("the configuration document is %s in canonical JSON; the limit is %s; make it smaller",
+				byteSize(n), byteSize(MaxDocumentBytes))}
+		}
+	}
+	return doc, nil
+}
+
+// byteSize is a size as people read it, with the exact count of bytes
+// when it is not a whole number of KiB or MiB: "1 MiB", "2.3 MiB (2411725 bytes)".
+func byteSize(n int) string {
+	switch {
+	case n >= 1<<20 && n%(1<<20) == 0:
+		return fmt.Sprintf("%d MiB", n>>20)
+	case n >= 1<<20:
+		return fmt.Sprintf("%.1f MiB (%d bytes)", float64(n)/(1<<20), n)
+	case n >= 1<<10 && n%(1<<10) == 0:
+		return fmt.Sprintf("%d KiB", n>>10)
+	case n >= 1<<10:
+		return fmt.Sprintf("%.1f KiB (%d bytes)", float64(n)/(1<<10), n)
+	}
+	return fmt.Sprintf("%d bytes", n)
+}
+
+// tooDeep is the error for a container nested deeper than MaxDocumentDepth
+// at path (the path of the first such container).
+func tooDeep(at Path) error {
+	where := at.String()
+	if len(where) > 256 {
+		// Keep the start and the end of a long path; cut at rune boundaries.
+		head, tail := where[:120], where[len(where)-120:]
+		where = strings.ToValidUTF8(head, "") + "…" + strings.ToValidUTF8(tail, "")
+	}
+	return &ValueError{Msg: fmt.Sprintf("the configuration document nests deeper than %d levels at %s; flatten it", MaxDocumentDepth, where)}
+}
+
+// nesting reads the root value of src as the JSON5 decoder's scanner does
+// (strings, escapes and comments by its rules, so that brackets inside them
+// do not count) and reports whether an object or array in it nests deeper
+// than limit, and the path of the first that does. It only counts brackets:
+// the decoder reports any syntax error afterwards. It does not recurse.
+func nesting(src string, limit int) (at Path, deep bool) {
+	type frame struct {
+		object    bool
+		expectKey bool // in an object, before a key's ':'
+		key       string
+		index     int
+	}
+	var stack []frame
+	started := false
+	for i := 0; i < len(src); i++ {
+		c := src[i]
+		switch {
+		case c == '"' || c == '\'':
+			end := i + 1
+			for end < len(src) && src[end] != c {
+				if src[end] == '\\' {
+					end++
+				}
+				end++
+			}
+			if end >= len(src) {
+				return nil, false // unterminated: a syntax error
+			}
+			if !started {
+				return nil, false // a scalar root: the decoder does not recurse
+			}
+			if top := len(stack) - 1; stack[top].object && stack[top].expectKey {
+				stack[top].key = unquoteKey(src[i : end+1])
+			}
+			i = end
+		case c == '/' && i+1 < len(src) && src[i+1] == '/':
+			// A line comment ends at a line feed or a carriage return.
+			for i += 2; i < len(src) && src[i] != '\n' && src[i] != '\r'; i++ {
+			}
+		case c == '/' && i+1 < len(src) && src[i+1] == '*':
+			// The scanner ends a block comment at the first '/' after its
+			// first '*' (so "/* * / x */" ends before x).
+			star := strings.IndexByte(src[i+2:], '*')
+			if star < 0 {
+				return nil, false
+			}
+			slash := strings.IndexByte(src[i+2+star+1:], '/')
+			if slash < 0 {
+				return nil, false
+			}
+			i += 2 + star + 1 + slash
+		case c == '{' || c == '[':
+			started = true
+			if len(stack) >= limit {
+				// Where each enclosing container is: the path of this one.
+				at = make(Path, 0, len(stack))
+				for _, f := range stack {
+					if f.object {
+						at = append(at, Step{Key: f.key, Index: -1})
+					} else {
+						at = append(at, Step{Index: f.index})
+					}
+				}
+				return at, true
+			}
+			stack = append(stack, frame{object: c == '{', expectKey: c == '{'})
+		case c == '}' || c == ']':
+			if len(stack) == 0 {
+				return nil, false
+			}
+			stack = stack[:len(stack)-1]
+			if len(stack) == 0 {
+				return nil, false // the root value ended
+			}
+		case c == ',' && len(stack) > 0:
+			if top := &stack[len(stack)-1]; top.object {
+				top.expectKey = true
+			} else {
+				top.index++
+			}
+		case c == ':' && len(stack) > 0:
+			stack[len(stack)-1].expectKey = false
+		case isKeyByte(c):
+			if !started {
+				return nil, false
+			}
+			end := i
+			for end < len(src) && isKeyByte(src[end]) {
+				end++
+			}
+			if top := len(stack) - 1; top >= 0 && stack[top].object && stack[top].expectKey {
+				stack[top].key = src[i:end]
+			}
+			i = end - 1
+		case c > ' ' && !started:
+			return nil, false // a scalar root (a number, a sign)
+		}
+	}
+	return nil, false
+}
+
+func isKeyByte(c byte) bool {
+	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '$'
+}
+
+// unquoteKey decodes a quoted key for an error message; the raw text when
+// it does not decode.
+func unquoteKey(quoted string) string {
+	var s string
+	if json5.Unmarshal([]byte(quoted), &s) == nil {
+		return s
+	}
+	return quoted[1 : len(quoted)-1]
 }
 
 func syntaxError(src string, err error) error {
@@ -137,7 +319,16 @@ func position(src string, off int) (line, col int) {
 	return line, col
 }
 
+// normalise normalises the numbers in v, at path. It refuses a container
+// deeper than MaxDocumentDepth (nesting has refused it in the text already;
+// this keeps the recursion bounded whatever reaches it).
 func normalise(v any, path Path) (any, error) {
+	switch v.(type) {
+	case map[string]any, []any:
+		if len(path) >= MaxDocumentDepth {
+			return nil, tooDeep(path)
+		}
+	}
 	switch t := v.(type) {
 	case map[string]any:
 		out := make(map[string]any, len(t))

@@ -260,3 +260,118 @@ func TestClone_IsDeep(t *testing.T) {
 		t.Errorf("editing the clone changed the source: %s, want %s", got, before)
 	}
 }
+
+// nested is a document whose innermost container sits depth levels deep
+// (the root object is level 1): {a: {a: ... inner ...}} with the innermost
+// level written open+close (for example "[]" or "{}").
+func nested(depth int, open, close string) string {
+	var b strings.Builder
+	b.WriteString("{")
+	for range depth - 2 {
+		b.WriteString("a: " + open)
+	}
+	if depth > 1 {
+		b.WriteString("a: " + open + close)
+	}
+	for range depth - 2 {
+		b.WriteString(close)
+	}
+	b.WriteString("}")
+	return b.String()
+}
+
+// padded is a valid document of exactly n bytes, already canonical.
+func padded(n int) string {
+	return `{"a":"` + strings.Repeat("x", n-len(`{"a":""}`)) + `"}`
+}
+
+// TestParse_Limits: a document is refused above MaxDocumentBytes of source
+// or of canonical form, or nested deeper than MaxDocumentDepth, with an
+// error that names the limit; one at the limits parses; brackets inside
+// strings and comments are not nesting; no depth exhausts the stack.
+func TestParse_Limits(t *testing.T) {
+	deepPath := strings.TrimSuffix(strings.Repeat("a.", MaxDocumentDepth), ".")
+	tests := []struct {
+		name string
+		src  string
+		want string // "" accepts; otherwise the whole error, or a substring when it starts with "~"
+	}{
+		{"size at the limit", padded(MaxDocumentBytes), ""},
+		{"size one byte over", padded(MaxDocumentBytes + 1), "the configuration document is 1.0 MiB (1048577 bytes); the limit is 1 MiB; make it smaller"},
+		{"size far over", padded(5 << 20), "the configuration document is 5 MiB; the limit is 1 MiB; make it smaller"},
+		{"size of white space over", "{}" + strings.Repeat(" ", MaxDocumentBytes), "~the limit is 1 MiB"},
+		// 1e20 is written 100000000000000000000 in canonical form.
+		{"canonical form over", `{"a":[` + strings.Repeat("1e20,", 60_000) + `]}`,
+			"the configuration document is 1.3 MiB (1320007 bytes) in canonical JSON; the limit is 1 MiB; make it smaller"},
+		{"canonical form at the limit", `{"a":[` + strings.Repeat("1e20,", 47_000) + `"` + strings.Repeat("x", 14_566) + `"]}`, ""},
+		{"canonical form one byte over", `{"a":[` + strings.Repeat("1e20,", 47_000) + `"` + strings.Repeat("x", 14_567) + `"]}`,
+			"the configuration document is 1.0 MiB (1048577 bytes) in canonical JSON; the limit is 1 MiB; make it smaller"},
+		{"objects at the depth limit", nested(MaxDocumentDepth, "{", "}"), ""},
+		{"arrays at the depth limit", `{a:` + strings.Repeat("[", MaxDocumentDepth-1) + strings.Repeat("]", MaxDocumentDepth-1) + `}`, ""},
+		{"objects one level over", nested(MaxDocumentDepth+1, "{", "}"),
+			"the configuration document nests deeper than 64 levels at " + deepPath + "; flatten it"},
+		{"arrays one level over", `{a:` + strings.Repeat("[", MaxDocumentDepth) + strings.Repeat("]", MaxDocumentDepth) + `}`,
+			"the configuration document nests deeper than 64 levels at a" + strings.Repeat("[0]", MaxDocumentDepth-1) + "; flatten it"},
+		{"path names keys and indexes", `{agents: {"default's": [1, {x: 0}, ` + strings.Repeat("[", 62) + strings.Repeat("]", 62) + `]}}`,
+			`the configuration document nests deeper than 64 levels at agents["default's"][2]` + strings.Repeat("[0]", 61) + "; flatten it"},
+		{"long keys are cut", `{` + strings.Repeat(`"`+strings.Repeat("k", 40)+`": {`, 70) + strings.Repeat("}", 71),
+			"~levels at " + strings.Repeat(strings.Repeat("k", 40)+".", 2) + strings.Repeat("k", 38) + "…" + strings.Repeat("k", 38) + strings.Repeat("."+strings.Repeat("k", 40), 2) + "; flatten it"},
+		{"100000 open brackets", strings.Repeat("[", 100_000), "~nests deeper than 64 levels at [0][0][0]"},
+		{"100000 open braces", strings.Repeat("{a:", 100_000), "~nests deeper than 64 levels at a.a.a"},
+		{"100000 balanced levels", `{a:` + strings.Repeat("[", 100_000) + strings.Repeat("]", 100_000) + `}`, "~nests deeper than 64 levels"},
+		{"as deep as the size allows", `{a:` + strings.Repeat("[", MaxDocumentBytes/2-2) + strings.Repeat("]", MaxDocumentBytes/2-2) + `}`, "~nests deeper than 64 levels"},
+		{"brackets in strings and comments", `{a: "[[[[` + strings.Repeat("[{", 100) + `", b: '` + strings.Repeat("{", 100) + `\'', // ` + strings.Repeat("[", 100) +
+			"\r c: 1, /* " + strings.Repeat("[", 100) + ` */ d: "\"` + strings.Repeat("[", 100) + `"}`, ""},
+		{"brackets after the root are not its nesting", `{} // ` + strings.Repeat("[", 100), ""},
+		// The decoder ends a block comment at the first '/' after a '*':
+		// what follows is content, and is nesting.
+		{"block comment ends as the decoder ends it", `{a: /* * / ` + strings.Repeat("[", 70) + strings.Repeat("]", 70) + `, b: 1 /**/}`, "~nests deeper than 64 levels at a[0][0]"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			d, err := Parse(tc.src)
+			if tc.want == "" {
+				if err != nil {
+					t.Fatalf("Parse = %v, want success", err)
+				}
+				if n := len(Canonical(d)); n > MaxDocumentBytes {
+					t.Errorf("canonical form is %d bytes", n)
+				}
+				return
+			}
+			var ve *ValueError
+			if !errors.As(err, &ve) {
+				t.Fatalf("Parse error = %v (%T), want *ValueError", err, err)
+			}
+			if sub, ok := strings.CutPrefix(tc.want, "~"); ok {
+				if !strings.Contains(err.Error(), sub) {
+					t.Errorf("error %q does not contain %q", err, sub)
+				}
+			} else if err.Error() != tc.want {
+				t.Errorf("error\n %q, want\n %q", err, tc.want)
+			}
+			if len(err.Error()) > 400 {
+				t.Errorf("error is %d bytes long", len(err.Error()))
+			}
+		})
+	}
+}
+
+// TestNormalise_DepthLimit: normalise bounds its own recursion, whatever
+// reaches it (Parse refuses the text first).
+func TestNormalise_DepthLimit(t *testing.T) {
+	build := func(depth int) any {
+		var v any = []any{}
+		for range depth - 1 {
+			v = []any{v}
+		}
+		return v
+	}
+	if _, err := normalise(build(MaxDocumentDepth), nil); err != nil {
+		t.Errorf("depth %d: %v", MaxDocumentDepth, err)
+	}
+	_, err := normalise(build(MaxDocumentDepth+1), nil)
+	if err == nil || !strings.Contains(err.Error(), "nests deeper than 64 levels at [0][0]") {
+		t.Errorf("depth %d: %v", MaxDocumentDepth+1, err)
+	}
+}

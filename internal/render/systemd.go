@@ -161,6 +161,12 @@ func Systemd(rev *admission.Revision, n int64) (*SystemdHost, error) {
 			return nil, fmt.Errorf("render: %s: %w", name, err)
 		}
 	}
+	// systemd refuses an executable path that holds a quote or a backslash
+	// ("Executable name contains special characters"): refuse it here,
+	// where the attribute can be named.
+	if strings.ContainsAny(openclaw, `"'\`) {
+		return nil, fmt.Errorf("render: openclaw_path: %q holds a quote or a backslash, which systemd refuses in an executable path", openclaw)
+	}
 	if path.Clean(configDir) == "/" {
 		return nil, fmt.Errorf("render: config_dir must not be /")
 	}
@@ -294,7 +300,9 @@ func unitText(h *SystemdHost, openclaw string) string {
 }
 
 // checkHostPath accepts an absolute path without control characters (a
-// newline would add unit directives).
+// newline would add unit directives), that does not end with a backslash
+// (systemd would join the next line of the unit to it) or white space
+// (systemd strips it from a setting's value).
 func checkHostPath(p string) error {
 	if !path.IsAbs(p) {
 		return fmt.Errorf("%q is not an absolute path", p)
@@ -304,17 +312,30 @@ func checkHostPath(p string) error {
 			return fmt.Errorf("%q contains a control character", p)
 		}
 	}
+	if strings.HasSuffix(p, `\`) {
+		return fmt.Errorf("%q ends with a backslash, which systemd reads as the continuation of the unit file's line", p)
+	}
+	if strings.TrimRight(p, " ") != p {
+		return fmt.Errorf("%q ends with a space, which systemd strips from a unit setting", p)
+	}
 	return nil
 }
 
-// unitEscape escapes systemd specifiers (%) in a value.
+// unitEscape escapes systemd specifiers (%) in a value that systemd does
+// not unquote (EnvironmentFile=, WorkingDirectory=, X- keys). The value
+// must not end with a backslash or white space (checkHostPath).
 func unitEscape(s string) string { return strings.ReplaceAll(s, "%", "%%") }
 
-// execQuote quotes an ExecStart word: specifiers, variables, quotes and
-// backslashes escaped; quoted when it holds white space.
+// execQuote quotes the executable of an ExecStart= line, its first word:
+// specifiers, quotes and backslashes escaped; quoted when it holds white
+// space. systemd expands no variable in the executable path (only in the
+// arguments), so "$" stays as it is: "$$" would name another file. The path
+// holds no quote or backslash (Systemd refuses those, as systemd does); they
+// are escaped all the same, so that the word never splits (nor vanishes,
+// when empty).
 func execQuote(s string) string {
-	s = strings.NewReplacer(`\`, `\\`, `"`, `\"`, "%", "%%", "$", "$$").Replace(s)
-	if strings.ContainsAny(s, " \t'") {
+	s = strings.NewReplacer(`\`, `\\`, `"`, `\"`, "%", "%%").Replace(s)
+	if s == "" || strings.ContainsAny(s, " \t'") {
 		return `"` + s + `"`
 	}
 	return s

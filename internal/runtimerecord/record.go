@@ -9,8 +9,10 @@ package runtimerecord
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -130,29 +132,32 @@ type Record struct {
 // Signals are the termination signals a record may name.
 var Signals = []string{"SIGTERM", "SIGKILL", "SIGINT", "SIGSEGV", "SIGABRT", "SIGXCPU"}
 
-// Validate checks every field against its closed set.
+// Validate checks every field against its closed set. Its errors name the
+// field, never the value: a value outside its closed set is free text,
+// which may be provider output or a credential (PR6, PR7, AU7), and the
+// executors put the error into a diagnostic.
 func (r Record) Validate() error {
 	check := func(name, v string, set []string) error {
 		if v != "" && !slices.Contains(set, v) {
-			return fmt.Errorf("runtimerecord: %s %q is not in its closed set", name, v)
+			return outsideSet(name, v)
 		}
 		return nil
 	}
 	if !slices.Contains(Events, r.Event) {
-		return fmt.Errorf("runtimerecord: unknown event %q", r.Event)
+		return outsideSet("event", string(r.Event))
 	}
 	if r.Phase != "" && !slices.Contains(Phases, r.Phase) {
-		return fmt.Errorf("runtimerecord: unknown phase %q", r.Phase)
+		return outsideSet("phase", string(r.Phase))
 	}
 	if r.Outcome != "" && !slices.Contains(Outcomes, r.Outcome) {
-		return fmt.Errorf("runtimerecord: unknown outcome %q", r.Outcome)
+		return outsideSet("outcome", string(r.Outcome))
 	}
 	if r.Code != "" && !slices.Contains(Codes, r.Code) {
-		return fmt.Errorf("runtimerecord: unknown code %q", r.Code)
+		return outsideSet("code", string(r.Code))
 	}
 	for _, h := range r.ResponseHeaderMarker {
 		if !headerNameRe(h) {
-			return fmt.Errorf("runtimerecord: responseHeaderMarker holds %q, not a header name", h)
+			return fmt.Errorf("runtimerecord: responseHeaderMarker holds a value that is not a header name (%d bytes, withheld: records carry no free text)", len(h))
 		}
 	}
 	for _, c := range []error{
@@ -170,6 +175,12 @@ func (r Record) Validate() error {
 		}
 	}
 	return nil
+}
+
+// outsideSet is the error for a value outside its closed set; it gives the
+// value's length only.
+func outsideSet(field, v string) error {
+	return fmt.Errorf("runtimerecord: %s is not in its closed set (a value of %d bytes, withheld: records carry no free text)", field, len(v))
 }
 
 // headerNameRe accepts an HTTP header name (RFC 9110 token), lower-cased.
@@ -210,10 +221,23 @@ func Parse(line []byte) (Record, bool, error) {
 	}
 	var r Record
 	if err := json.Unmarshal(line, &r); err != nil {
-		return Record{}, true, fmt.Errorf("runtimerecord: malformed %s record: %w", probe.Event, err)
+		return Record{}, true, fmt.Errorf("runtimerecord: malformed %s record: %s", probe.Event, jsonFault(err))
 	}
 	if err := r.Validate(); err != nil {
 		return Record{}, true, err
 	}
 	return r, true, nil
+}
+
+// jsonFault describes why a record that is valid JSON does not decode,
+// without the offending value (encoding/json quotes a number's literal,
+// time.Time the whole string).
+func jsonFault(err error) string {
+	var te *json.UnmarshalTypeError
+	if errors.As(err, &te) {
+		kind, _, _ := strings.Cut(te.Value, " ") // "number 1e999" -> "number"
+		return fmt.Sprintf("field %s holds a JSON %s, not a %s", te.Field, kind, te.Type)
+	}
+	// The only other decoder in a Record is time.Time's.
+	return "field time is not an RFC 3339 time in a JSON string"
 }

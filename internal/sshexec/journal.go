@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/occ-platform/terraform-provider-occ/internal/runtimerecord"
 )
@@ -130,7 +131,13 @@ func (e JournalEntry) Line() string {
 		text = strings.Join(parts, " | ")
 	}
 	if len(text) > 600 {
-		text = text[:600] + "…"
+		// Cut at a rune boundary: the text is valid UTF-8, and diagnostics
+		// must stay so (they travel in protobuf strings).
+		cut := 600
+		for cut > 0 && !utf8.RuneStart(text[cut]) {
+			cut--
+		}
+		text = text[:cut] + "…"
 	}
 	ts := ""
 	if !e.Time.IsZero() {

@@ -273,7 +273,9 @@ func parseImportID(id string) (host string, port int, name string, ok bool) {
 	} else if strings.HasPrefix(hostPort, "[") && strings.HasSuffix(hostPort, "]") {
 		host = hostPort[1 : len(hostPort)-1]
 	}
-	if host == "" || strings.ContainsAny(host, "/@ ") {
+	// A bracket left in the host is not an IPv6 literal ("[a/x"): no
+	// address would dial.
+	if host == "" || strings.ContainsAny(host, "/@ []") {
 		return "", 0, "", false
 	}
 	return host, port, name, true
