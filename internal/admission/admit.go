@@ -192,7 +192,14 @@ func Admit(in Input) (*Revision, Errors) {
 		e.Attribute = []string{"configuration"}
 	}
 	errs = append(errs, bindErrs...)
+	errs = append(errs, checkBindingsCredential(bindings, in.Source)...)
 	errs = append(errs, checkBindingsCompute(bindings, in.Compute)...)
+	if in.Source.Method != MethodRuntime {
+		// PR11, AU6: where the platform delivers the model credential, the
+		// document's model credentials refer only to the alias it fills. An
+		// SSH host's credentials file is the runtime source itself.
+		errs = append(errs, withAttr(checkModelCredentialRefs(admitted, res.Primary, in.Configuration.SecretBindings), "configuration")...)
+	}
 	if len(errs) > 0 {
 		return nil, errs
 	}

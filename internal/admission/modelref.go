@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 	"unicode"
+	"unicode/utf8"
 )
 
 // ModelRef is a native model reference: provider and model id. The id may
@@ -24,6 +25,9 @@ func ParseModelRef(s string) (ModelRef, error) {
 	}
 	if strings.IndexFunc(s, unicode.IsSpace) >= 0 {
 		return ModelRef{}, fmt.Errorf("model reference %q contains white space; write provider/model without spaces", s)
+	}
+	if err := printable(s); err != nil {
+		return ModelRef{}, err
 	}
 	provider, model, ok := strings.Cut(s, "/")
 	if !ok {
@@ -47,4 +51,25 @@ func ParseModelRef(s string) (ModelRef, error) {
 // a catalog id is accepted with or without its provider prefix (MR2).
 func NormalizeCatalogID(provider, id string) string {
 	return strings.TrimPrefix(id, provider+"/")
+}
+
+// printable refuses invalid UTF-8 and any control or other non-printing
+// character (escape sequences, NUL, zero-width and bidirectional
+// formatting characters, unassigned code points), naming its position: a
+// reference is shown in plans, logs and labels, where such a character
+// would hide or disguise what runs.
+func printable(s string) error {
+	pos := 0
+	for off := 0; off < len(s); {
+		r, size := utf8.DecodeRuneInString(s[off:])
+		pos++
+		switch {
+		case r == utf8.RuneError && size == 1:
+			return fmt.Errorf("model reference %q is not valid UTF-8 at character %d (byte %d); write provider/model in printable characters", s, pos, off+1)
+		case unicode.IsControl(r) || !unicode.IsPrint(r):
+			return fmt.Errorf("model reference %q holds the non-printing character U+%04X at character %d; write provider/model in printable characters", s, r, pos)
+		}
+		off += size
+	}
+	return nil
 }

@@ -7,8 +7,9 @@ import (
 
 // rule PR11: on Kubernetes the primary provider's transport settings are
 // literal metadata the startup probe reads as written; an environment or
-// Secret reference there is refused, while a ${VAR} apiKey stays allowed.
-// SSH computes run no model probe.
+// Secret reference there is refused, while the selected provider's
+// ${OPENAI_API_KEY} alias stays allowed as the apiKey (any other variable
+// is refused: TestPR11_ModelKeyReferences). SSH computes run no model probe.
 func TestPR11_ProbeTransportIsLiteral(t *testing.T) {
 	const custom = `{agents: {defaults: {model: "openai/gpt-5"}}, models: {providers: {openai: {%s, models: [{id: "gpt-5", name: "m"}]}}}}`
 	doc := func(settings string) string { return fmt.Sprintf(custom, settings) }
@@ -22,7 +23,7 @@ func TestPR11_ProbeTransportIsLiteral(t *testing.T) {
 		in   Input
 		want *refusal
 	}{
-		{"literal baseUrl and api, key from the environment", emb(`baseUrl: "https://llm.internal/v1", api: "openai-responses", apiKey: "${PROXY_KEY}"`), nil},
+		{"literal baseUrl and api, key from the environment", emb(`baseUrl: "https://llm.internal/v1", api: "openai-responses", apiKey: "${OPENAI_API_KEY}"`), nil},
 		{"baseUrl from the environment", emb(`baseUrl: "${LLM_URL}", api: "openai-responses"`),
 			&refusal{InvalidRequest, "PR11", attrConfig, "models.providers.openai.baseUrl"}},
 		{"api from the environment", emb(`baseUrl: "https://llm.internal/v1", api: "${LLM_API}"`),

@@ -2,6 +2,7 @@ package admission
 
 import (
 	"fmt"
+	"regexp"
 	"strings"
 
 	"github.com/occ-platform/terraform-provider-occ/internal/occconfig"
@@ -12,8 +13,8 @@ import (
 // (baseUrl, api) are literal metadata the probe reads as written. An
 // environment reference ("${VAR}") or a SecretRef object there would leave
 // the probe calling the wrong endpoint (or none), so it is refused. The key
-// itself may be a ${VAR} reference (the provider's apiKey), and the
-// OPENAI_API_KEY / ANTHROPIC_API_KEY alias stays supported.
+// itself is judged by checkModelCredentialRefs: only the selected
+// provider's OPENAI_API_KEY / ANTHROPIC_API_KEY alias stays supported.
 func checkProbeTransport(doc occconfig.Document, primary *ModelRef) Errors {
 	if primary == nil {
 		return nil
@@ -35,6 +36,102 @@ func checkProbeTransport(doc occconfig.Document, primary *ModelRef) Errors {
 		}
 	}
 	return errs
+}
+
+// envRefRe matches OpenClaw's environment substitution in a string value:
+// ${NAME} with an upper-case name (OpenClaw substitutes no other); $${NAME}
+// is the escaped literal "${NAME}".
+var envRefRe = regexp.MustCompile(`\$?\$\{([A-Z_][A-Z0-9_]*)\}`)
+
+// envRefs are the variables s refers to, in order.
+func envRefs(s string) []string {
+	var out []string
+	for _, m := range envRefRe.FindAllStringSubmatch(s, -1) {
+		if !strings.HasPrefix(m[0], "$$") {
+			out = append(out, m[1])
+		}
+	}
+	return out
+}
+
+// checkModelCredentialRefs applies PR11 and AU6 to every model provider's
+// credential in the document (models.providers.<p>.apiKey and the values
+// of models.providers.<p>.headers): harness_auth is the sole model-auth
+// selector, and the platform delivers its credential in the selected
+// (primary) provider's alias, OPENAI_API_KEY or ANTHROPIC_API_KEY
+// (ProviderKeyEnv), which PR11 keeps supported. Any other reference to the
+// environment, as ${VAR} or as an environment SecretRef, would feed a
+// model a key from outside harness_auth: a secret binding's variable is
+// refused under AU6 (a binding supplies channel and gateway feature
+// credentials only), any other variable under PR11, and so is a file or
+// exec SecretRef. Literal values are not judged here.
+func checkModelCredentialRefs(doc occconfig.Document, primary *ModelRef, bindings map[string]SecretRef) Errors {
+	alias := ""
+	if primary != nil {
+		alias = ProviderKeyEnv(primary.Provider)
+	}
+	bound := map[string]string{}
+	for name := range bindings {
+		bound[BindingEnvVar(name)] = name
+	}
+	var errs Errors
+	for _, p := range sortedKeys(occconfig.Object(doc, pathProviders)) {
+		prov := pathProviders.Key(p)
+		if v, ok := occconfig.Lookup(doc, prov.Key("apiKey")); ok {
+			if e := judgeModelCredential(v, prov.Key("apiKey"), "apiKey", p, alias, bound); e != nil {
+				errs = append(errs, e)
+			}
+		}
+		headers := occconfig.Object(doc, prov.Key("headers"))
+		for _, h := range sortedKeys(headers) {
+			if e := judgeModelCredential(headers[h], prov.Key("headers").Key(h), fmt.Sprintf("header %q", h), p, alias, bound); e != nil {
+				errs = append(errs, e)
+			}
+		}
+	}
+	return errs
+}
+
+// judgeModelCredential judges one credential value of provider p at path
+// at (what names it in the message): a string's ${VAR} references, or a
+// SecretRef object ({source, provider, id}).
+func judgeModelCredential(v any, at occconfig.Path, what, p, alias string, bound map[string]string) *Error {
+	var refs []string
+	switch t := v.(type) {
+	case string:
+		refs = envRefs(t)
+	case map[string]any:
+		source, _ := t["source"].(string)
+		if source == "" {
+			return nil
+		}
+		if source != "env" {
+			return invalid("PR11", nil, at, "%s of model provider %q is a %q SecretRef, which reads a model key from outside harness_auth; %s",
+				what, p, source, aliasAdvice(alias))
+		}
+		id, _ := t["id"].(string)
+		refs = []string{id}
+	}
+	for _, ref := range refs {
+		if name, ok := bound[ref]; ok {
+			return invalid("AU6", nil, at, "%s of model provider %q refers to ${%s}, the variable of secret binding %q: a binding supplies channel and gateway feature credentials, never a model key. "+
+				"Remove the reference and bind the channel's own Secret; %s", what, p, ref, name, aliasAdvice(alias))
+		}
+		if ref != alias {
+			return invalid("PR11", nil, at, "%s of model provider %q refers to ${%s}, a variable harness_auth does not fill; %s",
+				what, p, ref, aliasAdvice(alias))
+		}
+	}
+	return nil
+}
+
+// aliasAdvice says where a model credential may come from.
+func aliasAdvice(alias string) string {
+	if alias == "" {
+		return "the model credential reaches the harness only through harness_auth (the Agent's credential source), so leave the reference out"
+	}
+	return fmt.Sprintf("the model credential reaches the harness only through harness_auth (the Agent's credential source), "+
+		"which the platform delivers as %s: refer to ${%s} or leave the value out", alias, alias)
 }
 
 // CodexProvider is the id of the model provider OCC defines for a

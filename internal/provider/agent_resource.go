@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -23,6 +24,7 @@ import (
 	"github.com/occ-platform/terraform-provider-occ/internal/admission"
 	"github.com/occ-platform/terraform-provider-occ/internal/executor"
 	"github.com/occ-platform/terraform-provider-occ/internal/occconfig"
+	"github.com/occ-platform/terraform-provider-occ/internal/render"
 )
 
 var (
@@ -89,8 +91,9 @@ func agentSchema(ctx context.Context) schema.Schema {
 		Attributes: map[string]schema.Attribute{
 			"id": schema.StringAttribute{Computed: true, MarkdownDescription: "`NAMESPACE/NAME` on Kubernetes, `HOST/NAME` on SSH."},
 			"name": schema.StringAttribute{Required: true, Validators: []validator.String{agentName()},
-				PlanModifiers:       []planmodifier.String{stringplanmodifier.RequiresReplace()},
-				MarkdownDescription: "The Agent's name, a DNS-1035 label (it names the Agent's Service). Changing it replaces the Agent."},
+				PlanModifiers: []planmodifier.String{stringplanmodifier.RequiresReplace()},
+				MarkdownDescription: "The Agent's name, a DNS-1035 label (it names the Agent's Service). On a Kubernetes compute at most " +
+					strconv.Itoa(render.MaxAgentNameLength()) + " characters, so that the names derived from it (such as `NAME-harness-rN`) fit Kubernetes' 63. Changing it replaces the Agent."},
 			"compute": schema.ObjectAttribute{Required: true, AttributeTypes: computeRefType(),
 				MarkdownDescription: "Where the Agent runs: `compute = occ_compute.<name>`."},
 			"configuration": schema.ObjectAttribute{Required: true, AttributeTypes: refType(configurationSchema(), []string{"document"}, nil),

@@ -162,9 +162,9 @@ func computeSchema() schema.Schema {
 					"port": schema.Int64Attribute{Optional: true, Computed: true, Default: int64default.StaticInt64(22),
 						Validators: []validator.Int64{int64validator.Between(1, 65535)}, MarkdownDescription: "SSH port. Default 22."},
 					"host_key": schema.StringAttribute{Optional: true, Validators: []validator.String{authorizedKey{}},
-						MarkdownDescription: "The host's public key (`ssh-ed25519 AAAA…`); always verified. Required unless `insecure_ignore_host_key = true`."},
+						MarkdownDescription: "The host's public key (`ssh-ed25519 AAAA…`); always verified. Required unless `insecure_ignore_host_key = true`; setting both is refused."},
 					"insecure_ignore_host_key": schema.BoolAttribute{Optional: true, Computed: true, Default: booldefault.StaticBool(false),
-						MarkdownDescription: "Skip host key verification. Off by default; the provider warns when it is on."},
+						MarkdownDescription: "Skip host key verification, for throwaway test hosts without a known key. Off by default; the provider warns when it is on, and refuses it together with `host_key` (it would silently discard the key)."},
 					"user": schema.StringAttribute{Optional: true, Validators: []validator.String{stringvalidator.LengthAtLeast(1)},
 						MarkdownDescription: "Login user; default: the provider's `ssh.user`."},
 					"openclaw_path": schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString("/usr/bin/openclaw"),
@@ -218,7 +218,12 @@ func (r *computeResource) ValidateConfig(ctx context.Context, req resource.Valid
 			addAttrError(&resp.Diagnostics, at.AtName("host_key"), "INVALID_REQUEST: the SSH host key is missing",
 				"The provider always verifies the host's key. Set ssh.host_key to the host's public key (for example the output of `cat /etc/ssh/ssh_host_ed25519_key.pub` on the host), or, only for a throwaway test host, set insecure_ignore_host_key = true.")
 		}
-		if ignore {
+		if ignore && !s.HostKey.IsNull() && !s.HostKey.IsUnknown() {
+			// Skipping the check would silently discard the configured key.
+			addAttrError(&resp.Diagnostics, at.AtName("insecure_ignore_host_key"), "INVALID_REQUEST: ssh.host_key and ssh.insecure_ignore_host_key are both set",
+				"insecure_ignore_host_key = true would skip verifying the host_key you set, so a machine in the middle could pose as the host. "+
+					"Remove insecure_ignore_host_key to verify the host against ssh.host_key (recommended), or, only for a throwaway test host, remove ssh.host_key.")
+		} else if ignore {
 			resp.Diagnostics.AddAttributeWarning(at.AtName("insecure_ignore_host_key"), "SSH host key verification is off",
 				"insecure_ignore_host_key = true accepts any host key, so a machine in the middle can read the revision and the journal. Set host_key instead.")
 		}

@@ -11,10 +11,13 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/path"
 
 	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
+	"github.com/hashicorp/terraform-plugin-framework/tfsdk"
+	"github.com/hashicorp/terraform-plugin-framework/types"
 	"golang.org/x/crypto/ssh"
 	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/occ-platform/terraform-provider-occ/internal/admission"
+	"github.com/occ-platform/terraform-provider-occ/internal/render"
 )
 
 // Named, reusable validators for the provider's attributes.
@@ -40,9 +43,60 @@ func dnsLabel() label {
 }
 
 // agentName accepts an RFC 1035 label: an Agent's name names its Service.
-func agentName() label {
-	return label{re: dns1035Re, summary: "INVALID_REQUEST: not a valid agent name", why: " (it names the agent's Service)",
-		desc: "must be a DNS-1035 label: at most 63 lowercase letters, digits and '-', starting with a letter and ending with a letter or digit"}
+// On a Kubernetes compute it is also at most render.MaxAgentNameLength
+// characters, so that every name derived from it fits.
+func agentName() agentNameValidator {
+	return agentNameValidator{label{re: dns1035Re, summary: "INVALID_REQUEST: not a valid agent name", why: " (it names the agent's Service)",
+		desc: "must be a DNS-1035 label: at most 63 lowercase letters, digits and '-', starting with a letter and ending with a letter or digit"}}
+}
+
+// agentNameValidator is agentName: the label check, then, when the
+// configuration's compute is a Kubernetes one, the length its derived
+// names allow. The kind is read from the agent's configuration; while the
+// compute is unknown (terraform validate) the check waits for the plan,
+// where Terraform validates the configuration again with known values.
+type agentNameValidator struct{ label }
+
+func (v agentNameValidator) Description(context.Context) string {
+	return fmt.Sprintf("%s; on a Kubernetes compute at most %d characters", v.desc, render.MaxAgentNameLength())
+}
+func (v agentNameValidator) MarkdownDescription(ctx context.Context) string {
+	return v.Description(ctx)
+}
+func (v agentNameValidator) ValidateString(ctx context.Context, req validator.StringRequest, resp *validator.StringResponse) {
+	if req.ConfigValue.IsNull() || req.ConfigValue.IsUnknown() {
+		return
+	}
+	s := req.ConfigValue.ValueString()
+	if len(s) > 63 || !v.re.MatchString(s) {
+		v.label.ValidateString(ctx, req, resp)
+		return
+	}
+	limit := render.MaxAgentNameLength()
+	if len(s) <= limit || !kubernetesCompute(ctx, req.Config) {
+		return
+	}
+	addAttrError(&resp.Diagnostics, req.Path, "INVALID_REQUEST: agent name too long for a Kubernetes compute",
+		fmt.Sprintf("%q has %d characters; on a Kubernetes compute an agent's name may have at most %d, so that the longest name derived from it, %q "+
+			"(the Sandbox and Service of a sandboxed harness, at a revision number of up to %d digits), stays within the %d characters Kubernetes "+
+			"allows Service names and label values. Choose a name of at most %d characters; changing the name replaces the Agent.",
+			s, len(s), limit, render.LongestLabelName(s), render.MaxRevisionDigits, render.LabelMaxLength, limit))
+}
+
+// kubernetesCompute reports whether the configuration's `compute` is known
+// to be a Kubernetes compute: by its kind, or, while that is not known yet
+// (a compute created in the same plan), by its kubernetes settings.
+func kubernetesCompute(ctx context.Context, cfg tfsdk.Config) bool {
+	var c types.Object
+	if diags := cfg.GetAttribute(ctx, path.Root("compute"), &c); diags.HasError() || c.IsNull() || c.IsUnknown() {
+		return false
+	}
+	attrs := c.Attributes()
+	if kind, ok := attrs["kind"].(types.String); ok && !kind.IsNull() && !kind.IsUnknown() {
+		return kind.ValueString() == admission.KindKubernetes
+	}
+	k, ok := attrs["kubernetes"]
+	return ok && !k.IsNull() && !k.IsUnknown()
 }
 
 func (v label) Description(context.Context) string             { return v.desc }

@@ -1,0 +1,59 @@
+package render
+
+// The agent-name limit on Kubernetes, in one place: the provider's agent
+// name validator refuses at plan a name whose derived names Kubernetes
+// would refuse only at apply.
+
+// LabelMaxLength is what Kubernetes allows a Service name (a DNS-1035
+// label) and a label value: 63 characters. ConfigMap, Secret, Deployment
+// and ServiceAccount names may be DNS subdomains of up to 253, so the
+// labels bound the agent name.
+const LabelMaxLength = 63
+
+// MaxRevisionDigits is the revision numbers the limit assumes: up to six
+// digits, 999999 deployments of one agent (a revision grows by one per
+// deployment). A name at the limit fails a later deployment only past it.
+const MaxRevisionDigits = 6
+
+// maxRevision is the largest revision number with MaxRevisionDigits digits.
+func maxRevision() int64 {
+	n := int64(1)
+	for range MaxRevisionDigits {
+		n *= 10
+	}
+	return n - 1
+}
+
+// LabelLimitedNames are the names derived from an agent's name that
+// Kubernetes holds to LabelMaxLength, at revision n: the agent's Service,
+// the gateway's internal Service, the unsandboxed harness's Service, the
+// Sandboxes of a sandboxed harness and of a native node (each with a
+// headless Service named like it), and the agent label itself (LG4).
+func LabelLimitedNames(agent string, n int64) []string {
+	return []string{
+		ServiceName(agent), GatewayInternalName(agent), HarnessServiceName(agent),
+		HarnessSandboxName(agent, n), NodeSandboxName(agent, n), agent,
+	}
+}
+
+// LongestLabelName is the longest of LabelLimitedNames at the largest
+// revision number the limit assumes (MaxRevisionDigits).
+func LongestLabelName(agent string) string {
+	longest := ""
+	for _, s := range LabelLimitedNames(agent, maxRevision()) {
+		if len(s) > len(longest) {
+			longest = s
+		}
+	}
+	return longest
+}
+
+// MaxAgentNameLength is the longest agent name whose every label-limited
+// derived name fits LabelMaxLength on a Kubernetes compute, for revision
+// numbers of up to MaxRevisionDigits digits: 47, as NAME-harness-r999999
+// is the longest. SSH computes have no such limit of their own (their unit
+// and user names allow more; ServiceUser shortens a long name).
+func MaxAgentNameLength() int {
+	const probe = "a"
+	return LabelMaxLength - (len(LongestLabelName(probe)) - len(probe))
+}
