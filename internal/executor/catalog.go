@@ -102,7 +102,7 @@ var Catalog = []Entry{
 		"The runtime wrote a startup record outside the contract (an unknown field value or code).",
 		"Use the pinned runtime image or fix the custom image or wrapper."},
 	{CrashLoop, SourceProvider, k8s,
-		"A container keeps exiting; the diagnostic quotes the last lines of its previous run.",
+		"A container keeps exiting; the diagnostic quotes the last lines of its previous run (at most 20, with every credential the Pod was given, and whatever looks like one, redacted).",
 		"Fix the image or the configuration, then apply again."},
 	{ImagePull, SourceProvider, k8s,
 		"An image cannot be pulled.",

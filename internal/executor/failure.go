@@ -172,7 +172,9 @@ func (f *Failure) Detail(revisionID string) string {
 		}
 		b.WriteString(title + "\n")
 		for _, l := range f.Lines {
-			fmt.Fprintf(&b, "  %s\n", l)
+			// The executors redact raw lines with what they know; whatever
+			// looks like a credential goes here too (AU7).
+			fmt.Fprintf(&b, "  %s\n", Redactor{}.Line(l))
 		}
 	}
 	next := f.Next

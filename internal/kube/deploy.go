@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -205,6 +206,12 @@ func (e *Executor) apply(ctx context.Context, rev *admission.Revision, n, servin
 	}
 	e.log.Print("waiting for the revision's startup probe", map[string]any{"work.operation": "gate", "revision": n})
 	if err := e.gate(ctx, rev.Agent, ns, n, rev.ID(), components, workloads, sandboxes); err != nil {
+		var f *Failure
+		if errors.As(err, &f) && len(f.Lines) > 0 {
+			// The quoted log lines are the runtime's own output: withhold
+			// every credential its Pods were given (AU7).
+			f.Lines = executor.NewRedactor(e.secretValues(ctx, objs)...).Lines(f.Lines)
+		}
 		return Result{}, err
 	}
 	at, err := e.activate(ctx, rev, objs, n, serving, early)
