@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 
 	"github.com/hashicorp/terraform-plugin-framework/diag"
 	"github.com/hashicorp/terraform-plugin-framework/path"
@@ -57,12 +58,22 @@ func agentID(c admission.Compute, name string) string {
 	return name
 }
 
+// sshBeforeWrite is the SSH executor's BeforeWrite hook: nil but in the
+// fault tests, which cut the connection or kill the provider at a chosen
+// write (ssh_fault_acc_test.go).
+var sshBeforeWrite atomic.Pointer[func(addr, op string)]
+
 // sshExecutor returns the provider's SSH executor: one connection pool,
 // one connection per host, shared by every agent on it.
 func (d *Data) sshExecutor() *sshexec.Executor {
 	d.sshOnce.Do(func() {
 		var creds sshexec.Credentials
 		ex := &sshexec.Executor{KnownHostsFile: d.knownHostsFile()}
+		ex.BeforeWrite = func(addr, op string) {
+			if h := sshBeforeWrite.Load(); h != nil {
+				(*h)(addr, op)
+			}
+		}
 		if s := d.SSH; s != nil {
 			creds.PrivateKey, creds.Agent = s.PrivateKey.ValueString(), s.Agent.ValueBool()
 			ex.User = s.User.ValueString()

@@ -36,7 +36,10 @@ const (
 
 // serveChild serves the provider as a plugin process.
 func serveChild() int {
-	if point := os.Getenv(envKillAfter); point != "" {
+	if point := os.Getenv(envKillAfter); point == "ssh-activate" {
+		h := killAtSSHActivation(os.Getenv(envKillMark))
+		sshBeforeWrite.Store(&h)
+	} else if point != "" {
 		wrapKubeTransport = func(rt http.RoundTripper) http.RoundTripper {
 			return killAfter{next: rt, point: point, mark: os.Getenv(envKillMark)}
 		}

@@ -22,6 +22,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-testing/terraform"
 	"github.com/hashicorp/terraform-plugin-testing/tfjsonpath"
 
+	"github.com/occ-platform/terraform-provider-occ/internal/render"
 	"github.com/occ-platform/terraform-provider-occ/internal/testenv/sshhost"
 )
 
@@ -190,6 +191,12 @@ func (e *sshEnv) destroyed(*terraform.State) error {
 	}
 	if st, _ := e.check("systemctl is-active " + sshUnit + " || true"); st == "active" {
 		return errors.New("the unit still runs")
+	}
+	if out, _ := e.check("id -u " + render.ServiceUser("support") + " 2>/dev/null || true"); out != "" {
+		return fmt.Errorf("the service user %s is left after destroy", render.ServiceUser("support"))
+	}
+	if out, _ := e.check("ls -a /etc/systemd/system | grep -F .occ-upload." + sshUnit + " || true"); out != "" {
+		return fmt.Errorf("an interrupted upload of the unit is left after destroy: %s", out)
 	}
 	if sum, err := e.check("sha256sum " + sshEnvFile); err != nil || sum != e.envSum {
 		return fmt.Errorf("the credentials file changed: %q (%v)", sum, err)

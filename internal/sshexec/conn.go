@@ -507,12 +507,19 @@ func tail(s string, n, max int) string {
 // directory, checked against the expected sha256 (a connection that drops
 // mid-transfer ends stdin early, and a short file must never be renamed
 // into place), mode and group set, fsynced, renamed, and the directory
-// fsynced.
+// fsynced. The temporary file is removed however the script ends (a
+// dropped connection hangs it up); it is named after its destination
+// (.occ-upload.NAME.XXXXXX), so that a destroy finds what a killed
+// upload of its agent left in a shared directory.
 const uploadScript = `set -eu
 dest=$1 sum=$2 mode=$3 group=$4
 dir=$(dirname -- "$dest")
-tmp=$(mktemp -- "$dir/.occ-upload.XXXXXX")
+tmp=$(mktemp -- "$dir/.occ-upload.$(basename -- "$dest").XXXXXX")
 trap 'rm -f -- "$tmp"' EXIT
+trap 'exit 129' HUP
+trap 'exit 130' INT
+trap 'exit 141' PIPE
+trap 'exit 143' TERM
 cat > "$tmp"
 got=$(sha256sum -- "$tmp")
 got=${got%% *}

@@ -32,8 +32,22 @@ type Executor struct {
 	// PollInterval is how often the unit and the gateway are looked at
 	// while waiting; default 500 ms.
 	PollInterval time.Duration
-	// JournalLines is how many journal lines a Failure carries; default 40.
+	// JournalLines is how many journal lines a Failure carries; default
+	// and most executor.MaxQuotedLines.
 	JournalLines int
+	// ReadTimeout bounds a refresh (connect and read); default 60 s.
+	ReadTimeout time.Duration
+	// BeforeWrite, when set, is called before each command or upload that
+	// may change a host, with the host's address and the operation. Only
+	// fault tests set it (to cut a connection or kill the process there).
+	BeforeWrite func(addr, op string)
+}
+
+func (e *Executor) readTimeout() time.Duration {
+	if e.ReadTimeout > 0 {
+		return e.ReadTimeout
+	}
+	return 60 * time.Second
 }
 
 var _ executor.Executor = (*Executor)(nil)
@@ -130,12 +144,40 @@ chmod 0750 -- "$agentdir" "$revdir"
 rm -f -- "$agentdir"/.occ-upload.* "$revdir"/.occ-upload.* "$agentdir/.current.tmp"
 `
 
-// activateScript switches the current link to the revision atomically
-// (a new link renamed over the old one), reloads systemd, enables the unit
-// and restarts it. It prints the host's clock before the restart, and the
-// restart's exit status.
+// guardScript reads, before anything is written, which revision the host
+// selects and that revision's activation record: what AC3's stale guard
+// and a create's ownership check judge (guardVerdict).
+const guardScript = `agentdir=$1
+echo "current=$(readlink -- "$agentdir/current" 2>/dev/null || true)"
+cat -- "$agentdir/current/` + render.ActivationFile + `" 2>/dev/null || true
+`
+
+// activateScript runs the activation on the host as a transient systemd
+// unit (systemd-run), so that it completes on its own when the SSH
+// connection drops or the provider is killed half-way: the connection only
+// waits for it. The unit, under the agent's lock (flock), refuses to
+// switch when the host selects a newer revision than this one (AC3), and
+// otherwise switches the current link atomically (a new link renamed over
+// the old one), reloads systemd, enables the unit and restarts it. Its
+// output (the host's clock before the restart, the restart's exit status,
+// or stale=N) goes to a file this script prints afterwards: a write to a
+// connection that is gone must not stop it between the switch and the
+// restart.
 const activateScript = `set -eu
 agentdir=$1 rev=$2 unit=$3
+out="$agentdir/.activate.out" job="$agentdir/.activate.sh"
+rm -f -- "$out"
+cat > "$job" <<'OCC_ACTIVATE'
+set -eu
+agentdir=$1 rev=$2 unit=$3 out=$4
+exec 9>"$agentdir/.lock"
+flock 9
+exec >"$out" 2>&1
+cur=$(readlink -- "$agentdir/current" 2>/dev/null || true)
+case "$cur" in
+r[0-9]*) if [ "${cur#r}" -gt "${rev#r}" ]; then echo "stale=${cur#r}"; exit 0; fi ;;
+esac
+rm -f -- "$agentdir/$rev/` + render.ActivationFile + `"
 ln -sfn -- "$rev" "$agentdir/.current.tmp"
 mv -fT -- "$agentdir/.current.tmp" "$agentdir/current"
 sync -- "$agentdir"
@@ -146,6 +188,13 @@ echo "since=$(date +%s%6N)"
 set +e
 systemctl restart -- "$unit"
 echo "restart=$?"
+OCC_ACTIVATE
+chmod 0700 -- "$job"
+rc=0
+systemd-run --quiet --wait --collect --service-type=exec --unit="occ-activate-${unit%.service}-$(date +%s%N)" \
+	/bin/sh "$job" "$agentdir" "$rev" "$unit" "$out" >/dev/null || rc=$?
+cat -- "$out" 2>/dev/null || true
+exit "$rc"
 `
 
 // pruneScript removes revision directories beyond the newest $2, never the
@@ -207,11 +256,26 @@ func (e *Executor) deploy(ctx context.Context, d executor.Deployment, t Target, 
 	// the host, so each marks the operation's Writes before it runs.
 	run := func(op, script string, args ...string) (Output, error) {
 		writes.Mark()
+		if e.BeforeWrite != nil {
+			e.BeforeWrite(t.Addr(), op)
+		}
 		return conn.RunOK(ctx, op, script, nil, args...)
 	}
 	upload := func(path string, data []byte, mode, group string) error {
 		writes.Mark()
+		if e.BeforeWrite != nil {
+			e.BeforeWrite(t.Addr(), "write "+path)
+		}
 		return conn.Upload(ctx, path, data, mode, group)
+	}
+	// Judged before the first write: a newer revision selected (AC3), or
+	// on create another configuration's agent under this name.
+	g, err := conn.RunOK(ctx, "read the selected revision", guardScript, nil, h.AgentDir)
+	if err != nil {
+		return executor.Result{}, err
+	}
+	if err := guardVerdict(rev.Agent, t.Addr(), n, d.Serving, h.RevisionID, parseSelected(g.Stdout)); err != nil {
+		return executor.Result{}, err
 	}
 	if _, err := run("prepare "+h.RevisionDir, prepareScript, h.User, h.AgentDir, h.RevisionDir); err != nil {
 		return executor.Result{}, err
@@ -232,6 +296,9 @@ func (e *Executor) deploy(ctx context.Context, d executor.Deployment, t Target, 
 		return executor.Result{}, err
 	}
 	out := keyValues(res.Stdout)
+	if live, err := strconv.ParseInt(out["stale"], 10, 64); err == nil {
+		return executor.Result{}, staleFailure(rev.Agent, n, live, "activation", fmt.Sprintf("revision %d was written but not selected", n))
+	}
 	since := time.Time{}
 	if us, err := strconv.ParseInt(out["since"], 10, 64); err == nil {
 		since = time.UnixMicro(us).UTC()
@@ -468,10 +535,13 @@ func (w *watch) withJournal(f *executor.Failure, entries []JournalEntry) *execut
 		f.State = w.state.String()
 	}
 	max := w.e.JournalLines
-	if max <= 0 {
-		max = 40
+	if max <= 0 || max > executor.MaxQuotedLines {
+		max = executor.MaxQuotedLines
 	}
-	f.Lines = JournalLines(entries, max)
+	// The unit's own output: bounded and redacted (AU7). The credentials
+	// file the unit loads is the operator's, never read by the provider,
+	// so the patterns do the work.
+	f.Lines = executor.Redactor{}.Lines(JournalLines(entries, max))
 	f.LinesTitle = "Journal of this activation (journalctl -u " + w.h.Unit + "):"
 	if f.Record == nil {
 		if records, _ := StartupRecords(entries); len(records) > 0 {
@@ -531,4 +601,53 @@ func keyValues(s string) map[string]string {
 		}
 	}
 	return out
+}
+
+// selected is what the host selects for an agent: the current link's
+// revision (0: none) and that revision's activation record, if any.
+type selected struct {
+	Revision   int64
+	Activation *render.Activation
+}
+
+// parseSelected reads guardScript's output.
+func parseSelected(out string) selected {
+	var sel selected
+	first, rest, _ := strings.Cut(out, "\n")
+	if n, ok := render.ParseRevisionDirName(strings.TrimPrefix(strings.TrimSpace(first), "current=")); ok {
+		sel.Revision = n
+	}
+	var act render.Activation
+	if rest = strings.TrimSpace(rest); rest != "" && json.Unmarshal([]byte(rest), &act) == nil && act.RevisionID != "" {
+		sel.Activation = &act
+	}
+	return sel
+}
+
+// guardVerdict judges revision n of an agent (id its content address)
+// against what the host selects, before anything is written: a newer
+// revision selected is STALE_REVISION (AC3: an older apply never
+// overwrites a newer one); on a create (serving 0) an activated revision
+// of other content is another configuration's agent, RESOURCE_CONFLICT
+// naming the import id. An unfinished create (nothing activated) or the
+// very revision planned (a create killed after activating it) is taken on.
+func guardVerdict(agent, addr string, n, serving int64, id string, sel selected) error {
+	switch {
+	case serving == 0 && sel.Activation != nil && sel.Activation.RevisionID != id:
+		return &executor.Failure{Code: executor.ResourceConflict, Agent: agent,
+			Summary: fmt.Sprintf("agent %q already runs on %s", agent, addr),
+			Reason:  fmt.Sprintf("the host serves its revision %d (%s), which this configuration did not create: another Terraform configuration, or a state that lost it, manages it", sel.Activation.Revision, sel.Activation.RevisionID),
+			Next:    fmt.Sprintf("Adopt it with `terraform import <address> %s/%s` (it then follows this configuration), or give this agent another name. Nothing of the running agent was touched.", addr, agent)}
+	case sel.Revision > n:
+		return staleFailure(agent, n, sel.Revision, "admission", fmt.Sprintf("nothing of revision %d was written", n))
+	}
+	return nil
+}
+
+// staleFailure refuses revision n because the host selects newer revision
+// live (AC3); outcome says what became of n.
+func staleFailure(agent string, n, live int64, phase, outcome string) *executor.Failure {
+	return &executor.Failure{Code: executor.Stale, Agent: agent, Revision: n, Phase: phase,
+		Reason: fmt.Sprintf("the host already selects newer revision %d; %s", live, outcome),
+		Next:   "Another apply activated a newer revision. Refresh (terraform plan) and apply again."}
 }

@@ -65,7 +65,8 @@ func (e *Error) Error() string {
 	case ClassCommandFailed:
 		fmt.Fprintf(&b, ": exit status %d", e.ExitCode)
 		if s := strings.TrimSpace(e.Stderr); s != "" {
-			fmt.Fprintf(&b, ": %s", s)
+			// The host's own output: bounded and redacted (AU7).
+			fmt.Fprintf(&b, ": %s", strings.Join(executor.Redactor{}.Lines(strings.Split(s, "\n")), "\n"))
 		}
 	default:
 		if e.Err != nil {

@@ -99,8 +99,15 @@ func (e *Executor) Read(ctx context.Context, a executor.Agent) (executor.Observe
 	if err != nil {
 		return executor.Observed{}, failureOf(executor.OpRead, a.Name, 0, a.ImportID, nil, err)
 	}
-	v, err := e.read(ctx, t, a.Name, agentDir)
+	// A refresh has no timeouts block: a host that accepts the connection
+	// but never answers (a hung systemctl) must not hold the plan for ever.
+	rctx, cancel := context.WithTimeout(ctx, e.readTimeout())
+	defer cancel()
+	v, err := e.read(rctx, t, a.Name, agentDir)
 	if err != nil {
+		if rctx.Err() != nil && ctx.Err() == nil {
+			err = fmt.Errorf("the host did not answer the refresh within %s: %w", e.readTimeout(), err)
+		}
 		return executor.Observed{}, failureOf(executor.OpRead, a.Name, 0, t.Addr(), nil, err)
 	}
 	o := executor.Observed{Exists: v.Exists, Drift: v.Reason, DriftDetail: v.Drift}
@@ -181,12 +188,12 @@ func drift(o hostView, current string) (executor.DriftReason, string) {
 // only what the provider writes: the credentials file is never touched, and
 // an agent directory holding anything else is kept.
 const deleteScript = `set -u
-agent=$1 unit=$2 unitpath=$3 agentdir=$4 statedir=$5
+agent=$1 unit=$2 unitpath=$3 agentdir=$4 statedir=$5 user=$6
 if [ -z "$agentdir" ] && [ -f "$unitpath" ]; then
 	agentdir=$(sed -n 's/^X-OCC-Agent-Dir=//p' "$unitpath" | head -n 1 | sed 's/%%/%/g')
 fi
 systemctl disable --now --quiet -- "$unit" 2>/dev/null || systemctl stop -- "$unit" 2>/dev/null || true
-rm -f -- "$unitpath"
+rm -f -- "$unitpath" "$(dirname -- "$unitpath")/.occ-upload.$(basename -- "$unitpath")."*
 systemctl daemon-reload
 systemctl reset-failed -- "$unit" 2>/dev/null || true
 case "$agentdir" in
@@ -198,16 +205,21 @@ if [ -n "$agentdir" ] && [ "$agentdir" != / ] && [ -d "$agentdir" ]; then
 		case "${d##*/}" in r*[!0-9]*) continue ;; esac
 		[ -d "$d" ] && rm -rf -- "$d"
 	done
-	rm -f -- "$agentdir/current" "$agentdir/.current.tmp" "$agentdir"/.occ-upload.*
+	rm -f -- "$agentdir/current" "$agentdir/.current.tmp" "$agentdir"/.occ-upload.* "$agentdir/.lock" "$agentdir/.activate.sh" "$agentdir/.activate.out"
 	rmdir -- "$agentdir" 2>/dev/null || echo "kept $agentdir: it holds files the provider did not write" >&2
 fi
 rm -rf -- "$statedir"
+# The service user the first deploy created (userdel refuses while a
+# process still runs as it).
+if id -u "$user" >/dev/null 2>&1; then
+	userdel -- "$user" 2>/dev/null || echo "kept the user $user: userdel failed" >&2
+fi
 exit 0
 `
 
 // Delete removes an agent from the host: the unit (stopped and disabled),
-// its revision files and state directory. The operator's credentials file
-// is never touched (AU5).
+// its revision files, what a killed upload left, its state directory and
+// its service user. The operator's credentials file is never touched (AU5).
 func (e *Executor) Delete(ctx context.Context, a executor.Agent) error {
 	t, agentDir, err := e.location(a)
 	if err == nil {
@@ -225,7 +237,7 @@ func (e *Executor) delete(ctx context.Context, t Target, agent, agentDir string,
 		return err
 	}
 	res, err := conn.RunOK(ctx, "delete "+render.UnitName(agent), deleteScript, nil,
-		agent, render.UnitName(agent), render.UnitPath(agent), agentDir, render.StateDir(agent))
+		agent, render.UnitName(agent), render.UnitPath(agent), agentDir, render.StateDir(agent), render.ServiceUser(agent))
 	if err != nil {
 		return err
 	}
