@@ -26,14 +26,7 @@ import (
 // tainted otherwise), with exactly one audit Event. Its own cluster: the
 // restart must not disturb the other tests' shared one.
 func TestFault_APIServerRestartWhileTheGateWaits(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
-	defer cancel()
-	c, err := testkube.Start(ctx, testkube.Options{})
-	if err != nil {
-		testkube.SkipOrFail(t, err)
-	}
-	t.Cleanup(c.Stop)
-	ns := c.TestNamespace(t)
+	c, ns, ctx := ownCluster(t)
 	exec, err := New(c.Config)
 	if err != nil {
 		t.Fatal(err)
@@ -211,14 +204,7 @@ func (w *watchLog) restartedFromScratch() bool {
 // from the current objects (shown by the watch requests), the apply
 // returns activated, exactly one audit Event. Its own cluster.
 func TestFault_EtcdCompactedWhileTheGateWaits(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
-	defer cancel()
-	c, err := testkube.Start(ctx, testkube.Options{})
-	if err != nil {
-		testkube.SkipOrFail(t, err)
-	}
-	t.Cleanup(c.Stop)
-	ns := c.TestNamespace(t)
+	c, ns, ctx := ownCluster(t)
 	cfg := rest.CopyConfig(c.Config)
 	watches := &watchLog{}
 	cfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper { watches.next = rt; return watches }
@@ -270,4 +256,19 @@ func TestFault_EtcdCompactedWhileTheGateWaits(t *testing.T) {
 	if n := len(events.Items); n != 1 || events.Items[0].Reason != "RevisionActivated" {
 		t.Fatalf("%d audit events, want one RevisionActivated", n)
 	}
+}
+
+// ownCluster starts a control plane for one fault test (a restart or a
+// compaction must not disturb the shared one), a namespace in it, and a
+// context that ends with the test.
+func ownCluster(t *testing.T) (*testkube.Cluster, string, context.Context) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	t.Cleanup(cancel)
+	c, err := testkube.Start(ctx, testkube.Options{})
+	if err != nil {
+		testkube.SkipOrFail(t, err)
+	}
+	t.Cleanup(c.Stop)
+	return c, c.TestNamespace(t), ctx
 }
