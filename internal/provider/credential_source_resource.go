@@ -2,6 +2,10 @@ package provider
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
 	"fmt"
 
 	"github.com/hashicorp/terraform-plugin-framework-validators/int64validator"
@@ -19,7 +23,6 @@ import (
 
 	"github.com/occ-platform/terraform-provider-occ/internal/admission"
 	"github.com/occ-platform/terraform-provider-occ/internal/executor"
-	"github.com/occ-platform/terraform-provider-occ/internal/kube"
 )
 
 var (
@@ -93,7 +96,10 @@ func credentialSourceSchema() schema.Schema {
 				MarkdownDescription: "The key or token, write-only: it reaches only the Kubernetes Secret the provider writes, never state or plan. " +
 					"Needs Terraform or OpenTofu >= 1.11. Bump `value_wo_version` to rotate."},
 			"value_wo_version": schema.Int64Attribute{Optional: true, Validators: []validator.Int64{int64validator.AtLeast(1)},
-				MarkdownDescription: "The version of `value_wo`; bump it to rotate the value (a new Secret that running revisions do not see until redeployed)."},
+				MarkdownDescription: "The version of `value_wo`; bump it to rotate the value (a new Secret that running revisions do not see until redeployed). " +
+					"A rotation keeps the new and the previous version's Secret and deletes older ones; destroy deletes every Secret this source wrote. " +
+					"Each source marks its Secrets with an owner id kept in its private state: a source of the same name in another configuration, " +
+					"or a Secret made by hand under `occ-cred-NAME-vN`, is refused with `RESOURCE_CONFLICT` and never used or deleted."},
 			"secret_ref": schema.SingleNestedAttribute{Optional: true,
 				MarkdownDescription: "An existing Secret in the compute's namespace.",
 				Attributes: map[string]schema.Attribute{
@@ -260,23 +266,70 @@ func (r *credentialSourceResource) Configure(_ context.Context, req resource.Con
 func (r *credentialSourceResource) Create(ctx context.Context, req resource.CreateRequest, resp *resource.CreateResponse) {
 	var plan credentialSourceModel
 	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
-	resp.Diagnostics.Append(r.materialize(ctx, req.Config, plan)...)
+	// The owner id tells this source's Secrets from those of a source of
+	// the same name in another configuration (kube.LabelCredentialOwner).
+	b := make([]byte, 8)
+	_, _ = rand.Read(b)
+	owner := hex.EncodeToString(b)
+	resp.Diagnostics.Append(r.materialize(ctx, req.Config, plan, owner)...)
 	if resp.Diagnostics.HasError() {
 		return
 	}
+	resp.Diagnostics.Append(setOwner(ctx, resp.Private, owner)...)
 	plan.ValueWO = types.StringNull() // write-only: never stored
 	resp.Diagnostics.Append(resp.State.Set(ctx, &plan)...)
 }
 
 func (r *credentialSourceResource) Update(ctx context.Context, req resource.UpdateRequest, resp *resource.UpdateResponse) {
-	var plan credentialSourceModel
+	var plan, state credentialSourceModel
 	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
-	resp.Diagnostics.Append(r.materialize(ctx, req.Config, plan)...)
+	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
+	owner := ownerOf(ctx, req.Private)
+	resp.Diagnostics.Append(r.materialize(ctx, req.Config, plan, owner)...)
 	if resp.Diagnostics.HasError() {
 		return
 	}
+	// A rotation keeps the new value's Secret and the one before it (an
+	// Agent of another configuration may not have redeployed yet); older
+	// versions go.
+	if _, ns, ok := kubeTarget(ctx, plan.sourceRefModel); ok && !plan.ValueWOVersion.IsNull() && !plan.SecretName.Equal(state.SecretName) {
+		if exec, err := r.providerData().KubeExecutor(ctx); err == nil {
+			if err := exec.DeleteCredentialSecrets(ctx, ns, plan.Name.ValueString(), owner, plan.SecretName.ValueString(), state.SecretName.ValueString()); err != nil {
+				resp.Diagnostics.AddWarning("Earlier credential Secrets were not deleted",
+					fmt.Sprintf("Credential source %q: versions older than the previous one were to be deleted, but: %v. The next rotation or the destroy retries.", plan.Name.ValueString(), err))
+			}
+		}
+	}
 	plan.ValueWO = types.StringNull()
 	resp.Diagnostics.Append(resp.State.Set(ctx, &plan)...)
+}
+
+// privateState is where a resource keeps provider-private values.
+type privateState interface {
+	GetKey(ctx context.Context, key string) ([]byte, diag.Diagnostics)
+}
+
+const ownerKey = "credential_owner"
+
+// ownerOf is the source's owner id from its private state; "" for a
+// source created before owners (its Secrets carry none).
+func ownerOf(ctx context.Context, p privateState) string {
+	if p == nil {
+		return ""
+	}
+	b, _ := p.GetKey(ctx, ownerKey)
+	var owner string
+	if len(b) > 0 && json.Unmarshal(b, &owner) != nil {
+		return ""
+	}
+	return owner
+}
+
+func setOwner(ctx context.Context, p interface {
+	SetKey(ctx context.Context, key string, value []byte) diag.Diagnostics
+}, owner string) diag.Diagnostics {
+	b, _ := json.Marshal(owner)
+	return p.SetKey(ctx, ownerKey, b)
 }
 
 // kubeTarget is the namespace a Secret-backed source lives in, when its
@@ -293,7 +346,7 @@ func kubeTarget(ctx context.Context, m sourceRefModel) (compute, ns string, ok b
 // materialize writes the value into its Secret (one per value version), or
 // checks that a referenced Secret holds its key. The value goes from the
 // configuration to the API server and nowhere else (AU7).
-func (r *credentialSourceResource) materialize(ctx context.Context, config tfsdk.Config, plan credentialSourceModel) diag.Diagnostics {
+func (r *credentialSourceResource) materialize(ctx context.Context, config tfsdk.Config, plan credentialSourceModel, owner string) diag.Diagnostics {
 	var diags diag.Diagnostics
 	compute, ns, ok := kubeTarget(ctx, plan.sourceRefModel)
 	if !ok {
@@ -321,7 +374,12 @@ func (r *credentialSourceResource) materialize(ctx context.Context, config tfsdk
 			addAttrError(&diags, path.Root("value_wo"), "INVALID_REQUEST: value_wo is empty", "Set the key or token; an empty credential cannot authenticate.")
 			return diags
 		}
-		if err := exec.WriteCredentialSecret(ctx, ns, plan.SecretName.ValueString(), plan.Name.ValueString(), []byte(value.ValueString())); err != nil {
+		if err := exec.WriteCredentialSecret(ctx, ns, plan.SecretName.ValueString(), plan.Name.ValueString(), owner, []byte(value.ValueString())); err != nil {
+			var f *executor.Failure
+			if errors.As(err, &f) {
+				addFailure(&diags, "", err)
+				return diags
+			}
 			diags.AddError("UNAVAILABLE: cannot write the credential Secret", err.Error())
 		}
 		return diags
@@ -348,8 +406,8 @@ func (r *credentialSourceResource) providerData() *Data {
 	return r.data
 }
 
-// Read detects a deleted provider-written Secret: the source is removed from
-// state, so the next plan creates it again from the configured value.
+// Read detects a deleted provider-written Secret: its name leaves state,
+// so the next plan writes it again from the configured value.
 func (r *credentialSourceResource) Read(ctx context.Context, req resource.ReadRequest, resp *resource.ReadResponse) {
 	var state credentialSourceModel
 	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
@@ -362,13 +420,21 @@ func (r *credentialSourceResource) Read(ctx context.Context, req resource.ReadRe
 		resp.Diagnostics.AddError("UNAVAILABLE: cannot reach Kubernetes to refresh the credential source", err.Error())
 		return
 	}
-	exists, _, err := exec.SecretHasKey(ctx, ns, state.SecretName.ValueString(), kube.SecretKey)
+	exists, owner, err := exec.CredentialOwner(ctx, ns, state.SecretName.ValueString())
 	if err != nil {
 		resp.Diagnostics.AddError("UNAVAILABLE: cannot refresh the credential source", err.Error())
 		return
 	}
 	if !exists {
-		resp.State.RemoveResource(ctx)
+		// The next plan writes it again, as an update: the source keeps
+		// its owner, so its other Secrets stay its own.
+		state.SecretName = types.StringNull()
+		resp.Diagnostics.Append(resp.State.Set(ctx, &state)...)
+		return
+	}
+	if ownerOf(ctx, req.Private) == "" && owner != "" {
+		// An imported source adopts the owner its Secret names.
+		resp.Diagnostics.Append(setOwner(ctx, resp.Private, owner)...)
 	}
 }
 
@@ -384,7 +450,7 @@ func (r *credentialSourceResource) Delete(ctx context.Context, req resource.Dele
 		resp.Diagnostics.AddError("UNAVAILABLE: cannot reach Kubernetes to delete the credential Secret", err.Error())
 		return
 	}
-	if err := exec.DeleteCredentialSecrets(ctx, ns, state.Name.ValueString()); err != nil {
+	if err := exec.DeleteCredentialSecrets(ctx, ns, state.Name.ValueString(), ownerOf(ctx, req.Private)); err != nil {
 		resp.Diagnostics.AddError("DELETE_FAILED: credential source "+state.Name.ValueString(), err.Error())
 	}
 }

@@ -155,13 +155,13 @@ resource "occ_credential_source" "s" {
 				Check: secretHolds("occ-cred-openai-v2"),
 			},
 			{
-				// Drift: a deleted Secret plans a re-create.
+				// Drift: a deleted Secret plans writing it again.
 				PreConfig: func() {
 					_ = env.cluster.Clientset.CoreV1().Secrets(env.ns).Delete(context.Background(), "occ-cred-openai-v2", metav1.DeleteOptions{})
 				},
 				Config: config(2),
 				ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{
-					plancheck.ExpectResourceAction("occ_credential_source.s", plancheck.ResourceActionCreate)}},
+					plancheck.ExpectResourceAction("occ_credential_source.s", plancheck.ResourceActionUpdate)}},
 				Check: secretHolds("occ-cred-openai-v2"),
 			},
 		},
