@@ -73,7 +73,58 @@ func DocumentWarnings(doc occconfig.Document) []Warning {
 		ws = append(ws, Warning{Rule: "AD4", DocPath: pathRedactSensitive,
 			Message: "logging.redactSensitive is retired: redaction is always on. Platform-owned logging removes the key from the admitted revision; with driver-owned logging it is kept as written"})
 	}
+	return append(ws, literalCredentials(map[string]any(doc), nil)...)
+}
+
+// literalCredentials warns of every string under a key that names a
+// credential (apiKey, botToken, password, clientSecret, …) and holds a
+// literal value rather than a ${VAR} reference (AU7): the document goes to
+// Terraform state (the configuration's and every agent's), to the plan
+// and to the revision's ConfigMap as it is written.
+func literalCredentials(v any, at occconfig.Path) []Warning {
+	var ws []Warning
+	switch x := v.(type) {
+	case map[string]any:
+		for _, k := range sortedKeys(x) {
+			p := at.Key(k)
+			if s, ok := x[k].(string); ok && credentialKey(k) && literalValue(s) {
+				ws = append(ws, Warning{Rule: "AU7", DocPath: p, Message: literalCredentialMessage(p)})
+				continue
+			}
+			ws = append(ws, literalCredentials(x[k], p)...)
+		}
+	case []any:
+		for i, e := range x {
+			ws = append(ws, literalCredentials(e, at.Index(i))...)
+		}
+	}
 	return ws
+}
+
+// credentialKey reports whether a document key names a credential.
+func credentialKey(k string) bool {
+	k = strings.ToLower(strings.NewReplacer("_", "", "-", "").Replace(k))
+	switch {
+	case k == "password" || k == "passwd" || k == "secret" || k == "privatekey" || k == "credentials":
+		return true
+	case strings.HasSuffix(k, "apikey") || strings.HasSuffix(k, "token") || strings.HasSuffix(k, "secret") || strings.HasSuffix(k, "password"):
+		return true
+	}
+	return false
+}
+
+// literalValue is a non-empty value that refers to no ${VAR}.
+func literalValue(s string) bool {
+	return strings.TrimSpace(s) != "" && len(envRefs(s)) == 0
+}
+
+func literalCredentialMessage(p occconfig.Path) string {
+	if len(p) > 1 && p[0].Key == "models" && p[1].Key == "providers" {
+		return p.String() + " holds a literal model credential: it goes to Terraform state (the configuration's and every agent's), to the plan and, " +
+			"in plain text, to the revision's ConfigMap. Remove it: the model credential comes from the Agent's credential source (harness_auth), which keeps it out of state"
+	}
+	return p.String() + " holds a literal credential: it goes to Terraform state, to the plan and, in plain text, to the revision's ConfigMap. " +
+		"Keep it in a Kubernetes Secret, bind it on the configuration (secret_bindings = { NAME = { name = \"SECRET\", key = \"KEY\" } }) and write \"${NAME}\" here"
 }
 
 var entryIDRe = regexp.MustCompile(`^[a-z0-9_][a-z0-9_-]{0,63}$`)
