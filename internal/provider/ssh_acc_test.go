@@ -428,15 +428,20 @@ func TestAccAgent_SSHUploadCutKeepsServingRevision(t *testing.T) {
 }
 
 // TestAccAgent_SSHUnitThatFailsFailsFast: a unit that cannot start (a bad
-// binary path) or a gateway that refuses its configuration fails the apply
+// binary path), a gateway that refuses its configuration, or one that
+// prints its environment (the credential in it) and exits fails the apply
 // with the journal lines of the activation, well before the 8 minute
 // deadline; the journal line in which systemd quotes the credentials file
-// is withheld (AU7).
+// is withheld, and the printed credential is redacted: it is in neither
+// the diagnostic nor the log (AU7).
 func TestAccAgent_SSHUnitThatFailsFailsFast(t *testing.T) {
 	env := newSSHEnv(t)
+	env.run(t, `printf '#!/bin/sh\necho "gateway starting"\nenv | grep -E "^(ANTHROPIC_API_KEY|OPENCLAW_CONFIG_PATH)="\necho "using key $ANTHROPIC_API_KEY"\nexit 1\n' > /usr/local/bin/occ-env-dump && chmod 0755 /usr/local/bin/occ-env-dump`)
 	cases := []struct {
 		name, computeExtra, doc, want string
 	}{
+		{"gateway prints its environment", `, openclaw_path = "/usr/local/bin/occ-env-dump"`, env.doc("anthropic/claude-sonnet-4-5", ""),
+			`UNIT_FAILED: agent "support" revision 1 did not activate[\s\S]*Journal of this activation[\s\S]*ANTHROPIC_API_KEY=\[redacted\][\s\S]*using key \[redacted\]`},
 		{"bad binary path", `, openclaw_path = "/usr/local/bin/no-such-openclaw"`, env.doc("anthropic/claude-sonnet-4-5", ""),
 			`UNIT_START_FAILED: agent "support" revision 1 did not activate[\s\S]*203[\s\S]*Journal of this activation[\s\S]*no-such-openclaw[\s\S]*Next: The compute's openclaw_path cannot be executed`},
 		{"bad configuration", "", env.doc("anthropic/claude-sonnet-4-5", `, session = { bogusKey = 1 }`),
