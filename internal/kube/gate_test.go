@@ -70,3 +70,22 @@ func TestReadRecords_ResumesAndSkipsLongLines(t *testing.T) {
 		t.Fatal("a held record in the same tick as the lines read before the reconnect was skipped")
 	}
 }
+
+// rule AU7: a startup record whose free field holds a credential (a
+// runtime outside the contract, or one that echoes a provider message)
+// fails the gate as INVALID_STARTUP_RECORD without quoting the value.
+func TestAU7_BadStartupRecordQuotesNoValue(t *testing.T) {
+	const sentinel = "sk-SENTINEL-9f3c2a7e-do-not-leak"
+	st := &gateState{agent: "bench", n: 1, components: map[string]bool{"gateway": true}, followed: map[string]bool{}, failures: make(chan *Failure, 8), phase: "scheduling"}
+	line := `{"event":"` + string(runtimerecord.EventOpenClawProbe) + `","phase":"model_probe","outcome":"failed","causeDetail":"Incorrect API key provided: ` + sentinel + `"}`
+	if held := readRecord([]byte(line), "gateway", st); !held {
+		t.Fatal("a record outside its closed set passed")
+	}
+	f := <-st.failures
+	if f.Code != CodeBadRecord {
+		t.Fatalf("code %s, want %s", f.Code, CodeBadRecord)
+	}
+	if text := f.Error() + f.Detail(""); strings.Contains(text, "SENTINEL") || !strings.Contains(text, "causeDetail") {
+		t.Fatalf("diagnostic %q: must name the field, never its value", text)
+	}
+}
