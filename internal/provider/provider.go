@@ -176,7 +176,7 @@ func (p *occProvider) Schema(_ context.Context, _ provider.SchemaRequest, resp *
 				Attributes: map[string]schema.Attribute{
 					"user":        schema.StringAttribute{Optional: true, MarkdownDescription: "The login user; a compute's own `ssh.user` wins."},
 					"private_key": schema.StringAttribute{Optional: true, Sensitive: true, MarkdownDescription: "A PEM or OpenSSH private key."},
-					"agent":       schema.BoolAttribute{Optional: true, MarkdownDescription: "Authenticate with the agent at `SSH_AUTH_SOCK`."},
+					"agent":       schema.BoolAttribute{Optional: true, MarkdownDescription: "Authenticate with the agent at `SSH_AUTH_SOCK` (Linux, macOS and the BSDs; not on Windows, whose OpenSSH agent is a named pipe: use `private_key` there)."},
 					"known_hosts_file": schema.StringAttribute{Optional: true,
 						MarkdownDescription: "A known_hosts file that verifies hosts whose compute is not in state yet: only `terraform import` of an agent uses it. Default `~/.ssh/known_hosts`."},
 				},

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -175,6 +176,12 @@ func (p *Pool) authMethods() ([]ssh.AuthMethod, []string, error) {
 			}
 			p.auth = append(p.auth, ssh.PublicKeys(signer))
 			p.offered = append(p.offered, ssh.FingerprintSHA256(signer.PublicKey()))
+		}
+		if p.creds.Agent && runtime.GOOS == "windows" {
+			// The OpenSSH agent on Windows listens on a named pipe, which
+			// this provider does not speak: say so rather than fail to dial.
+			p.authErr = errors.New("ssh.agent is not supported on Windows (the OpenSSH agent there is a named pipe); set ssh.private_key instead")
+			return
 		}
 		if p.creds.Agent {
 			sock := p.creds.AgentSocket
