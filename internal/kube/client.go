@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 
 	"k8s.io/client-go/kubernetes"
@@ -32,6 +33,47 @@ type Settings struct {
 	Insecure             bool
 	Exec                 *ExecSettings
 	UserAgent            string
+	// ProxyURL is an HTTP(S) or SOCKS5 proxy to the API server;
+	// TLSServerName the name the API server's certificate is checked for.
+	ProxyURL, TLSServerName string
+	// ConfigContextCluster and ConfigContextAuthInfo override the chosen
+	// context's cluster and user.
+	ConfigContextCluster, ConfigContextAuthInfo string
+}
+
+// FromEnv fills every setting left empty from the environment variables
+// the hashicorp/kubernetes provider reads (getenv is os.Getenv but in
+// tests): KUBE_CONFIG_PATH, KUBE_CONFIG_PATHS, KUBE_CTX, KUBE_CTX_CLUSTER,
+// KUBE_CTX_AUTH_INFO, KUBE_HOST, KUBE_TOKEN, KUBE_CLIENT_CERT_DATA,
+// KUBE_CLIENT_KEY_DATA, KUBE_CLUSTER_CA_CERT_DATA, KUBE_INSECURE,
+// KUBE_PROXY_URL and KUBE_TLS_SERVER_NAME. A setting in the provider
+// block wins over its variable.
+func FromEnv(s Settings, getenv func(string) string) Settings {
+	str := func(v *string, env string) {
+		if *v == "" {
+			*v = getenv(env)
+		}
+	}
+	str(&s.ConfigPath, "KUBE_CONFIG_PATH")
+	if len(s.ConfigPaths) == 0 {
+		if v := getenv("KUBE_CONFIG_PATHS"); v != "" {
+			s.ConfigPaths = filepath.SplitList(v)
+		}
+	}
+	str(&s.ConfigContext, "KUBE_CTX")
+	str(&s.ConfigContextCluster, "KUBE_CTX_CLUSTER")
+	str(&s.ConfigContextAuthInfo, "KUBE_CTX_AUTH_INFO")
+	str(&s.Host, "KUBE_HOST")
+	str(&s.Token, "KUBE_TOKEN")
+	str(&s.ClientCertificate, "KUBE_CLIENT_CERT_DATA")
+	str(&s.ClientKey, "KUBE_CLIENT_KEY_DATA")
+	str(&s.ClusterCACertificate, "KUBE_CLUSTER_CA_CERT_DATA")
+	str(&s.ProxyURL, "KUBE_PROXY_URL")
+	str(&s.TLSServerName, "KUBE_TLS_SERVER_NAME")
+	if !s.Insecure {
+		s.Insecure, _ = strconv.ParseBool(getenv("KUBE_INSECURE"))
+	}
+	return s
 }
 
 // ExecSettings is a client-go exec credential plugin.
@@ -50,22 +92,23 @@ const (
 	Burst = 100
 )
 
-// RESTConfig resolves the settings: explicit kubeconfig paths, then
-// KUBE_CONFIG_PATH, KUBECONFIG and ~/.kube/config, with host, token,
-// certificates, exec and insecure as overrides. With only host set, no
-// kubeconfig is read.
+// RESTConfig resolves the settings (after FromEnv): the kubeconfig paths
+// set, else KUBECONFIG, else ~/.kube/config, else, in a Pod, the in-cluster
+// configuration; host, token, certificates, exec, insecure, proxy, TLS
+// server name and the context's cluster and user override it. With only
+// host set, no kubeconfig is read.
 func RESTConfig(s Settings) (*rest.Config, error) {
 	rules := &clientcmd.ClientConfigLoadingRules{}
 	paths := s.ConfigPaths
 	if s.ConfigPath != "" {
 		paths = append([]string{s.ConfigPath}, paths...)
 	}
-	if len(paths) == 0 {
-		for _, env := range []string{"KUBE_CONFIG_PATH", "KUBECONFIG"} {
-			if v := os.Getenv(env); v != "" {
-				paths = filepath.SplitList(v)
-				break
-			}
+	if len(paths) == 0 && s.Host == "" {
+		// KUBE_CONFIG_PATH(S) came in through FromEnv; KUBECONFIG is read
+		// too (the hashicorp/kubernetes provider ignores it): an agent
+		// should reach the cluster kubectl reaches unless told otherwise.
+		if v := os.Getenv("KUBECONFIG"); v != "" {
+			paths = filepath.SplitList(v)
 		}
 	}
 	if len(paths) == 0 && s.Host == "" {
@@ -74,6 +117,20 @@ func RESTConfig(s Settings) (*rest.Config, error) {
 				paths = []string{p}
 			}
 		}
+	}
+	if len(paths) == 0 && s.Host == "" && os.Getenv("KUBERNETES_SERVICE_HOST") != "" {
+		// In a Pod (an HCP Terraform agent, Atlantis, tf-controller) with
+		// nothing configured and no ~/.kube/config: its ServiceAccount, as
+		// kubectl does.
+		cfg, err := rest.InClusterConfig()
+		if err != nil {
+			return nil, fmt.Errorf("in-cluster Kubernetes configuration: %w", err)
+		}
+		cfg.QPS, cfg.Burst = QPS, Burst
+		if s.UserAgent != "" {
+			cfg.UserAgent = s.UserAgent
+		}
+		return cfg, nil
 	}
 	for i, p := range paths {
 		expanded, err := expandHome(p)
@@ -88,6 +145,8 @@ func RESTConfig(s Settings) (*rest.Config, error) {
 	rules.Precedence = paths
 
 	overrides := &clientcmd.ConfigOverrides{CurrentContext: s.ConfigContext}
+	overrides.Context.Cluster, overrides.Context.AuthInfo = s.ConfigContextCluster, s.ConfigContextAuthInfo
+	overrides.ClusterInfo.ProxyURL, overrides.ClusterInfo.TLSServerName = s.ProxyURL, s.TLSServerName
 	if s.Host != "" {
 		overrides.ClusterInfo.Server = s.Host
 	}

@@ -598,3 +598,58 @@ resource "occ_agent" "a" {
 		},
 	})
 }
+
+// TestAccProvider_KubernetesFromEnvironment: a provider block without
+// kubernetes settings reaches the cluster through KUBE_CONFIG_PATH and
+// KUBE_CTX alone, as the hashicorp/kubernetes provider does; KUBECONFIG
+// pointing elsewhere does not win over them.
+func TestAccProvider_KubernetesFromEnvironment(t *testing.T) {
+	c := testkube.Shared(t)
+	ns := c.TestNamespace(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	id, err := c.NamespacedIdentity(ctx, ns, kube.RequiredRules)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err := os.ReadFile(id.KubeconfigPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cfgContext string
+	for _, line := range strings.Split(string(raw), "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "current-context:"); ok {
+			cfgContext = strings.Trim(strings.TrimSpace(v), `"`)
+		}
+	}
+	if cfgContext == "" {
+		t.Fatal("the identity's kubeconfig names no current context")
+	}
+	t.Setenv("KUBE_CONFIG_PATH", id.KubeconfigPath)
+	t.Setenv("KUBE_CTX", cfgContext)
+	t.Setenv("KUBECONFIG", filepath.Join(t.TempDir(), "missing"))
+	_, err = c.Clientset.CoreV1().Secrets(ns).Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "llm"}, Data: map[string][]byte{"api-key": []byte(testSentinel)}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	resource.Test(t, resource.TestCase{
+		PreCheck:                 func() { testAccPreCheck(t) },
+		ProtoV6ProviderFactories: testAccProtoV6ProviderFactories,
+		Steps: []resource.TestStep{{
+			// The credential source checks its Secret in the cluster: it
+			// applies only if the provider reached it.
+			Config: fmt.Sprintf(`
+provider "occ" {}
+resource "occ_compute" "k" {
+  name       = "prod"
+  kubernetes = { namespace = %q }
+}
+resource "occ_credential_source" "s" {
+  name       = "anthropic"
+  compute    = occ_compute.k
+  method     = "api_key"
+  secret_ref = { name = "llm", key = "api-key" }
+}`, ns),
+		}},
+	})
+}

@@ -5,6 +5,7 @@ package provider
 import (
 	"context"
 	"net/http"
+	"os"
 	"sync"
 
 	"github.com/hashicorp/terraform-plugin-framework/datasource"
@@ -59,6 +60,10 @@ type providerKubernetesModel struct {
 	ClientKey            types.String `tfsdk:"client_key"`
 	Insecure             types.Bool   `tfsdk:"insecure"`
 	Exec                 types.Object `tfsdk:"exec"`
+	ProxyURL             types.String `tfsdk:"proxy_url"`
+	TLSServerName        types.String `tfsdk:"tls_server_name"`
+	ConfigContextCluster types.String `tfsdk:"config_context_cluster"`
+	ConfigContextAuth    types.String `tfsdk:"config_context_auth_info"`
 }
 
 type providerSSHModel struct {
@@ -110,7 +115,11 @@ func (d *Data) KubeExecutor(ctx context.Context) (*kube.Executor, error) {
 				ex.Env.ElementsAs(ctx, &s.Exec.Env, false)
 			}
 		}
-		cfg, err := kube.RESTConfig(s)
+		if k := d.Kubernetes; k != nil {
+			s.ProxyURL, s.TLSServerName = k.ProxyURL.ValueString(), k.TLSServerName.ValueString()
+			s.ConfigContextCluster, s.ConfigContextAuthInfo = k.ConfigContextCluster.ValueString(), k.ConfigContextAuth.ValueString()
+		}
+		cfg, err := kube.RESTConfig(kube.FromEnv(s, os.Getenv))
 		if err != nil {
 			d.kubeErr = err
 			return
@@ -143,14 +152,22 @@ func (p *occProvider) Schema(_ context.Context, _ provider.SchemaRequest, resp *
 		Attributes: map[string]schema.Attribute{
 			"kubernetes": schema.SingleNestedAttribute{
 				Optional: true,
-				MarkdownDescription: "How to reach Kubernetes computes. Without it the provider reads `KUBE_CONFIG_PATH`, `KUBECONFIG`, " +
-					"then `~/.kube/config`, as the hashicorp/kubernetes provider does.",
+				MarkdownDescription: "How to reach Kubernetes computes. Each setting left out is read from the environment variable the " +
+					"hashicorp/kubernetes provider reads (`KUBE_CONFIG_PATH`, `KUBE_CONFIG_PATHS`, `KUBE_CTX`, `KUBE_CTX_CLUSTER`, `KUBE_CTX_AUTH_INFO`, " +
+					"`KUBE_HOST`, `KUBE_TOKEN`, `KUBE_CLIENT_CERT_DATA`, `KUBE_CLIENT_KEY_DATA`, `KUBE_CLUSTER_CA_CERT_DATA`, `KUBE_INSECURE`, " +
+					"`KUBE_PROXY_URL`, `KUBE_TLS_SERVER_NAME`). With no kubeconfig path and no `host`, the provider then reads `KUBECONFIG` " +
+					"(unlike the hashicorp/kubernetes provider, which ignores it: agents should reach the cluster kubectl reaches unless told otherwise), " +
+					"then `~/.kube/config`, then, in a Pod, its ServiceAccount (in-cluster configuration), as kubectl does.",
 				Attributes: map[string]schema.Attribute{
-					"config_path":    schema.StringAttribute{Optional: true, MarkdownDescription: "Path to a kubeconfig file."},
-					"config_paths":   schema.ListAttribute{Optional: true, ElementType: types.StringType, MarkdownDescription: "Kubeconfig files merged in order."},
-					"config_context": schema.StringAttribute{Optional: true, MarkdownDescription: "The kubeconfig context to use."},
-					"host":           schema.StringAttribute{Optional: true, MarkdownDescription: "The API server URL, instead of a kubeconfig."},
-					"token":          schema.StringAttribute{Optional: true, Sensitive: true, MarkdownDescription: "A bearer token for `host`."},
+					"proxy_url":                schema.StringAttribute{Optional: true, MarkdownDescription: "An HTTP(S) or SOCKS5 proxy to the API server."},
+					"tls_server_name":          schema.StringAttribute{Optional: true, MarkdownDescription: "The server name the API server's certificate is checked for."},
+					"config_context_cluster":   schema.StringAttribute{Optional: true, MarkdownDescription: "The kubeconfig cluster to use instead of the context's."},
+					"config_context_auth_info": schema.StringAttribute{Optional: true, MarkdownDescription: "The kubeconfig user to use instead of the context's."},
+					"config_path":              schema.StringAttribute{Optional: true, MarkdownDescription: "Path to a kubeconfig file."},
+					"config_paths":             schema.ListAttribute{Optional: true, ElementType: types.StringType, MarkdownDescription: "Kubeconfig files merged in order."},
+					"config_context":           schema.StringAttribute{Optional: true, MarkdownDescription: "The kubeconfig context to use."},
+					"host":                     schema.StringAttribute{Optional: true, MarkdownDescription: "The API server URL, instead of a kubeconfig."},
+					"token":                    schema.StringAttribute{Optional: true, Sensitive: true, MarkdownDescription: "A bearer token for `host`."},
 					"cluster_ca_certificate": schema.StringAttribute{Optional: true,
 						MarkdownDescription: "PEM CA bundle that signs the API server's certificate."},
 					"client_certificate": schema.StringAttribute{Optional: true, MarkdownDescription: "PEM client certificate for `host`."},

@@ -1,0 +1,77 @@
+package kube
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+// The connection settings the hashicorp/kubernetes provider reads from the
+// environment fill what the provider block leaves out; the block wins.
+func TestFromEnv(t *testing.T) {
+	env := map[string]string{
+		"KUBE_CONFIG_PATH": "/env/config", "KUBE_CONFIG_PATHS": "/a" + string(os.PathListSeparator) + "/b",
+		"KUBE_CTX": "env-ctx", "KUBE_CTX_CLUSTER": "env-cluster", "KUBE_CTX_AUTH_INFO": "env-user",
+		"KUBE_HOST": "https://env:6443", "KUBE_TOKEN": "env-token", "KUBE_CLIENT_CERT_DATA": "cert", "KUBE_CLIENT_KEY_DATA": "key",
+		"KUBE_CLUSTER_CA_CERT_DATA": "ca", "KUBE_INSECURE": "true", "KUBE_PROXY_URL": "http://proxy:3128", "KUBE_TLS_SERVER_NAME": "api.internal",
+	}
+	got := FromEnv(Settings{ConfigContext: "block-ctx", Host: "https://block:6443"}, func(k string) string { return env[k] })
+	want := Settings{ConfigPath: "/env/config", ConfigPaths: []string{"/a", "/b"}, ConfigContext: "block-ctx", ConfigContextCluster: "env-cluster", ConfigContextAuthInfo: "env-user",
+		Host: "https://block:6443", Token: "env-token", ClientCertificate: "cert", ClientKey: "key", ClusterCACertificate: "ca", Insecure: true,
+		ProxyURL: "http://proxy:3128", TLSServerName: "api.internal"}
+	if got.ConfigPath != want.ConfigPath || len(got.ConfigPaths) != 2 || got.ConfigPaths[1] != "/b" || got.ConfigContext != want.ConfigContext ||
+		got.ConfigContextCluster != want.ConfigContextCluster || got.ConfigContextAuthInfo != want.ConfigContextAuthInfo || got.Host != want.Host ||
+		got.Token != want.Token || got.ClientCertificate != want.ClientCertificate || got.ClientKey != want.ClientKey ||
+		got.ClusterCACertificate != want.ClusterCACertificate || got.Insecure != want.Insecure || got.ProxyURL != want.ProxyURL || got.TLSServerName != want.TLSServerName {
+		t.Fatalf("FromEnv = %+v\nwant %+v", got, want)
+	}
+	if s := FromEnv(Settings{}, func(string) string { return "" }); s.Insecure || s.ConfigPath != "" {
+		t.Fatalf("an empty environment set %+v", s)
+	}
+}
+
+// RESTConfig applies the context, the context's cluster and user
+// overrides, the proxy and the TLS server name.
+func TestRESTConfig_ContextAndTransportSettings(t *testing.T) {
+	kubeconfig := `apiVersion: v1
+kind: Config
+clusters:
+- {name: a, cluster: {server: "https://a.example:6443"}}
+- {name: b, cluster: {server: "https://b.example:6443"}}
+users:
+- {name: ua, user: {token: token-a}}
+- {name: ub, user: {token: token-b}}
+contexts:
+- {name: ctx-a, context: {cluster: a, user: ua}}
+- {name: ctx-b, context: {cluster: b, user: ub}}
+current-context: ctx-a
+`
+	path := filepath.Join(t.TempDir(), "config")
+	if err := os.WriteFile(path, []byte(kubeconfig), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name           string
+		s              Settings
+		host, token    string
+		proxy, tlsName bool
+	}{
+		{"current context", Settings{ConfigPath: path}, "https://a.example:6443", "token-a", false, false},
+		{"KUBE_CTX", FromEnv(Settings{ConfigPath: path}, func(k string) string { return map[string]string{"KUBE_CTX": "ctx-b"}[k] }), "https://b.example:6443", "token-b", false, false},
+		{"context's cluster and user overridden", Settings{ConfigPath: path, ConfigContextCluster: "b", ConfigContextAuthInfo: "ub"}, "https://b.example:6443", "token-b", false, false},
+		{"proxy and TLS server name", Settings{ConfigPath: path, ProxyURL: "http://127.0.0.1:3128", TLSServerName: "api.internal"}, "https://a.example:6443", "token-a", true, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg, err := RESTConfig(tc.s)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if cfg.Host != tc.host || cfg.BearerToken != tc.token {
+				t.Fatalf("host %s token %s, want %s %s", cfg.Host, cfg.BearerToken, tc.host, tc.token)
+			}
+			if (cfg.Proxy != nil) != tc.proxy || (cfg.TLSClientConfig.ServerName == "api.internal") != tc.tlsName {
+				t.Fatalf("proxy set %v, server name %q", cfg.Proxy != nil, cfg.TLSClientConfig.ServerName)
+			}
+		})
+	}
+}
