@@ -176,6 +176,9 @@ func Admit(in Input) (*Revision, Errors) {
 		return nil, Errors{e}
 	}
 	errs = append(errs, withAttr(checkDedicated(admitted, res, mode), "configuration")...)
+	// AD3: the wiring render writes is the platform's; a user value there
+	// would be replaced after admission without a word.
+	errs = append(errs, withAttr(CheckPlatformKeys(admitted, in.Compute.Kind, res.Harness, mode), "configuration")...)
 	if kind.StartupProbe {
 		errs = append(errs, withAttr(checkProbeTransport(admitted, res.Primary), "configuration")...)
 	}

@@ -112,16 +112,12 @@ func CheckAuth(harness, mode, primaryProvider string, c Compute, s CredentialSou
 		d.Consumer, d.EnvVar, d.LoginMode = ConsumerHarness, EnvCodexAccessToken, LoginCodexPAT
 	case MethodCredentialSource:
 		errs = append(errs, checkCredentialSource(harness, mode, c, s, attr)...)
+		// The OpenAI key's placeholder, in the variable the proxy swaps;
+		// Codex logs in with it. (codex_oauth is refused above.)
 		d.Consumer, d.Placeholder = ConsumerProxy, true
-		if s.SourceType != SourceTypeCodexOAuth {
-			// The OpenAI key's placeholder, in the variable the proxy swaps;
-			// Codex logs in with it. With the experimental codex-oauth
-			// source Codex takes external ChatGPT tokens through the proxy:
-			// the harness gets no key and logs in with none.
-			d.EnvVar = EnvOpenAIAPIKey
-			if harness == HarnessCodex {
-				d.LoginMode = LoginAPIKeyStdin
-			}
+		d.EnvVar = EnvOpenAIAPIKey
+		if harness == HarnessCodex {
+			d.LoginMode = LoginAPIKeyStdin
 		}
 	}
 	return d, errs
@@ -194,11 +190,17 @@ func checkCredentialSource(harness, mode string, c Compute, s CredentialSource, 
 	switch s.SourceType {
 	case SourceTypeOpenAIAPIKey:
 	case SourceTypeCodexOAuth:
-		if harness != HarnessCodex {
-			errs = append(errs, invalid("AU3", attr, nil, "source_type %q (experimental) serves dedicated Codex only; use %q for OpenClaw", SourceTypeCodexOAuth, SourceTypeOpenAIAPIKey))
-		}
+		// The platform's experimental codex-oauth source (external ChatGPT
+		// tokens through the egress proxy) is not supported by this
+		// provider: the harness would get no key and no login, and the
+		// native model probe Codex must pass before serving (PR2) runs in a
+		// minimal environment with neither, so the revision could never
+		// become ready.
+		errs = append(errs, invalid("AU3", attr, nil, "source_type %q (the platform's experimental codex-oauth source) is not supported by this provider: "+
+			"Codex would receive no key and no ChatGPT login, so the native model probe it must pass before serving (rule PR2) cannot succeed. "+
+			"Use a credential source with source_type = %q, or, without a credential gateway, method = \"api_key\" or \"codex_pat\"", SourceTypeCodexOAuth, SourceTypeOpenAIAPIKey))
 	default:
-		errs = append(errs, invalid("AU3", attr, nil, "source_type %s is not compatible; the bundled catalog offers %q (and %q for dedicated Codex)", quoteOrNone(s.SourceType), SourceTypeOpenAIAPIKey, SourceTypeCodexOAuth))
+		errs = append(errs, invalid("AU3", attr, nil, "source_type %s is not compatible; the bundled catalog offers %q", quoteOrNone(s.SourceType), SourceTypeOpenAIAPIKey))
 	}
 	return errs
 }

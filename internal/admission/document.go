@@ -305,8 +305,13 @@ func checkProviderConsistency(doc occconfig.Document, sel modelSelection) Errors
 			}
 		}
 	}
+	// The resolved primary and every fallback: the defaults' and those
+	// Agent entries select for themselves (MR8: "fallbacks (defaults or
+	// entries)"); a fallback of another provider is refused above.
+	entryRefs, _ := entryFallbacks(doc)
+	fallbacks := append(slices.Clone(sel.Fallbacks), entryRefs...)
 	allowed := map[string]bool{primary.String(): true}
-	for _, fb := range sel.Fallbacks {
+	for _, fb := range fallbacks {
 		allowed[fb.String()] = true
 	}
 	for _, p := range sortedKeys(occconfig.Object(doc, pathProviders)) {
@@ -329,7 +334,7 @@ func checkProviderConsistency(doc occconfig.Document, sel modelSelection) Errors
 			}
 			ref := ModelRef{Provider: p, Model: NormalizeCatalogID(p, id)}
 			if !allowed[ref.String()] {
-				errs = append(errs, invalid("MR8", nil, idPath, "%s is neither the primary model nor a fallback; a provider's models array may list only %s", ref, allowedList(primary, sel.Fallbacks)))
+				errs = append(errs, invalid("MR8", nil, idPath, "%s is neither the primary model nor a fallback; a provider's models array may list only %s", ref, allowedList(primary, fallbacks)))
 			}
 		}
 	}
@@ -339,7 +344,9 @@ func checkProviderConsistency(doc occconfig.Document, sel modelSelection) Errors
 func allowedList(primary ModelRef, fallbacks []ModelRef) string {
 	parts := []string{primary.String()}
 	for _, f := range fallbacks {
-		parts = append(parts, f.String())
+		if !slices.Contains(parts, f.String()) {
+			parts = append(parts, f.String())
+		}
 	}
 	return fmt.Sprintf("[%s]", strings.Join(parts, ", "))
 }

@@ -18,10 +18,14 @@ type Resolution struct {
 	Explicit bool
 }
 
-// customProvider reports whether the document defines provider p itself:
-// a provider OpenClaw does not know, or a built-in one given its own
-// endpoint, API or model list. Credentials alone (apiKey, auth, headers, as
-// the OpenShell driver's placeholder) do not make a custom provider.
+// customProvider reports whether the document configures provider p
+// explicitly (MR5: "explicitly configured providers … require an explicit
+// supported runtime policy"): a provider OpenClaw does not know, or a
+// built-in one with an entry of its own under models.providers, whatever
+// that entry sets, its credentials alone (apiKey, auth, headers) included.
+// Not counted: the entry's own runtime policy (agentRuntime is the policy
+// itself) and the key the sandbox driver's transform adds (AD2: the
+// OpenShell placeholder is the platform's, not the user's configuration).
 func customProvider(doc occconfig.Document, p string) bool {
 	cfg, ok := occconfig.Object(doc, pathProviders)[p].(map[string]any)
 	if !ok {
@@ -30,8 +34,11 @@ func customProvider(doc occconfig.Document, p string) bool {
 	if !slices.Contains(BuiltinProviders, strings.ToLower(p)) {
 		return true
 	}
-	for _, k := range []string{"baseUrl", "api", "models", "request"} {
-		if _, set := cfg[k]; set {
+	for k, v := range cfg {
+		switch {
+		case k == "agentRuntime":
+		case k == "apiKey" && v == PlaceholderCredential:
+		default:
 			return true
 		}
 	}
@@ -81,7 +88,7 @@ func resolveHarness(doc occconfig.Document, ref ModelRef, refPath occconfig.Path
 	case ref.Provider == "openai" || ref.Provider == "codex":
 		why = "provider " + ref.Provider + " can run on either harness"
 	case customProvider(doc, ref.Provider):
-		why = "provider " + ref.Provider + " is configured under models.providers"
+		why = "provider " + ref.Provider + " is explicitly configured under models.providers (an entry of its own, even credentials alone)"
 	case pluginRouted(doc, ref.Provider):
 		why = "provider " + ref.Provider + " is routed by a plugin"
 	case !slices.Contains(BuiltinProviders, ref.Provider):

@@ -122,7 +122,10 @@ func TestAU3_CredentialSourceRequirements(t *testing.T) {
 	embedded.Source = credSource(SourceTypeOpenAIAPIKey)
 	runAuthCases(t, []authCase{
 		{"dedicated codex, openai api key", codexWith(SourceTypeOpenAIAPIKey), codexPlaceholder, nil},
-		{"dedicated codex, codex-oauth", codexWith(SourceTypeCodexOAuth), placeholder, nil},
+		// The platform's experimental codex-oauth source cannot pass the
+		// Codex probe as this provider renders it: refused (rule AU3, PR2).
+		{"dedicated codex, codex-oauth", codexWith(SourceTypeCodexOAuth), CredentialDelivery{},
+			&refusal{InvalidRequest, "AU3", attrSource, ""}},
 		{"native openclaw, openai api key", openclawWith(SourceTypeOpenAIAPIKey), nodePlaceholder, nil},
 		{"native openclaw, codex-oauth", openclawWith(SourceTypeCodexOAuth), CredentialDelivery{},
 			&refusal{InvalidRequest, "AU3", attrSource, ""}},
@@ -355,13 +358,27 @@ func TestAU3_PlaceholderDeliveryEncoding(t *testing.T) {
 			t.Errorf("encoding of %+v = %s, %v; want %s", tc.d, b, err, tc.want)
 		}
 	}
-	// Two placeholder deliveries that differ only in their variables are
-	// told apart by what the revision freezes besides: the source type.
-	a := admitOK(t, credentialGatewayCodexInput())
-	in := credentialGatewayCodexInput()
-	in.Source = credSource(SourceTypeCodexOAuth)
-	b := admitOK(t, in)
-	if a.Credential == b.Credential || a.ID() == b.ID() {
-		t.Errorf("openai key and codex-oauth placeholders: deliveries %+v / %+v, ids %s / %s", a.Credential, b.Credential, a.ID(), b.ID())
+}
+
+// rules AU3, PR2: the codex_oauth credential source is refused at plan with
+// INVALID_REQUEST at harness_auth.source, naming the source type, why, and
+// what to use instead, on every harness; openai_api_key is admitted.
+func TestAU3_CodexOAuthIsRefused(t *testing.T) {
+	codex := credentialGatewayCodexInput()
+	codex.Source = credSource(SourceTypeCodexOAuth)
+	native := dedicatedOpenClawInput()
+	native.Compute.CredentialGateway = gateway()
+	native.Source = credSource(SourceTypeCodexOAuth)
+	for name, in := range map[string]Input{"dedicated codex": codex, "native openclaw": native} {
+		t.Run(name, func(t *testing.T) {
+			_, errs := Admit(in)
+			checkRefusal(t, errs, refusal{InvalidRequest, "AU3", attrSource, ""})
+			for _, want := range []string{`"codex_oauth"`, "PR2", `source_type = "openai_api_key"`} {
+				if !strings.Contains(errs[0].Message, want) {
+					t.Errorf("refusal %q does not say %s", errs[0].Message, want)
+				}
+			}
+		})
 	}
+	admitOK(t, credentialGatewayCodexInput())
 }

@@ -2,6 +2,7 @@ package admission
 
 import (
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/occ-platform/terraform-provider-occ/internal/occconfig"
@@ -220,9 +221,9 @@ func TestMR3_RuntimePolicyConflicts(t *testing.T) {
 		{"legacy defaults agentRuntime is no policy (ignored upstream)",
 			withDoc(k8sEmbeddedInput(), `{agents: {defaults: {model: "anthropic/claude-sonnet-4-5", agentRuntime: {id: "codex"}}}}`),
 			HarnessOpenClaw, nil},
-		{"credentials alone do not make a built-in provider custom",
+		{"credentials alone make a built-in provider explicitly configured (MR5)",
 			withDoc(k8sEmbeddedInput(), `{agents: {defaults: {model: "anthropic/claude-sonnet-4-5"}}, models: {providers: {anthropic: {apiKey: "${ANTHROPIC_API_KEY}"}}}}`),
-			HarnessOpenClaw, nil},
+			"", &refusal{InvalidRequest, "MR5", attrConfig, "agents.defaults.model"}},
 		{"a built-in provider with its own endpoint is custom",
 			withDoc(k8sEmbeddedInput(), `{agents: {defaults: {model: "anthropic/claude-sonnet-4-5"}}, models: {providers: {anthropic: {baseUrl: "https://llm.example/v1"}}}}`),
 			"", &refusal{InvalidRequest, "MR5", attrConfig, "agents.defaults.model"}},
@@ -495,6 +496,12 @@ func TestMR8_CatalogsAndFallbacks(t *testing.T) {
 			&refusal{InvalidRequest, "MR8", attrConfig, "agents.entries.main.model.fallbacks[0]"}},
 		{"models array beyond primary and fallbacks", withDoc(dedicatedCodexInput(), `{models: {providers: {codex: {models: [{id: "gpt-5-codex"}, {id: "gpt-5-mini"}]}}}, agents: {defaults: {model: "codex/gpt-5-codex"}}}`),
 			&refusal{InvalidRequest, "MR8", attrConfig, "models.providers.codex.models[1].id"}},
+		// MR8: "a provider's models array may hold only the resolved
+		// primary and fallback models", fallbacks of defaults or entries.
+		{"models array with an entry's fallback", withDoc(dedicatedCodexInput(), `{models: {providers: {codex: {models: [{id: "gpt-5-codex"}, {id: "codex/gpt-5-mini"}]}}}, agents: {defaults: {model: "codex/gpt-5-codex"}, entries: {main: {model: {primary: "codex/gpt-5-codex", fallbacks: ["codex/gpt-5-mini"]}}}}}`), nil},
+		{"models array with an entry's fallback, id without prefix", withDoc(dedicatedCodexInput(), `{models: {providers: {codex: {models: [{id: "gpt-5-mini"}]}}}, agents: {defaults: {model: "codex/gpt-5-codex"}, entries: {main: {model: {primary: "codex/gpt-5-codex", fallbacks: ["codex/gpt-5-mini"]}}}}}`), nil},
+		{"models array beyond the entry's fallbacks", withDoc(dedicatedCodexInput(), `{models: {providers: {codex: {models: [{id: "gpt-5-mini"}, {id: "gpt-5-nano"}]}}}, agents: {defaults: {model: "codex/gpt-5-codex"}, entries: {main: {model: {primary: "codex/gpt-5-codex", fallbacks: ["codex/gpt-5-mini"]}}}}}`),
+			&refusal{InvalidRequest, "MR8", attrConfig, "models.providers.codex.models[1].id"}},
 		{"models array entry without id", withDoc(dedicatedCodexInput(), `{models: {providers: {codex: {models: [{name: "x"}]}}}, agents: {defaults: {model: "codex/gpt-5-codex"}}}`),
 			&refusal{InvalidRequest, "MR8", attrConfig, "models.providers.codex.models[0].id"}},
 		{"models not an array", withDoc(dedicatedCodexInput(), `{models: {providers: {codex: {models: {id: "gpt-5-codex"}}}}, agents: {defaults: {model: "codex/gpt-5-codex"}}}`),
@@ -594,4 +601,59 @@ func TestMR10_FallbackOrderKept(t *testing.T) {
 	// Refused side: a fallback that would change the provider (and so the topology) is refused.
 	_, errs := Admit(withDoc(k8sEmbeddedInput(), `{agents: {defaults: {model: {primary: "anthropic/claude-sonnet-4-5", fallbacks: ["openai/gpt-5"]}}}}`))
 	checkRefusal(t, errs, refusal{InvalidRequest, "MR8", attrConfig, "agents.defaults.model.fallbacks[0]"})
+}
+
+// rule MR5: "explicitly configured providers … require an explicit
+// supported runtime policy". A built-in provider with an entry of its own
+// under models.providers is explicitly configured, whatever the entry sets
+// (credentials alone included), and resolves only with a policy: the
+// agent's harness, the provider's agentRuntime.id, or the model's. Without
+// an entry, a built-in provider with no policy resolves to OpenClaw. The
+// OpenShell driver's placeholder key (AD2) is the platform's, not the
+// user's configuration, and makes no provider configured.
+func TestMR5_ExplicitlyConfiguredProviders(t *testing.T) {
+	const model = `agents: {defaults: {model: "anthropic/claude-sonnet-4-5"}}`
+	harness := func(in Input, h string) Input { in.Agent.Harness = h; return in }
+	for _, tc := range []struct {
+		name string
+		in   Input
+		want *refusal // nil: admitted with OpenClaw
+	}{
+		{"no entry: built-in default", withDoc(k8sEmbeddedInput(), `{`+model+`}`), nil},
+		{"empty entry is no configuration", withDoc(k8sEmbeddedInput(), `{`+model+`, models: {providers: {anthropic: {}}}}`), nil},
+		{"an entry with only its own policy", withDoc(k8sEmbeddedInput(), `{`+model+`, models: {providers: {anthropic: {agentRuntime: {id: "openclaw"}}}}}`), nil},
+		{"apiKey alone, no policy", withDoc(k8sEmbeddedInput(), `{`+model+`, models: {providers: {anthropic: {apiKey: "${ANTHROPIC_API_KEY}"}}}}`),
+			&refusal{InvalidRequest, "MR5", attrConfig, "agents.defaults.model"}},
+		{"headers alone, no policy", withDoc(k8sEmbeddedInput(), `{`+model+`, models: {providers: {anthropic: {headers: {"x-org": "acme"}}}}}`),
+			&refusal{InvalidRequest, "MR5", attrConfig, "agents.defaults.model"}},
+		{"baseUrl, no policy", withDoc(k8sEmbeddedInput(), `{`+model+`, models: {providers: {anthropic: {baseUrl: "https://llm.example/v1"}}}}`),
+			&refusal{InvalidRequest, "MR5", attrConfig, "agents.defaults.model"}},
+		{"apiKey alone, agent harness", harness(withDoc(k8sEmbeddedInput(), `{`+model+`, models: {providers: {anthropic: {apiKey: "${ANTHROPIC_API_KEY}"}}}}`), HarnessOpenClaw), nil},
+		{"apiKey alone, provider policy", withDoc(k8sEmbeddedInput(), `{`+model+`, models: {providers: {anthropic: {apiKey: "${ANTHROPIC_API_KEY}", agentRuntime: {id: "openclaw"}}}}}`), nil},
+		{"apiKey alone, model policy", withDoc(k8sEmbeddedInput(), `{agents: {defaults: {model: "anthropic/claude-sonnet-4-5", models: {"anthropic/claude-sonnet-4-5": {agentRuntime: {id: "openclaw"}}}}}, models: {providers: {anthropic: {apiKey: "${ANTHROPIC_API_KEY}"}}}}`), nil},
+		{"ssh: apiKey alone, no policy", withDoc(sshInput(), `{`+model+`, models: {providers: {anthropic: {apiKey: "${HOST_KEY}"}}}}`),
+			&refusal{InvalidRequest, "MR5", attrConfig, "agents.defaults.model"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rev, errs := Admit(tc.in)
+			if tc.want == nil {
+				if len(errs) > 0 {
+					t.Fatalf("refused: %v", errs)
+				}
+				if rev.Harness != HarnessOpenClaw {
+					t.Errorf("harness = %q, want openclaw", rev.Harness)
+				}
+				return
+			}
+			checkRefusal(t, errs, *tc.want)
+			if !strings.Contains(errs[0].Message, "explicitly configured") {
+				t.Errorf("refusal %q does not say why", errs[0].Message)
+			}
+		})
+	}
+	// The driver's placeholder is not the user's configuration.
+	doc := mustDoc(`{` + model + `, models: {providers: {anthropic: {apiKey: "` + PlaceholderCredential + `"}}}}`)
+	if customProvider(doc, "anthropic") {
+		t.Errorf("the OpenShell placeholder made anthropic explicitly configured")
+	}
 }

@@ -118,8 +118,12 @@ func TestAU6_ReservedBindingVariables(t *testing.T) {
 // host's credentials file is the harness_auth source itself, so there any
 // variable it defines may be named.
 func TestPR11_ModelKeyReferences(t *testing.T) {
+	// An explicitly configured provider needs an explicit runtime policy
+	// (MR5): the agent's harness is one.
 	anth := func(provider string) Input {
-		return withDoc(k8sEmbeddedInput(), fmt.Sprintf(`{agents: {defaults: {model: "anthropic/claude-sonnet-4-5"}}, models: {providers: {%s}}}`, provider))
+		in := withDoc(k8sEmbeddedInput(), fmt.Sprintf(`{agents: {defaults: {model: "anthropic/claude-sonnet-4-5"}}, models: {providers: {%s}}}`, provider))
+		in.Agent.Harness = HarnessOpenClaw
+		return in
 	}
 	bound := func(in Input) Input {
 		in.Configuration.SecretBindings = map[string]SecretRef{"telegram": {Name: "tg-bot", Key: "token"}}
@@ -134,7 +138,9 @@ func TestPR11_ModelKeyReferences(t *testing.T) {
 		return withDoc(dedicatedCodexInput(), fmt.Sprintf(`{agents: {defaults: {model: "codex/gpt-5-codex"}}, models: {providers: {%s}}}`, provider))
 	}
 	ssh := func(provider string) Input {
-		return withDoc(sshInput(), fmt.Sprintf(`{agents: {defaults: {model: "anthropic/claude-sonnet-4-5"}}, models: {providers: {%s}}}`, provider))
+		in := withDoc(sshInput(), fmt.Sprintf(`{agents: {defaults: {model: "anthropic/claude-sonnet-4-5"}}, models: {providers: {%s}}}`, provider))
+		in.Agent.Harness = HarnessOpenClaw
+		return in
 	}
 	const key = "models.providers.anthropic.apiKey"
 	pr11 := func(doc string) *refusal { return &refusal{InvalidRequest, "PR11", attrConfig, doc} }

@@ -68,7 +68,9 @@ func configurationSchema() schema.Schema {
 			"at plan: the root keys OpenClaw accepts, no `agents.list` roster (MR9), model references (MR1, MR2), runtime policies (MR3) " +
 			"and the provider consistency of fallbacks and catalogs (MR8). `generation` grows on every semantic change; reformatting, " +
 			"comments and key order are no change: they update `document` in place and keep `generation`, `digest` and " +
-			"`canonical_document`, so no `occ_agent` using the configuration changes.\n\n" +
+			"`canonical_document`, so no `occ_agent` using the configuration changes. Keys the platform writes itself (the gateway's " +
+			"bind, port, mode and auth on Kubernetes, discovery and update checks, a dedicated harness's wiring) are refused at the Agent's " +
+			"plan when they hold another value (rule AD3): the Configuration keys guide lists them.\n\n" +
 			"Root keys: OpenClaw's root object is strict (an unknown root key makes the gateway exit with code 78), so the provider " +
 			"accepts exactly the root keys of the pinned runtime's schema (OpenClaw " + admission.PinnedOpenClawVersion + "): " +
 			"`" + strings.Join(admission.RootKeys, "`, `") + "`. Inside them the document is passed through as written, except " +

@@ -109,7 +109,7 @@ func credentialSourceSchema() schema.Schema {
 			"service_account": schema.StringAttribute{Optional: true, Validators: []validator.String{dnsLabel()},
 				MarkdownDescription: "`codex_pat` only: a managed ServiceAccount whose token authenticates Codex (rule AU2)."},
 			"source_type": schema.StringAttribute{Optional: true, Validators: []validator.String{oneOfRule("AU3", admission.SourceTypes...)},
-				MarkdownDescription: "`credential_source` only: `openai_api_key`, or `codex_oauth` (experimental, dedicated Codex only) (rule AU3)."},
+				MarkdownDescription: "`credential_source` only: `openai_api_key`. `codex_oauth` can be declared but an Agent that uses it is refused at plan: Codex would get neither a key nor a ChatGPT login, so its startup probe could never pass (rule AU3)."},
 			"environment_file": schema.StringAttribute{Optional: true, Validators: []validator.String{absolutePath{}},
 				MarkdownDescription: "`runtime` only: the operator's credentials file on the SSH host that systemd loads (`EnvironmentFile=`). The provider never reads or writes it (rule AU5)."},
 			"generation": schema.Int64Attribute{Computed: true,

@@ -32,8 +32,6 @@ func TestAU1_RenderReadsTheAdmittedDelivery(t *testing.T) {
 	pat := codexInput(t, admission.MethodCodexPAT)
 	sa := codexInput(t, admission.MethodCodexPAT)
 	sa.Source.SecretRef, sa.Source.ServiceAccount = nil, "codex-account"
-	oauth := sandboxedCodexInput(t)
-	oauth.Source.SourceType = admission.SourceTypeCodexOAuth
 	openaiEmbedded := embeddedInput(t, "openai/gpt-5")
 	openaiEmbedded.Agent.Harness = admission.HarnessOpenClaw
 	for _, tc := range []struct {
@@ -48,7 +46,6 @@ func TestAU1_RenderReadsTheAdmittedDelivery(t *testing.T) {
 		{"codex_pat secret", pat, "harness", []string{admission.EnvCodexLoginMode, admission.EnvCodexAccessToken}},
 		{"codex_pat service account", sa, "harness", []string{admission.EnvCodexLoginMode, admission.EnvCodexAccessTokenFile}},
 		{"codex credential gateway", sandboxedCodexInput(t), "harness", []string{admission.EnvOpenAIAPIKey, admission.EnvCodexLoginMode}},
-		{"codex codex-oauth", oauth, "", nil},
 		{"native api_key", nativeInput(t, admission.MethodAPIKey), "node", []string{admission.EnvOpenAIAPIKey}},
 		{"native credential gateway", nativeInput(t, admission.MethodCredentialSource), "node", []string{admission.EnvOpenAIAPIKey}},
 	} {

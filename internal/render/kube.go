@@ -179,7 +179,10 @@ func Kubernetes(rev *admission.Revision, n int64) (*Objects, error) {
 
 func embedded(rev *admission.Revision, n int64) (*Objects, error) {
 	a, ns := rev.Agent, rev.ComputeSettings.Namespace
-	gw := GatewayDocument(rev, n)
+	gw, err := GatewayDocument(rev, n)
+	if err != nil {
+		return nil, err
+	}
 	cm, err := configMap(rev, n, ConfigMapName(a, n), ComponentGateway, map[string]any{ConfigFile: gw, ProbeFile: rev.Probe})
 	if err != nil {
 		return nil, err
@@ -201,7 +204,10 @@ func embedded(rev *admission.Revision, n int64) (*Objects, error) {
 
 func dedicatedCodex(rev *admission.Revision, n int64) (*Objects, error) {
 	a, ns := rev.Agent, rev.ComputeSettings.Namespace
-	gw := GatewayDocument(rev, n)
+	gw, err := GatewayDocument(rev, n)
+	if err != nil {
+		return nil, err
+	}
 	gwCM, err := configMap(rev, n, ConfigMapName(a, n), ComponentGateway, map[string]any{ConfigFile: gw})
 	if err != nil {
 		return nil, err
@@ -218,13 +224,17 @@ func dedicatedCodex(rev *admission.Revision, n int64) (*Objects, error) {
 	// The gateway's wrapper holds it, unready, until the harness reports
 	// ready (PR10).
 	gateway := gatewayDeployment(rev, n, []string{"--wait-peer=harness"}, gwEnv, nil)
-	hEnv := []*corev1ac.EnvVarApplyConfiguration{
-		envValue("LOG_FORMAT", "json"), // LG3
-		envValue("RUST_LOG", logLevel(rev)+",codex_otel=off"),
+	var hEnv []*corev1ac.EnvVarApplyConfiguration
+	if platformLogging(rev) {
+		// LG3, only where the platform owns logging (AD4); with
+		// driver-owned logging (AD5) the driver's configuration decides.
+		hEnv = append(hEnv, envValue("LOG_FORMAT", "json"), envValue("RUST_LOG", logLevel(rev)+",codex_otel=off"))
+	}
+	hEnv = append(hEnv,
 		envValue("CODEX_HOME", CodexHome),
 		envValue("OCC_CODEX_CONFIG", CodexConfig+"/config.toml"),
 		envValue("TMPDIR", "/tmp"),
-	}
+	)
 	hEnv = append(hEnv, credentialEnv(rev)...)
 	harness := deployment(rev, n, HarnessName(a), ComponentHarness, HarnessName(a),
 		container(rev, "harness", rev.ComputeSettings.CodexImage, append([]string{"--container=harness", "--harness=codex", "--probe=" + CodexConfig + "/" + ProbeFile, "--"},
@@ -349,44 +359,66 @@ func GatewayTokenEnvVar(agent string) *corev1ac.EnvVarApplyConfiguration {
 // at the contract's port with token auth (the token is
 // OPENCLAW_GATEWAY_TOKEN, never in the file: OpenClaw 2026.9.6 refuses to
 // bind beyond loopback without auth), no Control UI (OCC serves none to
-// browsers), offline (startOffline), and for dedicated Codex the Codex
-// plugin pointed at the harness over websocket.
-func GatewayDocument(rev *admission.Revision, n int64) occconfig.Document {
+// browsers), offline (no mDNS, no update check, no model catalog refresh:
+// the gateway keeps the catalog of the pinned runtime the revision was
+// admitted against; seen on the real node: without it every gateway looks
+// catalog.openclaw.ai up), and for dedicated Codex the Codex plugin pointed
+// at the harness over websocket. Which keys those are is
+// admission.PlatformKeys, the list admission refuses user values of (AD3).
+func GatewayDocument(rev *admission.Revision, n int64) (occconfig.Document, error) {
 	d := occconfig.Clone(rev.GatewayDocument)
-	occconfig.Set(d, occconfig.Keys("gateway", "mode"), "local")
-	occconfig.Set(d, occconfig.Keys("gateway", "bind"), "lan")
-	occconfig.Set(d, occconfig.Keys("gateway", "port"), int64(GatewayPort))
-	occconfig.Delete(d, occconfig.Keys("gateway", "auth", "token"))
-	occconfig.Delete(d, occconfig.Keys("gateway", "auth", "password"))
-	occconfig.Set(d, occconfig.Keys("gateway", "auth", "mode"), "token")
-	occconfig.Set(d, occconfig.Keys("gateway", "controlUi", "enabled"), false)
-	startOffline(d)
+	computed := map[string]any{}
 	if rev.Harness == admission.HarnessCodex && rev.ExecutionMode == admission.ModeDedicated {
-		p := occconfig.Keys("plugins", "entries", "codex")
-		occconfig.Set(d, p.Key("enabled"), true)
-		occconfig.Set(d, p.Key("config").Key("appServer").Key("transport"), "websocket")
 		host := HarnessServiceName(rev.Agent)
 		if Sandboxed(rev) {
 			host = HarnessSandboxName(rev.Agent, n)
 		}
-		occconfig.Set(d, p.Key("config").Key("appServer").Key("url"), fmt.Sprintf("ws://%s:%d", host, AppServerPort))
+		computed[admission.PathCodexAppServerURL.String()] = fmt.Sprintf("ws://%s:%d", host, AppServerPort)
 		// The plugin resolves this env SecretRef shorthand and sends the
 		// value as "Authorization: Bearer <token>", which the app server's
 		// capability-token mode checks.
-		occconfig.Set(d, p.Key("config").Key("appServer").Key("authToken"), "${"+AppServerTokenEnv+"}")
+		computed[admission.PathCodexAppServerToken.String()] = "${" + AppServerTokenEnv + "}"
 	}
-	return d
+	if err := writePlatformKeys(d, admission.PlatformKeys(admission.KindKubernetes, rev.Harness, rev.ExecutionMode), computed); err != nil {
+		return nil, err
+	}
+	return d, nil
 }
 
-// startOffline is the gateway's wiring on every compute: it announces
-// nothing and fetches nothing on its own. No mDNS, no update check, and no
-// refresh of the model catalog from catalog.openclaw.ai: the gateway keeps
-// the catalog of the pinned runtime the revision was admitted against
-// (seen on the real node: without it every gateway looks the host up).
-func startOffline(d occconfig.Document) {
-	occconfig.Set(d, occconfig.Keys("discovery", "mdns", "mode"), "off")
-	occconfig.Set(d, occconfig.Keys("update", "checkOnStart"), false)
-	occconfig.Set(d, occconfig.Keys("models", "catalogRefresh", "enabled"), false)
+// writePlatformKeys writes the platform's wiring (admission.PlatformKeys,
+// the one list admission refuses user values of) into a gateway document:
+// fixed values, removed keys, and the values render computes. A document
+// that holds a non-object where a key must go (`gateway = "x"`) is an
+// error naming the key: admission refuses such a document (AD3), and a
+// revision that holds one anyway fails closed (AD6) rather than running
+// without the platform's wiring.
+func writePlatformKeys(d occconfig.Document, keys []admission.PlatformKey, computed map[string]any) error {
+	for _, k := range keys {
+		if k.Remove {
+			occconfig.Delete(d, k.Path)
+			continue
+		}
+		v := k.Value
+		if k.Computed {
+			var ok bool
+			if v, ok = computed[k.Path.String()]; !ok {
+				return fmt.Errorf("render: no value for the platform's %s", k.Path)
+			}
+		}
+		if !occconfig.Set(d, k.Path, v) {
+			blocked := k.Path[:len(k.Path)-1]
+			for i := 1; i < len(k.Path); i++ {
+				if got, ok := occconfig.Lookup(d, k.Path[:i]); ok {
+					if _, isObj := got.(map[string]any); !isObj {
+						blocked = k.Path[:i]
+						break
+					}
+				}
+			}
+			return fmt.Errorf("render: the gateway configuration cannot take the platform's %s: %s is not an object; make it an object or remove it (rule AD3)", k.Path, blocked)
+		}
+	}
+	return nil
 }
 
 // codexConfig is the host-owned Codex configuration (LG3): telemetry
@@ -394,9 +426,17 @@ func startOffline(d occconfig.Document) {
 // the model and the provider the startup probe called, so that the app
 // server's turns go where the probe passed (the probe defines the same
 // provider on its command line, admission.CodexProviderSettings).
+//
+// With driver-owned logging (AD5) the file holds no logging: the [otel]
+// table is left out, as are LOG_FORMAT and RUST_LOG (dedicatedCodex); the
+// rendering policy of LG3 applies only to platform-owned logging.
 func codexConfig(rev *admission.Revision) string {
 	var b strings.Builder
-	b.WriteString("# Host-owned by OCC: telemetry export off, prompts never logged.\n")
+	if platformLogging(rev) {
+		b.WriteString("# Host-owned by OCC: telemetry export off, prompts never logged.\n")
+	} else {
+		b.WriteString("# Host-owned by OCC. Logging is owned by the compute's driver (logging.ownership = \"driver\"): no logging settings here.\n")
+	}
 	if base := strings.TrimRight(strings.TrimSpace(rev.Probe.BaseURL), "/"); base != "" {
 		// Root keys come before the first table.
 		if ref, err := admission.ParseModelRef(rev.Probe.Model); err == nil {
@@ -408,8 +448,16 @@ func codexConfig(rev *admission.Revision) string {
 		}
 		b.WriteString("\n")
 	}
-	b.WriteString("[otel]\nexporter = \"none\"\nlog_user_prompt = false\n")
+	if platformLogging(rev) {
+		b.WriteString("[otel]\nexporter = \"none\"\nlog_user_prompt = false\n")
+	}
 	return b.String()
+}
+
+// platformLogging reports whether the platform owns the revision's runtime
+// logging (AD4, the default) rather than the compute's driver (AD5).
+func platformLogging(rev *admission.Revision) bool {
+	return rev.LoggingOwnership != admission.LoggingDriver
 }
 
 func logLevel(rev *admission.Revision) string {

@@ -215,7 +215,10 @@ func TestRender_DedicatedCodex(t *testing.T) {
 			if !strings.Contains(toml, `exporter = "none"`) || !strings.Contains(toml, "log_user_prompt = false") { // rule LG3
 				t.Errorf("codex config = %q", toml)
 			}
-			gw := GatewayDocument(rev, 1)
+			gw, err := GatewayDocument(rev, 1)
+			if err != nil {
+				t.Fatal(err)
+			}
 			if tr, _ := occconfig.String(gw, occconfig.Keys("plugins", "entries", "codex", "config", "appServer", "transport")); tr != "websocket" {
 				t.Errorf("gateway does not reach the harness over websocket: %q", tr)
 			}
@@ -655,16 +658,15 @@ func TestPR9_TiniIsPID1OfEveryRuntimeContainer(t *testing.T) {
 // only with auth ("Refusing to bind gateway to lan without auth", seen on
 // the real node): each gateway container, and no other container, gets the
 // agent's token from its own Secret, and the document says token auth with
-// no token or password of its own and no Control UI. rules AU6, PR9
+// no token or password of its own and no Control UI. A configuration's own
+// gateway auth is refused at admission (TestAD3_PlatformOwnedKeys), not
+// replaced here. rules AU6, PR9
 func TestPR9_EveryGatewayHasTokenAuth(t *testing.T) {
-	withAuth := embeddedInput(t, "anthropic/claude-sonnet-4-5")
-	withAuth.Configuration.Document = doc(t, `{agents: {defaults: {model: "anthropic/claude-sonnet-4-5"}}, gateway: {auth: {mode: "password", password: "literal-in-the-document"}}}`)
 	for name, in := range map[string]admission.Input{
-		"embedded":           embeddedInput(t, "anthropic/claude-sonnet-4-5"),
-		"embedded, own auth": withAuth,
-		"dedicated codex":    codexInput(t, admission.MethodAPIKey),
-		"native openclaw":    nativeInput(t, admission.MethodAPIKey),
-		"sandboxed codex":    sandboxedCodexInput(t),
+		"embedded":        embeddedInput(t, "anthropic/claude-sonnet-4-5"),
+		"dedicated codex": codexInput(t, admission.MethodAPIKey),
+		"native openclaw": nativeInput(t, admission.MethodAPIKey),
+		"sandboxed codex": sandboxedCodexInput(t),
 	} {
 		t.Run(name, func(t *testing.T) {
 			rev := admit(t, in)
@@ -694,9 +696,12 @@ func TestPR9_EveryGatewayHasTokenAuth(t *testing.T) {
 			if gateways != 1 {
 				t.Fatalf("%d gateway containers", gateways)
 			}
-			d := GatewayDocument(rev, 1)
+			d, err := GatewayDocument(rev, 1)
 			if rev.ExecutionMode == admission.ModeDedicated && rev.Harness == admission.HarnessOpenClaw {
-				d = NativeGatewayDocument(rev, 1)
+				d, err = NativeGatewayDocument(rev, 1)
+			}
+			if err != nil {
+				t.Fatal(err)
 			}
 			for path, want := range map[string]any{"gateway.auth.mode": "token", "gateway.controlUi.enabled": false, "gateway.auth.password": nil, "gateway.auth.token": nil} {
 				got, _ := occconfig.Lookup(d, occconfig.Keys(strings.Split(path, ".")...))

@@ -212,7 +212,11 @@ func nativeOpenClaw(rev *admission.Revision, n int64) (*Objects, error) {
 		return nil, fmt.Errorf("render: dedicated OpenClaw of agent %q needs a sandbox driver (ND4)", rev.Agent)
 	}
 	a, ns := rev.Agent, rev.ComputeSettings.Namespace
-	gwCM, err := configMap(rev, n, ConfigMapName(a, n), ComponentGateway, map[string]any{ConfigFile: NativeGatewayDocument(rev, n)})
+	gwDoc, err := NativeGatewayDocument(rev, n)
+	if err != nil {
+		return nil, err
+	}
+	gwCM, err := configMap(rev, n, ConfigMapName(a, n), ComponentGateway, map[string]any{ConfigFile: gwDoc})
 	if err != nil {
 		return nil, err
 	}
@@ -334,12 +338,15 @@ type Enrollment struct {
 // serves none; the Pod network reaches the gateway's port), and node
 // pairing only through the platform's setup code: no silent pairing of
 // local clients and no SSH probes back to a connecting node.
-func NativeGatewayDocument(rev *admission.Revision, n int64) occconfig.Document {
-	d := GatewayDocument(rev, n)
+// The pairing keys are in admission.PlatformKeys for native OpenClaw, so
+// GatewayDocument writes them.
+func NativeGatewayDocument(rev *admission.Revision, n int64) (occconfig.Document, error) {
+	d, err := GatewayDocument(rev, n)
+	if err != nil {
+		return nil, err
+	}
 	stripInferenceCredentials(d)
-	occconfig.Set(d, occconfig.Keys("gateway", "nodes", "pairing", "autoApproveLocal"), false)
-	occconfig.Set(d, occconfig.Keys("gateway", "nodes", "pairing", "sshVerify"), false)
-	return d
+	return d, nil
 }
 
 // nodeSections are the parts of the admitted document a node host runs

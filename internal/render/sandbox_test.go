@@ -388,9 +388,12 @@ func leafPaths(prefix string, v any) []string {
 // credential and no token in its file.
 func TestND2_NativeGatewayDocument(t *testing.T) {
 	in := nativeInput(t, admission.MethodAPIKey)
-	in.Configuration.Document = doc(t, `{agents: {defaults: {model: "openai/gpt-5"}}, gateway: {auth: {mode: "password", password: "p"}}, models: {providers: {openai: {apiKey: "${OPENAI_API_KEY}"}}}}`)
+	in.Configuration.Document = doc(t, `{agents: {defaults: {model: "openai/gpt-5"}}, models: {providers: {openai: {apiKey: "${OPENAI_API_KEY}"}}}}`)
 	rev := admit(t, in)
-	d := NativeGatewayDocument(rev, 1)
+	d, err := NativeGatewayDocument(rev, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
 	for path, want := range map[string]any{
 		"gateway.auth.mode": "token", "gateway.bind": "lan", "gateway.controlUi.enabled": false,
 		"gateway.nodes.pairing.autoApproveLocal": false, "gateway.nodes.pairing.sshVerify": false,

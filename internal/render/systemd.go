@@ -174,7 +174,10 @@ func Systemd(rev *admission.Revision, n int64) (*SystemdHost, error) {
 	if err != nil {
 		return nil, err
 	}
-	doc := SystemdGatewayDocument(rev, port)
+	doc, err := SystemdGatewayDocument(rev, port)
+	if err != nil {
+		return nil, err
+	}
 	config := occconfig.Canonical(doc)
 	sum := sha256.Sum256(config)
 
@@ -229,14 +232,19 @@ func gatewayPort(d occconfig.Document) (int64, error) {
 // outside), keeps live reload off (a revision is activated by a restart,
 // never by a half-switched file), and starts offline: no mDNS, no update
 // check, no model catalog refresh. Gateway auth stays as configured.
-func SystemdGatewayDocument(rev *admission.Revision, port int64) occconfig.Document {
+//
+// Which keys the platform owns there is admission.PlatformKeys (the list
+// admission refuses user values of, AD3); gateway.port is the user's and
+// is written back as read (or OpenClaw's default).
+func SystemdGatewayDocument(rev *admission.Revision, port int64) (occconfig.Document, error) {
 	d := occconfig.Clone(rev.GatewayDocument)
-	occconfig.Set(d, occconfig.Keys("gateway", "mode"), "local")
-	occconfig.Set(d, occconfig.Keys("gateway", "bind"), "loopback")
-	occconfig.Set(d, occconfig.Keys("gateway", "port"), port)
-	occconfig.Set(d, occconfig.Keys("gateway", "reload", "mode"), "off")
-	startOffline(d)
-	return d
+	if err := writePlatformKeys(d, admission.PlatformKeys(admission.KindSSH, rev.Harness, rev.ExecutionMode), nil); err != nil {
+		return nil, err
+	}
+	if !occconfig.Set(d, admission.PathGatewayPort, port) {
+		return nil, fmt.Errorf("render: the gateway configuration cannot take %s: gateway is not an object", admission.PathGatewayPort)
+	}
+	return d, nil
 }
 
 // unitText is the agent's unit. It does not change between revisions: the

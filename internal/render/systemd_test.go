@@ -83,7 +83,7 @@ func TestSS1_SystemdRendersEmbeddedOpenClaw(t *testing.T) {
 // TestSS1_SystemdGatewayDocumentStartsOfflineOnLoopback: the platform's
 // wiring is in the written configuration; the digest is of those bytes.
 func TestSS1_SystemdGatewayDocumentStartsOfflineOnLoopback(t *testing.T) {
-	rev := admit(t, sshInput(t, `{agents: {defaults: {model: "anthropic/claude-sonnet-4-5"}}, gateway: {bind: "lan", auth: {mode: "token", token: "${OPENCLAW_GATEWAY_TOKEN}"}}}`))
+	rev := admit(t, sshInput(t, `{agents: {defaults: {model: "anthropic/claude-sonnet-4-5"}}, gateway: {mode: "local", auth: {mode: "token", token: "${OPENCLAW_GATEWAY_TOKEN}"}}}`))
 	h, err := Systemd(rev, 1)
 	if err != nil {
 		t.Fatal(err)
@@ -103,7 +103,11 @@ func TestSS1_SystemdGatewayDocumentStartsOfflineOnLoopback(t *testing.T) {
 		}
 	}
 	sum := sha256.Sum256(h.Config)
-	if h.Digest != hex.EncodeToString(sum[:]) || h.Digest != occconfig.Digest(SystemdGatewayDocument(rev, 18789)) {
+	gw, err := SystemdGatewayDocument(rev, 18789)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h.Digest != hex.EncodeToString(sum[:]) || h.Digest != occconfig.Digest(gw) {
 		t.Errorf("digest %s is not the sha256 of the written bytes", h.Digest)
 	}
 	var info RevisionInfo
@@ -111,8 +115,8 @@ func TestSS1_SystemdGatewayDocumentStartsOfflineOnLoopback(t *testing.T) {
 		t.Errorf("revision.json = %s (%v)", h.RevisionInfo, err)
 	}
 	// The frozen revision is not changed by rendering.
-	if v, _ := occconfig.Lookup(rev.GatewayDocument, occconfig.Keys("gateway", "bind")); v != "lan" {
-		t.Errorf("rendering changed the revision's document: bind = %v", v)
+	if _, set := occconfig.Lookup(rev.GatewayDocument, occconfig.Keys("gateway", "bind")); set {
+		t.Errorf("rendering changed the revision's document: bind is set")
 	}
 }
 

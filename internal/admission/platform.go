@@ -1,0 +1,151 @@
+package admission
+
+import (
+	"fmt"
+
+	"github.com/occ-platform/terraform-provider-occ/internal/occconfig"
+)
+
+// PlatformKey is a key of the gateway's native configuration that the
+// platform writes when it renders a revision: the deployment wiring
+// (listener, gateway auth, Control UI, the offline start, the Codex
+// plugin's app-server wiring, node pairing). It is the one list of those
+// keys: render writes exactly these (render.GatewayDocument and
+// render.SystemdGatewayDocument read it), and admission refuses a
+// configuration that sets one of them to anything else (CheckPlatformKeys),
+// so that no value a user wrote is silently replaced after admission (AD3:
+// what the revision freezes is what runs).
+type PlatformKey struct {
+	Path occconfig.Path
+	// Value is what render writes. A configuration may hold the same value
+	// (it changes nothing); any other value is refused.
+	Value any
+	// Remove: render deletes the key; any value is refused.
+	Remove bool
+	// Computed: render computes the value per revision (an address, a
+	// reference to a variable it sets); any value is refused.
+	Computed bool
+	// Why says what the platform does with the key, in a refusal.
+	Why string
+}
+
+// Document paths of the platform's wiring.
+var (
+	PathGatewayMode          = occconfig.Keys("gateway", "mode")
+	PathGatewayBind          = occconfig.Keys("gateway", "bind")
+	PathGatewayPort          = occconfig.Keys("gateway", "port")
+	PathGatewayAuthMode      = occconfig.Keys("gateway", "auth", "mode")
+	PathGatewayAuthToken     = occconfig.Keys("gateway", "auth", "token")
+	PathGatewayAuthPassword  = occconfig.Keys("gateway", "auth", "password")
+	PathGatewayControlUI     = occconfig.Keys("gateway", "controlUi", "enabled")
+	PathGatewayReloadMode    = occconfig.Keys("gateway", "reload", "mode")
+	PathMDNSMode             = occconfig.Keys("discovery", "mdns", "mode")
+	PathUpdateCheckOnStart   = occconfig.Keys("update", "checkOnStart")
+	PathCatalogRefresh       = occconfig.Keys("models", "catalogRefresh", "enabled")
+	PathCodexPluginEnabled   = pathCodexPluginOn
+	PathCodexTransport       = pathCodexTransport
+	PathCodexAppServerURL    = occconfig.Keys("plugins", "entries", "codex", "config", "appServer", "url")
+	PathCodexAppServerToken  = occconfig.Keys("plugins", "entries", "codex", "config", "appServer", "authToken")
+	PathNodeAutoApproveLocal = occconfig.Keys("gateway", "nodes", "pairing", "autoApproveLocal")
+	PathNodeSSHVerify        = occconfig.Keys("gateway", "nodes", "pairing", "sshVerify")
+)
+
+// offlineKeys: every gateway starts offline (SS1): no mDNS, no update check
+// (the revision pins its runtime), no model catalog refresh (the gateway
+// keeps the catalog of the runtime the revision was admitted against).
+var offlineKeys = []PlatformKey{
+	{Path: PathMDNSMode, Value: "off", Why: "the platform starts every gateway offline and announces nothing over mDNS"},
+	{Path: PathUpdateCheckOnStart, Value: false, Why: "the platform starts every gateway offline; the revision pins its runtime, so the gateway never checks for updates"},
+	{Path: PathCatalogRefresh, Value: false, Why: "the platform starts every gateway offline; it keeps the model catalog of the runtime the revision was admitted against"},
+}
+
+// PlatformKeys is the wiring render writes into the gateway document of a
+// revision on a compute of kind running harness in mode. An SSH host's
+// gateway.port is the user's (agents sharing a host need distinct ports)
+// and is not in the list.
+func PlatformKeys(kind, harness, mode string) []PlatformKey {
+	var keys []PlatformKey
+	switch kind {
+	case KindKubernetes:
+		listen := fmt.Sprintf("the platform binds the gateway to the Pod network (bind \"lan\") on port %d, where the Agent's Service and its probes reach it", GatewayPort)
+		keys = append(keys,
+			PlatformKey{Path: PathGatewayMode, Value: "local", Why: "the platform runs the gateway in local mode in its own Pod"},
+			PlatformKey{Path: PathGatewayBind, Value: "lan", Why: listen},
+			PlatformKey{Path: PathGatewayPort, Value: int64(GatewayPort), Why: listen},
+			PlatformKey{Path: PathGatewayAuthMode, Value: "token", Why: "the platform authenticates to the gateway with its own token (OPENCLAW_GATEWAY_TOKEN, from the agent's Secret)"},
+			PlatformKey{Path: PathGatewayAuthToken, Remove: true, Why: "the platform supplies the gateway token as OPENCLAW_GATEWAY_TOKEN from the agent's Secret; it is never in the file"},
+			PlatformKey{Path: PathGatewayAuthPassword, Remove: true, Why: "the platform authenticates to the gateway with a token only; a password is never in the file"},
+			PlatformKey{Path: PathGatewayControlUI, Value: false, Why: "the platform serves no Control UI to browsers"},
+		)
+		keys = append(keys, offlineKeys...)
+		switch {
+		case harness == HarnessCodex && mode == ModeDedicated:
+			keys = append(keys,
+				PlatformKey{Path: PathCodexPluginEnabled, Value: true, Why: "dedicated Codex reaches its harness through the Codex plugin, which the platform enables"},
+				PlatformKey{Path: PathCodexTransport, Value: "websocket", Why: "the platform connects the Codex plugin to the harness's app server over websocket"},
+				PlatformKey{Path: PathCodexAppServerURL, Computed: true, Why: "the platform points the Codex plugin at the revision's own harness"},
+				PlatformKey{Path: PathCodexAppServerToken, Computed: true, Why: "the platform supplies the app server's capability token from the agent's Secret"},
+			)
+		case harness == HarnessOpenClaw && mode == ModeDedicated:
+			keys = append(keys,
+				PlatformKey{Path: PathNodeAutoApproveLocal, Value: false, Why: "the native node pairs only through the platform's one-use setup code (ND2)"},
+				PlatformKey{Path: PathNodeSSHVerify, Value: false, Why: "the native node pairs only through the platform's one-use setup code (ND2); the gateway makes no SSH probes back to it"},
+			)
+		}
+	case KindSSH:
+		keys = append(keys,
+			PlatformKey{Path: PathGatewayMode, Value: "local", Why: "the platform runs the gateway in local mode under systemd"},
+			PlatformKey{Path: PathGatewayBind, Value: "loopback", Why: "the platform binds the gateway to the host's loopback (readiness is read through the SSH connection; no port is opened to the outside); gateway.port stays yours"},
+			PlatformKey{Path: PathGatewayReloadMode, Value: "off", Why: "the platform activates a revision by a restart, never by live reload of a half-switched file"},
+		)
+		keys = append(keys, offlineKeys...)
+	}
+	return keys
+}
+
+// CheckPlatformKeys refuses a configuration that sets a key the platform
+// owns on this compute, harness and mode (PlatformKeys) to another value,
+// and one that holds a non-object where the platform must write inside an
+// object (`gateway = "x"`, `discovery = 5`): render would otherwise replace
+// or skip the platform's wiring without a word.
+func CheckPlatformKeys(doc occconfig.Document, kind, harness, mode string) Errors {
+	var errs Errors
+	seen := map[string]bool{}
+	title := kindRow(kind).Words.Title
+	for _, k := range PlatformKeys(kind, harness, mode) {
+		if blocked := nonObjectAncestor(doc, k.Path); blocked != nil {
+			if !seen[blocked.String()] {
+				seen[blocked.String()] = true
+				errs = append(errs, invalid("AD3", nil, blocked, "must be an object: on %s the platform writes %s inside it (%s)", title, k.Path, k.Why))
+			}
+			continue
+		}
+		v, ok := occconfig.Lookup(doc, k.Path)
+		if !ok || (!k.Remove && !k.Computed && equalValue(v, k.Value)) {
+			continue
+		}
+		msg := fmt.Sprintf("the platform owns this key on %s and sets it at render time: %s; remove %s", title, k.Why, k.Path)
+		if !k.Remove && !k.Computed {
+			msg += fmt.Sprintf(" (or set it to %s)", jsonish(k.Value))
+		}
+		errs = append(errs, invalid("AD3", nil, k.Path, "%s", msg))
+	}
+	return errs
+}
+
+// nonObjectAncestor is the first proper prefix of p that holds a value
+// other than an object, or nil.
+func nonObjectAncestor(doc occconfig.Document, p occconfig.Path) occconfig.Path {
+	for i := 1; i < len(p); i++ {
+		v, ok := occconfig.Lookup(doc, p[:i])
+		if !ok {
+			return nil
+		}
+		if _, isObj := v.(map[string]any); !isObj {
+			return p[:i]
+		}
+	}
+	return nil
+}
+
+func equalValue(a, b any) bool { return jsonish(a) == jsonish(b) }
