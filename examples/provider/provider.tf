@@ -6,7 +6,8 @@ terraform {
   }
 }
 
-# Connection settings only. A plan never contacts the cluster or the hosts.
+# Connection settings only. Admission at plan needs no server; a refresh reads
+# what is in state back from its cluster or host.
 provider "occ" {
   kubernetes = {
     config_path    = "~/.kube/config"

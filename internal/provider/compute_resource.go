@@ -73,7 +73,7 @@ func (r *computeResource) Schema(_ context.Context, _ resource.SchemaRequest, re
 func computeSchema() schema.Schema {
 	return schema.Schema{
 		MarkdownDescription: "Where Agents run: a Kubernetes tenant namespace or an SSH host under systemd. Exactly one of `kubernetes` or " +
-			"`ssh`. Planning never contacts the cluster or the host. Creating a Kubernetes compute checks that the cluster answers, creates " +
+			"`ssh`. Admission at plan needs neither the cluster nor the host (a refresh of a compute with a sandbox driver reads its installation live). Creating a Kubernetes compute checks that the cluster answers, creates " +
 			"the tenant namespace when it is missing (destroy deletes it again only if the provider created it for this compute and " +
 			"nothing is left in it: neither objects someone else created nor Agents another configuration deploys there), and checks with SelfSubjectAccessReviews every permission the provider will use there; a missing " +
 			"one fails with the list. With a sandbox driver, `installation` is read live from the cluster on create and refresh. Pass the " +

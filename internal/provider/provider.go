@@ -148,7 +148,7 @@ func (p *occProvider) Schema(_ context.Context, _ provider.SchemaRequest, resp *
 	resp.Schema = schema.Schema{
 		MarkdownDescription: "The OCC provider runs AI agents on Kubernetes and SSH hosts as code. `terraform plan` admits or refuses " +
 			"each Agent's combination of harness, execution mode, model providers, auth binding, sandbox driver and credential gateway, " +
-			"and shows the exact revision that would run. The provider block holds connection settings only; a plan never needs them.",
+			"and shows the exact revision that would run. The provider block holds connection settings only: admission at plan needs no server, and a refresh reads what is in state back from its cluster or host.",
 		Attributes: map[string]schema.Attribute{
 			"kubernetes": schema.SingleNestedAttribute{
 				Optional: true,
