@@ -104,11 +104,15 @@ func (e *Executor) poll() time.Duration {
 }
 
 // preflightScript checks what must hold before anything is written: root
-// through sudo (the command itself), a running systemd, and a gateway port
+// through sudo (the command itself), a running systemd of version 240 or
+// newer (the activation's systemd-run flags), and a gateway port
 // that no other unit's process listens on. It prints the host's clock.
 const preflightScript = `unit=$1 port=$2
 command -v systemctl >/dev/null 2>&1 || { echo "systemctl not found: the host must run systemd" >&2; exit 69; }
 [ -d /run/systemd/system ] || { echo "systemd is not the running init system" >&2; exit 69; }
+v=$(systemctl --version 2>/dev/null | awk 'NR == 1 { print $2 }')
+case "$v" in ''|*[!0-9]*) v=0 ;; esac
+[ "$v" -ge 240 ] || { echo "systemd $v is too old: the activation runs as a transient unit (systemd-run --wait --collect --service-type=exec), which needs systemd 240 or newer" >&2; exit 69; }
 if command -v ss >/dev/null 2>&1; then
 	owners=$(ss -ltnpH "sport = :$port" 2>/dev/null | grep -o 'pid=[0-9]*' | cut -d= -f2 | sort -u)
 	if [ -n "$owners" ]; then
