@@ -191,3 +191,13 @@ func (f *Failure) Detail(revisionID string) string {
 	}
 	return strings.TrimRight(b.String(), "\n")
 }
+
+// StaleFailure refuses revision n of agent because the target already
+// serves newer revision live (AC3); holder says what serves it ("the
+// Service already serves", "the host already selects"), outcome what
+// became of n.
+func StaleFailure(agent string, n, live int64, holder, phase, outcome string) *Failure {
+	return &Failure{Code: Stale, Agent: agent, Revision: n, Phase: phase,
+		Reason: fmt.Sprintf("%s newer revision %d; %s", holder, live, outcome),
+		Next:   "Another apply activated a newer revision. Refresh (terraform plan) and apply again."}
+}

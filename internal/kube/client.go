@@ -126,11 +126,7 @@ func RESTConfig(s Settings) (*rest.Config, error) {
 		if err != nil {
 			return nil, fmt.Errorf("in-cluster Kubernetes configuration: %w", err)
 		}
-		cfg.QPS, cfg.Burst = QPS, Burst
-		if s.UserAgent != "" {
-			cfg.UserAgent = s.UserAgent
-		}
-		return cfg, nil
+		return tuned(cfg, s), nil
 	}
 	for i, p := range paths {
 		expanded, err := expandHome(p)
@@ -180,11 +176,16 @@ func RESTConfig(s Settings) (*rest.Config, error) {
 	if err != nil {
 		return nil, fmt.Errorf("kubernetes connection settings: %w", err)
 	}
+	return tuned(cfg, s), nil
+}
+
+// tuned sets the client's rate limits and user agent.
+func tuned(cfg *rest.Config, s Settings) *rest.Config {
 	cfg.QPS, cfg.Burst = QPS, Burst
 	if s.UserAgent != "" {
 		cfg.UserAgent = s.UserAgent
 	}
-	return cfg, nil
+	return cfg
 }
 
 // NewClient builds the clientset for the settings.

@@ -248,12 +248,10 @@ func servedRevision(svc *corev1.Service) int64 {
 	return n
 }
 
-// staleFailure refuses revision n because the Service serves newer revision
-// live (AC3); outcome says what became of n.
+// staleFailure refuses revision n because the Service serves newer
+// revision live (AC3).
 func staleFailure(agent string, n, live int64, phase, outcome string) *Failure {
-	return &Failure{Code: CodeStale, Agent: agent, Revision: n, Phase: phase,
-		Reason: fmt.Sprintf("the Service already serves newer revision %d; %s", live, outcome),
-		Next:   "Another apply activated a newer revision. Refresh (terraform plan) and apply again."}
+	return executor.StaleFailure(agent, n, live, "the Service already serves", phase, outcome)
 }
 
 // stopEarlier scales every earlier revision's workloads of the agent to zero

@@ -50,11 +50,14 @@ func (e *Executor) WriteCredentialSecret(ctx context.Context, ns, name, source, 
 	case !apierrors.IsAlreadyExists(err):
 		return fmt.Errorf("write Secret %s/%s: %w", ns, name, err)
 	}
-	cur, err := e.Metadata.Resource(corev1.SchemeGroupVersion.WithResource("secrets")).Namespace(ns).Get(ctx, name, metav1.GetOptions{})
-	if err != nil {
-		return fmt.Errorf("read Secret %s/%s: %w", ns, name, err)
+	exists, curOwner, curSource, err := e.credentialLabels(ctx, ns, name)
+	switch {
+	case err != nil:
+		return err
+	case !exists:
+		return fmt.Errorf("write Secret %s/%s: it existed, then was deleted during the write; apply again", ns, name)
 	}
-	if cur.Labels[LabelCredentialOwner] == owner && cur.Labels[LabelCredentialSource] == source {
+	if curOwner == owner && curSource == source {
 		return nil
 	}
 	return &executor.Failure{Code: executor.ResourceConflict,
@@ -90,14 +93,21 @@ func (e *Executor) DeleteCredentialSecrets(ctx context.Context, ns, source, owne
 // CredentialOwner reads the owner label of a provider-written credential
 // Secret (metadata only): what an imported source adopts.
 func (e *Executor) CredentialOwner(ctx context.Context, ns, name string) (exists bool, owner string, err error) {
+	exists, owner, _, err = e.credentialLabels(ctx, ns, name)
+	return exists, owner, err
+}
+
+// credentialLabels reads a Secret's owner and source labels (metadata
+// only: the value never reaches the provider).
+func (e *Executor) credentialLabels(ctx context.Context, ns, name string) (exists bool, owner, source string, err error) {
 	cur, err := e.Metadata.Resource(corev1.SchemeGroupVersion.WithResource("secrets")).Namespace(ns).Get(ctx, name, metav1.GetOptions{})
 	switch {
 	case apierrors.IsNotFound(err):
-		return false, "", nil
+		return false, "", "", nil
 	case err != nil:
-		return false, "", fmt.Errorf("read Secret %s/%s: %w", ns, name, err)
+		return false, "", "", fmt.Errorf("read Secret %s/%s: %w", ns, name, err)
 	}
-	return true, cur.Labels[LabelCredentialOwner], nil
+	return true, cur.Labels[LabelCredentialOwner], cur.Labels[LabelCredentialSource], nil
 }
 
 // SecretHasKey reports whether a Secret exists and holds key. It reads only

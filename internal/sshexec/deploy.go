@@ -648,10 +648,8 @@ func guardVerdict(agent, addr string, n, serving int64, id string, sel selected)
 	return nil
 }
 
-// staleFailure refuses revision n because the host selects newer revision
-// live (AC3); outcome says what became of n.
+// staleFailure refuses revision n because the host selects newer
+// revision live (AC3).
 func staleFailure(agent string, n, live int64, phase, outcome string) *executor.Failure {
-	return &executor.Failure{Code: executor.Stale, Agent: agent, Revision: n, Phase: phase,
-		Reason: fmt.Sprintf("the host already selects newer revision %d; %s", live, outcome),
-		Next:   "Another apply activated a newer revision. Refresh (terraform plan) and apply again."}
+	return executor.StaleFailure(agent, n, live, "the host already selects", phase, outcome)
 }
