@@ -24,6 +24,7 @@ func CheckDocument(doc occconfig.Document) Errors {
 	errs = append(errs, checkEntries(doc)...)
 	errs = append(errs, checkCustomProviders(doc)...)
 	errs = append(errs, checkMaxConcurrent(doc)...)
+	errs = append(errs, literalKeys(map[string]any(doc), nil)...)
 
 	sel, e := readModelSelection(doc, pathDefaultModel)
 	errs = append(errs, e...)
@@ -88,7 +89,9 @@ func literalCredentials(v any, at occconfig.Path) []Warning {
 		for _, k := range sortedKeys(x) {
 			p := at.Key(k)
 			if s, ok := x[k].(string); ok && credentialKey(k) && literalValue(s) {
-				ws = append(ws, Warning{Rule: "AU7", DocPath: p, Message: literalCredentialMessage(p)})
+				if keyShape(s) == "" { // a key's shape is refused (literalKeys)
+					ws = append(ws, Warning{Rule: "AU7", DocPath: p, Message: literalCredentialMessage(p)})
+				}
 				continue
 			}
 			ws = append(ws, literalCredentials(x[k], p)...)
@@ -101,11 +104,90 @@ func literalCredentials(v any, at occconfig.Path) []Warning {
 	return ws
 }
 
+// literalKeys refuses a literal credential whose value has the shape of a
+// real provider key (sk-ant-…, AIza…, xoxb-…, a Telegram bot token, …):
+// unlike a placeholder, it is a live credential on its way to Terraform
+// state, the plan and a plain ConfigMap (AU7). The refusal names the path
+// and the kind of key, never the value.
+func literalKeys(v any, at occconfig.Path) Errors {
+	var errs Errors
+	switch x := v.(type) {
+	case map[string]any:
+		for _, k := range sortedKeys(x) {
+			p := at.Key(k)
+			if s, ok := x[k].(string); ok && credentialKey(k) && literalValue(s) {
+				if kind := keyShape(s); kind != "" {
+					errs = append(errs, invalid("AU7", nil, p, "%s", literalKeyMessage(p, kind)))
+				}
+				continue
+			}
+			errs = append(errs, literalKeys(x[k], p)...)
+		}
+	case []any:
+		for i, e := range x {
+			errs = append(errs, literalKeys(e, at.Index(i))...)
+		}
+	}
+	return errs
+}
+
+// keyShapes are the published formats of live credentials, each with the
+// name a diagnostic gives it. Short or placeholder values ("sk-test",
+// "changeme") are not keys: they only warn (literalCredentials).
+var keyShapes = []struct {
+	name string
+	re   *regexp.Regexp
+}{
+	{"an Anthropic API key (sk-ant-…)", regexp.MustCompile(`^sk-ant-[A-Za-z0-9_-]{20,}$`)},
+	{"an OpenRouter API key (sk-or-…)", regexp.MustCompile(`^sk-or-[A-Za-z0-9_-]{20,}$`)},
+	{"an OpenAI-style API key (sk-…)", regexp.MustCompile(`^sk-[A-Za-z0-9_-]{20,}$`)},
+	{"a Google API key (AIza…)", regexp.MustCompile(`^AIza[0-9A-Za-z_-]{30,}$`)},
+	{"a Slack token (xox…-)", regexp.MustCompile(`^(xox[abposr]|xapp)-[A-Za-z0-9-]{10,}$`)},
+	{"a GitHub token", regexp.MustCompile(`^(gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{30,})$`)},
+	{"a GitLab token (glpat-…)", regexp.MustCompile(`^glpat-[A-Za-z0-9_-]{20,}$`)},
+	{"an AWS access key id (AKIA…)", regexp.MustCompile(`^(AKIA|ASIA)[0-9A-Z]{16}$`)},
+	{"a Hugging Face token (hf_…)", regexp.MustCompile(`^hf_[A-Za-z0-9]{30,}$`)},
+	{"a Groq API key (gsk_…)", regexp.MustCompile(`^gsk_[A-Za-z0-9]{30,}$`)},
+	{"an xAI API key (xai-…)", regexp.MustCompile(`^xai-[A-Za-z0-9]{30,}$`)},
+	{"a Perplexity API key (pplx-…)", regexp.MustCompile(`^pplx-[A-Za-z0-9]{30,}$`)},
+	{"a Telegram bot token", regexp.MustCompile(`^[0-9]{6,12}:[A-Za-z0-9_-]{30,}$`)},
+}
+
+// keyShape names the kind of live credential s looks like ("" for none).
+// A "Bearer " prefix (an Authorization header) is looked through.
+func keyShape(s string) string {
+	s = strings.TrimSpace(s)
+	if rest, ok := strings.CutPrefix(s, "Bearer "); ok {
+		s = strings.TrimSpace(rest)
+	}
+	for _, k := range keyShapes {
+		if k.re.MatchString(s) {
+			return k.name
+		}
+	}
+	return ""
+}
+
+func literalKeyMessage(p occconfig.Path, kind string) string {
+	msg := p.String() + " holds what looks like " + kind + " as a literal value; it would go to Terraform state, to the plan and, in plain text, " +
+		"to the revision's ConfigMap, so it is refused. "
+	if len(p) > 1 && p[0].Key == "models" && p[1].Key == "providers" {
+		return msg + "Remove it: the model credential comes from the Agent's credential source (harness_auth), which keeps it out of state"
+	}
+	return msg + referenceFix + "; if it is no live credential, write another value"
+}
+
+// referenceFix is how a document refers to a credential instead of
+// holding it, on either kind of compute.
+const referenceFix = "Write \"${NAME}\" here and give NAME to the runtime: on Kubernetes, keep the value in a Secret and bind it on the configuration " +
+	"(secret_bindings = { NAME = { name = \"SECRET\", key = \"KEY\" } }); on an SSH host, add NAME=value to the environment_file of the agent's " +
+	"runtime credential source, which the unit loads"
+
 // credentialKey reports whether a document key names a credential.
 func credentialKey(k string) bool {
 	k = strings.ToLower(strings.NewReplacer("_", "", "-", "").Replace(k))
 	switch {
-	case k == "password" || k == "passwd" || k == "secret" || k == "privatekey" || k == "credentials":
+	case k == "password" || k == "passwd" || k == "secret" || k == "privatekey" || k == "credentials" || k == "authorization":
 		return true
 	case strings.HasSuffix(k, "apikey") || strings.HasSuffix(k, "token") || strings.HasSuffix(k, "secret") || strings.HasSuffix(k, "password"):
 		return true
@@ -123,8 +205,7 @@ func literalCredentialMessage(p occconfig.Path) string {
 		return p.String() + " holds a literal model credential: it goes to Terraform state (the configuration's and every agent's), to the plan and, " +
 			"in plain text, to the revision's ConfigMap. Remove it: the model credential comes from the Agent's credential source (harness_auth), which keeps it out of state"
 	}
-	return p.String() + " holds a literal credential: it goes to Terraform state, to the plan and, in plain text, to the revision's ConfigMap. " +
-		"Keep it in a Kubernetes Secret, bind it on the configuration (secret_bindings = { NAME = { name = \"SECRET\", key = \"KEY\" } }) and write \"${NAME}\" here"
+	return p.String() + " holds a literal credential: it goes to Terraform state, to the plan and, in plain text, to the revision's ConfigMap. " + referenceFix
 }
 
 var entryIDRe = regexp.MustCompile(`^[a-z0-9_][a-z0-9_-]{0,63}$`)
