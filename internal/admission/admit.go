@@ -336,11 +336,22 @@ type ComputeSettings struct {
 	NativeWorkerSupport bool   `json:"native_worker_support,omitempty"`
 	// PodAnnotations are the operator's annotations on every runtime Pod.
 	PodAnnotations map[string]string `json:"pod_annotations,omitempty"`
+	// State is the gateway's persistent state claim; nil: an emptyDir.
+	State *StateClaim `json:"state,omitempty"`
 	// SSH.
 	Host         string `json:"host,omitempty"`
 	Port         int64  `json:"port,omitempty"`
 	OpenClawPath string `json:"openclaw_path,omitempty"`
 	ConfigDir    string `json:"config_dir,omitempty"`
+}
+
+// StateClaim is the shape of an agent's state claim as a revision holds
+// it: a change gives the agent a new revision, whose apply resizes the
+// claim (or refuses what Kubernetes cannot change in place).
+type StateClaim struct {
+	Size         string `json:"size"`
+	StorageClass string `json:"storage_class,omitempty"`
+	AccessMode   string `json:"access_mode"`
 }
 
 // computeSettings is what the revision freezes of its Compute, as the

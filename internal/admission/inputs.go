@@ -81,6 +81,9 @@ type Compute struct {
 	LoggingLevel        string
 	SandboxDriver       *SandboxDriver
 	CredentialGateway   *CredentialGateway
+	// State is the gateway's persistent state claim; nil keeps the state
+	// on an emptyDir (throwaway agents).
+	State *State
 
 	// SSH.
 	Host         string
@@ -92,6 +95,28 @@ type Compute struct {
 	HostKey               string
 	User                  string
 	InsecureIgnoreHostKey bool
+}
+
+// State is the Kubernetes compute's claim for each agent's gateway state
+// (its state directory and main workspace, /home/node): one
+// PersistentVolumeClaim per agent, kept across revisions and Pod restarts.
+type State struct {
+	// Size, StorageClass ("" for the cluster's default class) and
+	// AccessMode shape the claim; they are part of the revision.
+	Size         string
+	StorageClass string
+	AccessMode   string
+	// RetainOnDestroy keeps the claim when the agent is destroyed; it
+	// shapes nothing that runs, so it is not part of the revision.
+	RetainOnDestroy bool
+}
+
+// Claim is what a revision freezes of the state claim.
+func (s *State) Claim() *StateClaim {
+	if s == nil {
+		return nil
+	}
+	return &StateClaim{Size: s.Size, StorageClass: s.StorageClass, AccessMode: s.AccessMode}
 }
 
 // SandboxDriver is the Compute's optional sandbox driver (ND4).

@@ -181,7 +181,7 @@ func kubernetesSettings(c Compute) ComputeSettings {
 		Kind: c.Kind, Name: c.Name, Namespace: c.Namespace,
 		RuntimeImage: firstNonEmpty(c.RuntimeImage, PinnedRuntimeImage), CodexImage: firstNonEmpty(c.CodexImage, PinnedCodexImage),
 		CPUMillis: c.CPUMillis, MemoryLimit: c.MemoryLimit, NativeWorkerSupport: c.NativeWorkerSupport,
-		PodAnnotations: c.PodAnnotations,
+		PodAnnotations: c.PodAnnotations, State: c.State.Claim(),
 	}
 }
 

@@ -57,6 +57,7 @@ const (
 	ReplicaFailure      Code = "REPLICA_FAILURE"
 	AttachmentFailed    Code = "CREDENTIAL_ATTACHMENT_FAILED"
 	SandboxProvisioning Code = "SANDBOX_PROVISIONING_FAILED"
+	StateClaim          Code = "STATE_CLAIM_FAILED"
 
 	UnitStartFailed      Code = "UNIT_START_FAILED"
 	UnitFailed           Code = "UNIT_FAILED"
@@ -122,6 +123,9 @@ var Catalog = []Entry{
 	{SandboxProvisioning, SourceProvider, k8s,
 		"The sandbox driver cannot provision what the revision needs.",
 		"Upgrade or configure the driver, or change the Agent, then apply again."},
+	{StateClaim, SourceProvider, k8s,
+		"The agent's state claim cannot be used: it cannot bind (no default StorageClass, a class that does not exist, a provisioner that fails), a quota refuses it, it cannot change as the compute's state asks (a class or access mode of an existing claim, a shrink, a class that does not allow expansion), it is being deleted, or another object holds its name.",
+		"Name an existing StorageClass in the compute's state.storage_class (or make one the cluster's default), raise the quota, or set state.enabled = false for a throwaway agent; a class or access mode change needs a new claim (destroy the agent, or move its data yourself). Then apply again."},
 	{UnitStartFailed, SourceProvider, ssh,
 		"systemd could not start the agent's unit, or another process answered on the gateway's port.",
 		"Read the journal lines in the diagnostic; fix the host (openclaw_path, the service user, a free gateway.port) and apply again."},

@@ -159,6 +159,12 @@ type Agent struct {
 	Log                    Log
 }
 
+// RetainsState reports whether destroying the agent keeps its state claim
+// (Kubernetes): only when its compute says so (state.retain_on_destroy).
+func (a Agent) RetainsState() bool {
+	return a.Compute != nil && a.Compute.State != nil && a.Compute.State.RetainOnDestroy
+}
+
 // DriftReason says why what runs is not the activated revision.
 type DriftReason string
 

@@ -136,6 +136,10 @@ func (e *Executor) apply(ctx context.Context, rev *admission.Revision, n, servin
 			}
 		}
 	}
+	watchClaim, err := e.ensureClaim(ctx, objs.StateClaim, rev.Agent, serving)
+	if err != nil {
+		return Result{}, err
+	}
 	if err := e.ensureEnrollment(ctx, ns, rev, n, objs.Enrollment); err != nil {
 		return Result{}, err
 	}
@@ -205,7 +209,11 @@ func (e *Executor) apply(ctx context.Context, rev *admission.Revision, n, servin
 		}
 	}
 	e.log.Print("waiting for the revision's startup probe", map[string]any{"work.operation": "gate", "revision": n})
-	if err := e.gate(ctx, rev.Agent, ns, n, rev.ID(), components, workloads, sandboxes); err != nil {
+	var claim *corev1ac.PersistentVolumeClaimApplyConfiguration
+	if watchClaim {
+		claim = objs.StateClaim
+	}
+	if err := e.gate(ctx, rev.Agent, ns, n, rev.ID(), components, workloads, sandboxes, claim); err != nil {
 		var f *Failure
 		if errors.As(err, &f) && len(f.Lines) > 0 {
 			// The quoted log lines are the runtime's own output: withhold

@@ -601,7 +601,7 @@ func TestHM4_HarnessServiceFollowsTheHarness(t *testing.T) {
 		t.Fatalf("revision 4: %v", err)
 	}
 	harnessSelects("4")
-	if err := exec.DeleteAgent(ctx, ns, "bench", false); err != nil {
+	if err := exec.DeleteAgent(ctx, ns, "bench", false, false); err != nil {
 		t.Fatalf("delete: %v", err)
 	}
 	if _, err := c.Clientset.CoreV1().Services(ns).Get(ctx, name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
@@ -624,7 +624,7 @@ func TestHM4_HarnessServiceCleanupSparesOtherAgents(t *testing.T) {
 	if _, err := exec.Apply(ctx, testRevision(t, ns, map[string]string{"example.com/r": "2"}), 2, 1); err != nil {
 		t.Fatalf("revision 2: %v", err)
 	}
-	if err := exec.DeleteAgent(ctx, ns, "bench", false); err != nil {
+	if err := exec.DeleteAgent(ctx, ns, "bench", false, false); err != nil {
 		t.Fatalf("delete: %v", err)
 	}
 	if _, err := c.Clientset.CoreV1().Services(ns).Get(ctx, other.Name, metav1.GetOptions{}); err != nil {

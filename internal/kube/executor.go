@@ -300,6 +300,9 @@ func (e *Executor) awaitDriver(ctx context.Context, rev *admission.Revision, c a
 func (e *Executor) Read(ctx context.Context, a executor.Agent) (executor.Observed, error) {
 	ns, sandboxed := where(a)
 	o, err := e.Observe(ctx, ns, a.Name, render.TopologyOf(a.Harness, a.ExecutionMode, sandboxed))
+	if err == nil && o.Exists && o.Drift == executor.DriftNone && a.Compute != nil && a.Compute.State != nil {
+		err = e.observeClaim(ctx, ns, a.Name, &o)
+	}
 	if err != nil {
 		return executor.Observed{}, &executor.Failure{Code: executor.Unavailable, Op: executor.OpRead, Agent: a.Name, Summary: "cannot refresh the agent", Reason: err.Error(), Err: err}
 	}
@@ -310,7 +313,7 @@ func (e *Executor) Read(ctx context.Context, a executor.Agent) (executor.Observe
 // gone; with a sandbox driver, its Sandboxes too.
 func (e *Executor) Delete(ctx context.Context, a executor.Agent) error {
 	ns, sandboxed := where(a)
-	if err := e.DeleteAgent(ctx, ns, a.Name, sandboxed); err != nil {
+	if err := e.op(a.Log).DeleteAgent(ctx, ns, a.Name, sandboxed, a.RetainsState()); err != nil {
 		return &executor.Failure{Code: executor.DeleteFailed, Op: executor.OpDelete, Agent: a.Name, Summary: fmt.Sprintf("agent %q", a.Name), Reason: err.Error(), Err: err}
 	}
 	return nil

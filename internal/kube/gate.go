@@ -33,7 +33,7 @@ func revisionSelector(agent string, n int64, id string) string {
 
 // gate watches the revision's Pods until every component has a Ready Pod,
 // reading the startup records of each started container as they come.
-func (e *Executor) gate(ctx context.Context, agent, ns string, n int64, id string, components map[string]bool, workloads map[string]string, sandboxes []string) error {
+func (e *Executor) gate(ctx context.Context, agent, ns string, n int64, id string, components map[string]bool, workloads map[string]string, sandboxes []string, claim *corev1ac.PersistentVolumeClaimApplyConfiguration) error {
 	sel := revisionSelector(agent, n, id)
 	pods := e.Client.CoreV1().Pods(ns)
 	wctx, cancel := context.WithCancel(ctx)
@@ -48,6 +48,9 @@ func (e *Executor) gate(ctx context.Context, agent, ns string, n int64, id strin
 	}
 	go e.watchSandboxes(wctx, ns, sandboxes, st, sandboxesReady)
 	go e.checkStalled(wctx, ns, workloads, st)
+	// A state claim that has not bound yet: its Events tell one that never
+	// will (no class, a class that does not exist) before the deadline.
+	go e.watchClaim(wctx, claim, agent, st)
 	// One watch request: without a resourceVersion the API server first
 	// sends the revision's existing Pods as ADDED events, then changes;
 	// watchUntil resumes it through server restarts and 410s.
@@ -131,6 +134,9 @@ type gateState struct {
 	sandboxPhase string
 	// seen marks the components that have a Pod.
 	seen map[string]bool
+	// claimWait is the scheduler's last word on a Pod that waits for its
+	// state claim ("" when none waits).
+	claimWait string
 }
 
 // unseen lists the components of workloads that have no Pod yet.
@@ -180,6 +186,7 @@ func (s *gateState) observe(pod *corev1.Pod) *Failure {
 		s.seen = map[string]bool{}
 	}
 	s.seen[v.Component] = true
+	s.claimWait = v.WaitsForClaim
 	if v.Ready {
 		s.readyBy[v.Component] = true
 	}
@@ -229,6 +236,10 @@ func (s *gateState) deadline() *Failure {
 	}
 	if missing := withoutPod(s.seen, s.components); len(missing) > 0 {
 		f.Reason += fmt.Sprintf("; no Pod was created for: %s", strings.Join(missing, ", "))
+	}
+	if s.claimWait != "" {
+		f.Phase = "scheduling"
+		f.Reason += "; the Pod still waits for its volume claim to bind (" + s.claimWait + "): check the state claim's Events (kubectl describe pvc)"
 	}
 	if s.sandboxPhase != "" {
 		f.Phase = "sandbox"

@@ -113,8 +113,10 @@ func (e *Executor) Observe(ctx context.Context, ns, agent string, top render.Top
 // DeleteAgent removes every object of an agent and waits until its Pods
 // are gone. sandboxed says the agent's compute has a sandbox driver, so
 // that its Sandboxes are removed too (only then may the identity touch
-// them).
-func (e *Executor) DeleteAgent(ctx context.Context, ns, agent string, sandboxed bool) error {
+// them). The agent's state claim goes too unless keepClaim (the compute's
+// state.retain_on_destroy): it is removed after the Pods that use it,
+// whose deletion is what releases it.
+func (e *Executor) DeleteAgent(ctx context.Context, ns, agent string, sandboxed, keepClaim bool) error {
 	sel := labels.SelectorFromSet(labels.Set{render.LabelAgent: agent, render.LabelManagedBy: render.ManagedBy}).String()
 	opts, list := metav1.DeleteOptions{}, metav1.ListOptions{LabelSelector: sel}
 	if err := e.Client.AppsV1().Deployments(ns).DeleteCollection(ctx, opts, list); err != nil && !apierrors.IsNotFound(err) {
@@ -147,7 +149,23 @@ func (e *Executor) DeleteAgent(ctx context.Context, ns, agent string, sandboxed 
 	if err := e.Client.CoreV1().ServiceAccounts(ns).DeleteCollection(ctx, opts, list); err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("delete ServiceAccounts of %s: %w", agent, err)
 	}
-	// Wait for the Pods: a watch, not a poll.
+	if err := e.waitPodsGone(ctx, ns, agent); err != nil {
+		return err
+	}
+	if keepClaim {
+		e.log.Print("kept the state claim (retain_on_destroy)", map[string]any{"work.operation": "delete", "claim": render.StateClaimName(agent)})
+		return nil
+	}
+	// By label, as the Services: only a claim the provider made for this
+	// agent, never one that merely bears the name.
+	if err := e.Client.CoreV1().PersistentVolumeClaims(ns).DeleteCollection(ctx, opts, list); err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("delete the state claim of %s: %w", agent, err)
+	}
+	return nil
+}
+
+// waitPodsGone waits, with a watch, until no Pod of the agent is left.
+func (e *Executor) waitPodsGone(ctx context.Context, ns, agent string) error {
 	podSel := labels.SelectorFromSet(labels.Set{render.LabelAgent: agent}).String()
 	for {
 		pods, err := e.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: podSel})

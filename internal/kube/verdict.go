@@ -2,6 +2,7 @@ package kube
 
 import (
 	"fmt"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 
@@ -31,6 +32,10 @@ type podVerdict struct {
 	// CRASH_LOOP, CONTAINER_CONFIG_FAILED, IMAGE_PULL_FAILED); nil while the
 	// Pod merely progresses.
 	Failure *Failure
+	// WaitsForClaim is the scheduler's word when the Pod waits for a
+	// volume claim to bind: not a failure of the Pod (the claim's own
+	// Events say whether it can bind, watchClaim), "" otherwise.
+	WaitsForClaim string
 }
 
 // judgePod judges one Pod of revision n of agent. phase is the gate's
@@ -45,6 +50,13 @@ func judgePod(pod *corev1.Pod, agent string, n int64, phase string) podVerdict {
 	}
 	for _, c := range pod.Status.Conditions {
 		if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && c.Reason == corev1.PodReasonUnschedulable {
+			if waitsForClaim(c.Message) {
+				// A claim being provisioned is not yet bound: the scheduler
+				// retries once it is (and the claim's Events tell a claim
+				// that never will).
+				v.WaitsForClaim = c.Message
+				continue
+			}
 			return held(CodeUnschedulable, v.Component, "scheduling", c.Message,
 				"The cluster cannot place the Pod: lower the compute's cpu_limit or memory_limit, or add capacity, then apply again.")
 		}
@@ -77,6 +89,14 @@ func judgePod(pod *corev1.Pod, agent string, n int64, phase string) podVerdict {
 		}
 	}
 	return v
+}
+
+// waitsForClaim reports whether the scheduler's message says the Pod
+// waits for a volume claim to bind or be provisioned.
+func waitsForClaim(msg string) bool {
+	return strings.Contains(msg, "unbound immediate PersistentVolumeClaims") ||
+		strings.Contains(msg, "VolumeBinding") ||
+		(strings.Contains(msg, "persistentvolumeclaim") && strings.Contains(msg, "not found"))
 }
 
 func lastExit(c corev1.ContainerStatus) string {

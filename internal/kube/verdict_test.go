@@ -78,6 +78,34 @@ status:
 				reason: "0/1 nodes are available: 1 Insufficient cpu. preemption: 0/1 nodes are available: 1 No preemption victims found for incoming pod."},
 		},
 		{
+			// The claim is being provisioned: the scheduler retries once it
+			// binds; the claim's Events tell one that never will.
+			name: "pending, waits for its state claim (not a failure)",
+			pod: gatewayPod + `
+status:
+  phase: Pending
+  conditions:
+  - type: PodScheduled
+    status: "False"
+    reason: Unschedulable
+    message: '0/2 nodes are available: pod has unbound immediate PersistentVolumeClaims. preemption: 0/2 nodes are available: 2 Preemption is not helpful for scheduling.'
+`,
+			want: verdictWant{component: "gateway", phase: "scheduling"},
+		},
+		{
+			name: "pending, a WaitForFirstConsumer claim binding (not a failure)",
+			pod: gatewayPod + `
+status:
+  phase: Pending
+  conditions:
+  - type: PodScheduled
+    status: "False"
+    reason: Unschedulable
+    message: 'running PreBind plugin "VolumeBinding": binding volumes: timed out waiting for the condition'
+`,
+			want: verdictWant{component: "gateway", phase: "scheduling"},
+		},
+		{
 			name: "pending, scheduling gated (not a failure)",
 			pod: gatewayPod + `
 status:

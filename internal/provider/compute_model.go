@@ -32,9 +32,18 @@ type kubernetesModel struct {
 	MemoryLimit         types.String `tfsdk:"memory_limit"`
 	NodeWorkers         types.Int64  `tfsdk:"node_workers"`
 	PodAnnotations      types.Map    `tfsdk:"pod_annotations"`
+	State               types.Object `tfsdk:"state"`
 	Logging             types.Object `tfsdk:"logging"`
 	SandboxDriver       types.Object `tfsdk:"sandbox_driver"`
 	CredentialGateway   types.Object `tfsdk:"credential_gateway"`
+}
+
+type stateModel struct {
+	Enabled         types.Bool   `tfsdk:"enabled"`
+	Size            types.String `tfsdk:"size"`
+	StorageClass    types.String `tfsdk:"storage_class"`
+	AccessMode      types.String `tfsdk:"access_mode"`
+	RetainOnDestroy types.Bool   `tfsdk:"retain_on_destroy"`
 }
 
 type loggingModel struct {
@@ -166,6 +175,10 @@ func computeFromModel(ctx context.Context, m computeModel, diags *diag.Diagnosti
 		c.NodeWorkers = k.NodeWorkers.ValueInt64()
 		if !k.PodAnnotations.IsNull() {
 			diags.Append(k.PodAnnotations.ElementsAs(ctx, &c.PodAnnotations, false)...)
+		}
+		if st, ok := decodeObject[stateModel](ctx, k.State, diags); ok && st.Enabled.ValueBool() {
+			c.State = &admission.State{Size: st.Size.ValueString(), StorageClass: st.StorageClass.ValueString(),
+				AccessMode: st.AccessMode.ValueString(), RetainOnDestroy: st.RetainOnDestroy.ValueBool()}
 		}
 		c.LoggingOwnership, c.LoggingLevel = admission.LoggingPlatform, "info"
 		if l, ok := decodeObject[loggingModel](ctx, k.Logging, diags); ok {

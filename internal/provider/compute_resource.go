@@ -22,6 +22,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 	"github.com/hashicorp/terraform-plugin-log/tflog"
+	corev1 "k8s.io/api/core/v1"
 
 	"github.com/occ-platform/terraform-provider-occ/internal/admission"
 	"github.com/occ-platform/terraform-provider-occ/internal/executor"
@@ -111,6 +112,32 @@ func computeSchema() schema.Schema {
 						MarkdownDescription: "Session-owned workers a native OpenClaw node host admits; further sessions are refused while all are taken (rule HM6). Default 8."},
 					"pod_annotations": schema.MapAttribute{Optional: true, ElementType: types.StringType,
 						MarkdownDescription: "Annotations on every runtime Pod (for example a service mesh's or a scraper's). Changing them plans a new revision."},
+					"state": schema.SingleNestedAttribute{
+						Optional: true, Computed: true,
+						Default: objectdefault.StaticValue(types.ObjectValueMust(stateAttrTypes, map[string]attr.Value{
+							"enabled": types.BoolValue(true), "size": types.StringValue(defaultStateSize), "storage_class": types.StringNull(),
+							"access_mode": types.StringValue(string(corev1.ReadWriteOnce)), "retain_on_destroy": types.BoolValue(false)})),
+						MarkdownDescription: "Each agent's gateway state on a PersistentVolumeClaim of its own, `NAME-state`: the state directory (sessions, transcripts, channel pairings, memory) and the main workspace, all of `/home/node`. " +
+							"The claim belongs to the agent, not to a revision: every revision and every Pod restart or reschedule mounts the same claim. On by default (`" + defaultStateSize + "`, the cluster's default StorageClass, `ReadWriteOnce`); " +
+							"`enabled = false` keeps the state on an emptyDir that every new revision, restart and reschedule wipes. " +
+							"The dedicated Codex harness's workspace and Codex home, and the native node's worker state, stay ephemeral. " +
+							"A claim that cannot bind (no default StorageClass, a class that does not exist) or that a quota refuses fails the apply at once with `STATE_CLAIM_FAILED`. " +
+							"Changing `size`, `storage_class` or `access_mode` gives the agent a new revision; a larger size grows the claim in place where its class allows expansion, and what Kubernetes cannot change (a class, an access mode, a smaller size) is refused at apply before anything is written.",
+						Attributes: map[string]schema.Attribute{
+							"enabled": schema.BoolAttribute{Optional: true, Computed: true, Default: booldefault.StaticBool(true),
+								MarkdownDescription: "Keep the gateway's state on the agent's claim. Default `true`; `false` for throwaway agents. Turning it off keeps an existing claim (destroy removes it)."},
+							"size": schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString(defaultStateSize),
+								Validators:          []validator.String{quantity{what: "storage"}},
+								MarkdownDescription: "The claim's requested size. Default `" + defaultStateSize + "`. It may grow (where the class allows expansion), never shrink."},
+							"storage_class": schema.StringAttribute{Optional: true, Validators: []validator.String{dnsSubdomain{}},
+								MarkdownDescription: "The claim's StorageClass; unset: the cluster's default class. Fixed once the claim exists."},
+							"access_mode": schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString(string(corev1.ReadWriteOnce)),
+								Validators:          []validator.String{oneOf{values: []string{string(corev1.ReadWriteOnce), string(corev1.ReadWriteOncePod), string(corev1.ReadWriteMany)}}},
+								MarkdownDescription: "`ReadWriteOnce` (default), `ReadWriteOncePod` or `ReadWriteMany`. One gateway runs at a time (rule AC1), so `ReadWriteOnce` is enough. Fixed once the claim exists."},
+							"retain_on_destroy": schema.BoolAttribute{Optional: true, Computed: true, Default: booldefault.StaticBool(false),
+								MarkdownDescription: "Keep the claim when the agent is destroyed (destroy says so in a warning); a later agent of the same name in this namespace mounts it again. Default `false`: destroy deletes the claim and the state in it. Not part of the revision."},
+						},
+					},
 					"logging": schema.SingleNestedAttribute{
 						Optional: true, Computed: true,
 						Default: objectdefault.StaticValue(types.ObjectValueMust(loggingAttrTypes, map[string]attr.Value{
@@ -190,6 +217,13 @@ func computeSchema() schema.Schema {
 }
 
 var loggingAttrTypes = map[string]attr.Type{"ownership": types.StringType, "level": types.StringType}
+
+var stateAttrTypes = map[string]attr.Type{"enabled": types.BoolType, "size": types.StringType, "storage_class": types.StringType,
+	"access_mode": types.StringType, "retain_on_destroy": types.BoolType}
+
+// defaultStateSize is the state claim's default size: what the OpenClaw
+// Kubernetes operator users compare with gives its instances.
+const defaultStateSize = "10Gi"
 
 var installationAttrTypes = map[string]attr.Type{
 	"execution_modes":            types.ListType{ElemType: types.StringType},

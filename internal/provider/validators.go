@@ -15,6 +15,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/types"
 	"golang.org/x/crypto/ssh"
 	"k8s.io/apimachinery/pkg/api/resource"
+	k8svalidation "k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/occ-platform/terraform-provider-occ/internal/admission"
 	"github.com/occ-platform/terraform-provider-occ/internal/render"
@@ -126,11 +127,32 @@ func (v quantity) ValidateString(ctx context.Context, req validator.StringReques
 	q, err := resource.ParseQuantity(req.ConfigValue.ValueString())
 	if err != nil || q.Sign() <= 0 {
 		example := "\"2\" or \"500m\""
-		if v.what == "memory" {
+		switch v.what {
+		case "memory":
 			example = "\"4Gi\" or \"512Mi\""
+		case "storage":
+			example = "\"10Gi\" or \"500Mi\""
 		}
 		addAttrError(&resp.Diagnostics, req.Path, "INVALID_REQUEST: not a valid quantity",
 			fmt.Sprintf("%q %s, such as %s.", req.ConfigValue.ValueString(), v.Description(ctx), example))
+	}
+}
+
+// dnsSubdomain accepts the name of a Kubernetes object that is a DNS-1123
+// subdomain (a StorageClass, a Secret), as apimachinery validates it.
+type dnsSubdomain struct{}
+
+func (dnsSubdomain) Description(context.Context) string {
+	return "must be a Kubernetes object name: lower-case letters, digits, '-' and '.', at most 253 characters, starting and ending with a letter or digit"
+}
+func (v dnsSubdomain) MarkdownDescription(ctx context.Context) string { return v.Description(ctx) }
+func (v dnsSubdomain) ValidateString(ctx context.Context, req validator.StringRequest, resp *validator.StringResponse) {
+	if req.ConfigValue.IsNull() || req.ConfigValue.IsUnknown() {
+		return
+	}
+	if errs := k8svalidation.IsDNS1123Subdomain(req.ConfigValue.ValueString()); len(errs) > 0 {
+		addAttrError(&resp.Diagnostics, req.Path, "INVALID_REQUEST: not a Kubernetes object name",
+			fmt.Sprintf("%q %s (%s).", req.ConfigValue.ValueString(), v.Description(ctx), strings.Join(errs, "; ")))
 	}
 }
 
@@ -238,8 +260,12 @@ func (v oneOf) ValidateString(_ context.Context, req validator.StringRequest, re
 			return
 		}
 	}
+	rule := "."
+	if v.rule != "" {
+		rule = fmt.Sprintf(" (rule %s).", v.rule)
+	}
 	addAttrError(&resp.Diagnostics, req.Path, fmt.Sprintf("INVALID_REQUEST: unsupported value %q", s),
-		fmt.Sprintf("%q is not supported here; use one of %s (rule %s).", s, quotedList(v.values), v.rule))
+		fmt.Sprintf("%q is not supported here; use one of %s%s", s, quotedList(v.values), rule))
 }
 
 func quotedList(values []string) string {

@@ -204,6 +204,14 @@ func FuzzSystemdUnit(f *testing.F) {
 		}
 		r := *base
 		r.ComputeSettings.OpenClawPath, r.ComputeSettings.ConfigDir, r.Source.EnvironmentFile = openclaw, configDir, envFile
+		// An empty setting (a revision from an older state) renders the
+		// schema's default, as Systemd documents.
+		if openclaw == "" {
+			openclaw = "/usr/bin/openclaw"
+		}
+		if configDir == "" {
+			configDir = "/etc/openclaw"
+		}
 		h, err := Systemd(&r, 1)
 		if err != nil {
 			if !strings.HasPrefix(err.Error(), "render: ") {

@@ -97,6 +97,10 @@ type Objects struct {
 	// InternalService is created once per agent when the revision needs
 	// it (the gateway address a native node enrolls through), or nil.
 	InternalService *corev1ac.ServiceApplyConfiguration
+	// StateClaim is the agent's gateway state (StateClaimName): one claim
+	// per agent, never per revision, created before the workloads and kept
+	// across revisions; nil when the compute keeps state on an emptyDir.
+	StateClaim *corev1ac.PersistentVolumeClaimApplyConfiguration
 	// HarnessService is the address the gateway reaches an unsandboxed
 	// dedicated Codex harness at (HarnessServiceName): it selects the
 	// harness of this revision and is applied before the workloads, or nil
@@ -165,16 +169,59 @@ func Kubernetes(rev *admission.Revision, n int64) (*Objects, error) {
 	if cs.Kind != admission.KindKubernetes || cs.Namespace == "" {
 		return nil, fmt.Errorf("render: revision of agent %q is not for a Kubernetes compute", rev.Agent)
 	}
+	var objs *Objects
+	var err error
 	switch {
 	case rev.Harness == admission.HarnessOpenClaw && rev.ExecutionMode == admission.ModeEmbedded:
-		return embedded(rev, n)
+		objs, err = embedded(rev, n)
 	case rev.Harness == admission.HarnessCodex && rev.ExecutionMode == admission.ModeDedicated:
-		return dedicatedCodex(rev, n)
+		objs, err = dedicatedCodex(rev, n)
 	case rev.Harness == admission.HarnessOpenClaw && rev.ExecutionMode == admission.ModeDedicated:
-		return nativeOpenClaw(rev, n)
+		objs, err = nativeOpenClaw(rev, n)
 	default:
 		return nil, fmt.Errorf("render: %s %s is not rendered by this version of the provider", rev.Harness, rev.ExecutionMode)
 	}
+	if err != nil {
+		return nil, err
+	}
+	if objs.StateClaim, err = stateClaim(rev); err != nil {
+		return nil, err
+	}
+	return objs, nil
+}
+
+// StateClaimName is the agent's gateway state claim. No other agent's
+// claim can bear it: every claim the provider makes ends in "-state", and
+// agent "a-state"'s is "a-state-state".
+func StateClaimName(agent string) string { return agent + "-state" }
+
+// StateMountPath is where the gateway's state claim is mounted: HOME, which
+// holds the state directory (OPENCLAW_STATE_DIR: sessions, transcripts,
+// channel pairings, memory) and the main workspace (MR7).
+const StateMountPath = "/home/node"
+
+// stateClaim is the agent's state claim: labelled with the agent and the
+// gateway component but no revision (it outlives them), requesting the
+// compute's size in its class ("" leaves the class to the cluster's
+// default) and access mode.
+func stateClaim(rev *admission.Revision) (*corev1ac.PersistentVolumeClaimApplyConfiguration, error) {
+	st := rev.ComputeSettings.State
+	if st == nil {
+		return nil, nil
+	}
+	size, err := resource.ParseQuantity(st.Size)
+	if err != nil {
+		return nil, fmt.Errorf("render: the compute's state.size %q is not a Kubernetes quantity: %w", st.Size, err)
+	}
+	spec := corev1ac.PersistentVolumeClaimSpec().
+		WithAccessModes(corev1.PersistentVolumeAccessMode(st.AccessMode)).
+		WithResources(corev1ac.VolumeResourceRequirements().WithRequests(corev1.ResourceList{corev1.ResourceStorage: size}))
+	if st.StorageClass != "" {
+		spec.WithStorageClassName(st.StorageClass)
+	}
+	return corev1ac.PersistentVolumeClaim(StateClaimName(rev.Agent), rev.ComputeSettings.Namespace).
+		WithLabels(map[string]string{LabelAgent: rev.Agent, LabelComponent: ComponentGateway, LabelManagedBy: ManagedBy}).
+		WithSpec(spec), nil
 }
 
 func embedded(rev *admission.Revision, n int64) (*Objects, error) {
@@ -306,8 +353,9 @@ func harnessService(rev *admission.Revision, n int64) *corev1ac.ServiceApplyConf
 
 // gatewayDeployment is the Agent's gateway: the OpenClaw gateway under the
 // startup wrapper (wrapperArgs before "--"), its configuration mounted
-// read-only, TMPDIR and state on emptyDirs, plus an optional read-only
-// Secret volume.
+// read-only, TMPDIR on an emptyDir, HOME (state and workspace) on the
+// agent's state claim or, without one, an emptyDir, plus an optional
+// read-only Secret volume.
 func gatewayDeployment(rev *admission.Revision, n int64, wrapperArgs []string, env []*corev1ac.EnvVarApplyConfiguration, extra *secretMount) *appsv1ac.DeploymentApplyConfiguration {
 	a := rev.Agent
 	args := append([]string{"--container=gateway", "--harness=openclaw"}, wrapperArgs...)
@@ -315,12 +363,20 @@ func gatewayDeployment(rev *admission.Revision, n int64, wrapperArgs []string, e
 	mounts := []*corev1ac.VolumeMountApplyConfiguration{
 		corev1ac.VolumeMount().WithName("config").WithMountPath(ConfigDir).WithReadOnly(true),
 		corev1ac.VolumeMount().WithName("tmp").WithMountPath("/tmp"),
-		corev1ac.VolumeMount().WithName("state").WithMountPath("/home/node"),
+		corev1ac.VolumeMount().WithName("state").WithMountPath(StateMountPath),
+	}
+	state := corev1ac.Volume().WithName("state").WithEmptyDir(corev1ac.EmptyDirVolumeSource())
+	if rev.ComputeSettings.State != nil {
+		// The same claim in every revision: the gateway's sessions,
+		// pairings, memory and workspace survive a new revision, a
+		// restart and a reschedule.
+		state = corev1ac.Volume().WithName("state").WithPersistentVolumeClaim(
+			corev1ac.PersistentVolumeClaimVolumeSource().WithClaimName(StateClaimName(a)))
 	}
 	volumes := []*corev1ac.VolumeApplyConfiguration{
 		corev1ac.Volume().WithName("config").WithConfigMap(corev1ac.ConfigMapVolumeSource().WithName(ConfigMapName(a, n))),
 		corev1ac.Volume().WithName("tmp").WithEmptyDir(corev1ac.EmptyDirVolumeSource()),
-		corev1ac.Volume().WithName("state").WithEmptyDir(corev1ac.EmptyDirVolumeSource()),
+		state,
 	}
 	if extra != nil {
 		mounts = append(mounts, corev1ac.VolumeMount().WithName(extra.Name).WithMountPath(extra.Path).WithReadOnly(true))

@@ -104,10 +104,12 @@ type Cluster struct {
 		logDir string
 	}
 	// etcdURL is etcd's client URL, for CompactEtcd.
-	etcdURL  string
-	opts     Options
-	stopOnce sync.Once
-	logsMu   sync.Mutex
+	etcdURL string
+	// stopProvisioner ends the storage provisioner (provisioner.go).
+	stopProvisioner context.CancelFunc
+	opts            Options
+	stopOnce        sync.Once
+	logsMu          sync.Mutex
 }
 
 // Start launches a cluster and returns once the API server answers, the
@@ -308,6 +310,13 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 		return nil, err
 	}
 	opts.Logf("testenv/kube: kube-controller-manager and kube-scheduler healthy (%s)", since(started))
+	// The default StorageClass and its provisioner, for as long as the
+	// cluster runs.
+	pctx, stopProvisioner := context.WithCancel(context.Background())
+	c.stopProvisioner = stopProvisioner
+	if err := c.startProvisioner(pctx); err != nil {
+		return nil, kcm.startFailed(err)
+	}
 
 	// kwok
 	kwok, err := c.start(BinKwok, bins[BinKwok], []string{
@@ -385,6 +394,9 @@ func (c *Cluster) Stop() {
 		start := time.Now()
 		if c.Node != nil {
 			c.Node.stop()
+		}
+		if c.stopProvisioner != nil {
+			c.stopProvisioner()
 		}
 		for i := len(c.procs) - 1; i >= 0; i-- {
 			p := c.procs[i]

@@ -1,0 +1,226 @@
+package kube
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
+	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
+
+	"github.com/occ-platform/terraform-provider-occ/internal/executor"
+	"github.com/occ-platform/terraform-provider-occ/internal/render"
+)
+
+// The agent's state claim (render.StateClaimName): one PersistentVolumeClaim
+// per agent, never per revision. Deploy makes sure it exists and has the
+// size the revision asks for before any workload is written; the gate
+// fails fast when it cannot bind (watchClaim); destroy removes it unless
+// the compute retains it.
+
+// ensureClaim makes sure the agent's state claim exists as the revision
+// asks. A first deploy creates it (one request; an existing claim of the
+// agent, kept by an earlier destroy with retain_on_destroy, is reused); a
+// later one reads it and patches only a larger size. What Kubernetes
+// cannot change in place (the class, the access mode, a smaller size) is
+// refused before anything is written, as is a claim of that name the
+// agent does not own.
+//
+// unbound is true when the claim is not known to be bound (just created,
+// or Pending), so that the gate watches it.
+func (e *Executor) ensureClaim(ctx context.Context, want *corev1ac.PersistentVolumeClaimApplyConfiguration, agent string, serving int64) (unbound bool, err error) {
+	if want == nil {
+		return false, nil
+	}
+	pvcs := e.Client.CoreV1().PersistentVolumeClaims(*want.Namespace)
+	if serving == 0 {
+		_, err := pvcs.Create(ctx, claimObject(want), metav1.CreateOptions{FieldManager: render.FieldManager})
+		switch {
+		case err == nil:
+			e.log.Print("created the state claim", map[string]any{"work.operation": "apply", "claim": *want.Name})
+			return true, nil
+		case !apierrors.IsAlreadyExists(err):
+			return false, claimFailure(agent, *want.Name, want, "it cannot be created", err.Error())
+		}
+	}
+	cur, err := pvcs.Get(ctx, *want.Name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		// Deleted since the last apply (drift): a new, empty claim.
+		if _, err := pvcs.Create(ctx, claimObject(want), metav1.CreateOptions{FieldManager: render.FieldManager}); err != nil {
+			return false, claimFailure(agent, *want.Name, want, "it cannot be created", err.Error())
+		}
+		e.log.Print("created the state claim again", map[string]any{"work.operation": "apply", "claim": *want.Name, "level": "warn"})
+		return true, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("read PersistentVolumeClaim %s: %w", *want.Name, err)
+	}
+	if bad := claimMismatch(cur, want, agent); bad != "" {
+		return false, claimFailure(agent, cur.Name, want, bad, "")
+	}
+	unbound = cur.Status.Phase != corev1.ClaimBound
+	have := cur.Spec.Resources.Requests[corev1.ResourceStorage]
+	size := (*want.Spec.Resources.Requests)[corev1.ResourceStorage]
+	if size.Cmp(have) <= 0 {
+		return unbound, nil
+	}
+	// A larger size: the one change Kubernetes makes in place, where the
+	// claim's class allows expansion (the API server says when not).
+	patch, _ := json.Marshal(map[string]any{"spec": map[string]any{"resources": map[string]any{"requests": map[string]string{"storage": size.String()}}}})
+	if _, err := pvcs.Patch(ctx, cur.Name, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: render.FieldManager}); err != nil {
+		return false, claimFailure(agent, cur.Name, want, fmt.Sprintf("it cannot grow from %s to %s", have.String(), size.String()), err.Error())
+	}
+	e.log.Print("resized the state claim", map[string]any{"work.operation": "apply", "claim": cur.Name, "from": have.String(), "to": size.String()})
+	return unbound, nil
+}
+
+// observeClaim reports a state claim that was deleted (or is being
+// deleted: a Pod still holds it) as drift; the next apply creates it again.
+func (e *Executor) observeClaim(ctx context.Context, ns, agent string, o *executor.Observed) error {
+	name := render.StateClaimName(agent)
+	pvc, err := e.Client.CoreV1().PersistentVolumeClaims(ns).Get(ctx, name, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		o.Drift, o.DriftDetail = executor.DriftWorkload, fmt.Sprintf("the state claim %s was deleted", name)
+	case err != nil:
+		return fmt.Errorf("read PersistentVolumeClaim %s/%s: %w", ns, name, err)
+	case pvc.DeletionTimestamp != nil:
+		o.Drift, o.DriftDetail = executor.DriftWorkload, fmt.Sprintf("the state claim %s is being deleted (a Pod still uses it)", name)
+	}
+	return nil
+}
+
+// claimMismatch says why an existing claim cannot serve as the agent's
+// state as the revision asks ("" when it can).
+func claimMismatch(cur *corev1.PersistentVolumeClaim, want *corev1ac.PersistentVolumeClaimApplyConfiguration, agent string) string {
+	switch {
+	case !ownedBy(cur, agent):
+		return fmt.Sprintf("a PersistentVolumeClaim %s exists that is not agent %q's (it lacks the labels %s=%s and %s=%s)", cur.Name, agent, render.LabelAgent, agent, render.LabelManagedBy, render.ManagedBy)
+	case cur.DeletionTimestamp != nil:
+		return "it is being deleted (someone deleted it while a Pod still uses it)"
+	}
+	if c := want.Spec.StorageClassName; c != nil && (cur.Spec.StorageClassName == nil || *cur.Spec.StorageClassName != *c) {
+		return fmt.Sprintf("the claim exists in class %q; a claim's class cannot change (state.storage_class = %q)", deref(cur.Spec.StorageClassName), *c)
+	}
+	if len(want.Spec.AccessModes) > 0 && (len(cur.Spec.AccessModes) != 1 || cur.Spec.AccessModes[0] != want.Spec.AccessModes[0]) {
+		return fmt.Sprintf("the claim's access modes are %v; a claim's access mode cannot change (state.access_mode = %q)", cur.Spec.AccessModes, want.Spec.AccessModes[0])
+	}
+	have := cur.Spec.Resources.Requests[corev1.ResourceStorage]
+	if size := (*want.Spec.Resources.Requests)[corev1.ResourceStorage]; size.Cmp(have) < 0 {
+		return fmt.Sprintf("the claim holds %s; a claim cannot shrink (state.size = %q)", have.String(), size.String())
+	}
+	return ""
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}
+
+// claimObject is the typed claim of an apply configuration, for Create.
+func claimObject(ac *corev1ac.PersistentVolumeClaimApplyConfiguration) *corev1.PersistentVolumeClaim {
+	pvc := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: *ac.Name, Namespace: *ac.Namespace, Labels: ac.Labels}}
+	for _, m := range ac.Spec.AccessModes {
+		pvc.Spec.AccessModes = append(pvc.Spec.AccessModes, m)
+	}
+	pvc.Spec.StorageClassName = ac.Spec.StorageClassName
+	pvc.Spec.Resources.Requests = corev1.ResourceList{}
+	for k, v := range *ac.Spec.Resources.Requests {
+		pvc.Spec.Resources.Requests[k] = v
+	}
+	return pvc
+}
+
+// claimFailure is STATE_CLAIM_FAILED for the agent's claim: what is wrong
+// with it, the class it asks for, and what to do.
+func claimFailure(agent, claim string, want *corev1ac.PersistentVolumeClaimApplyConfiguration, what, detail string) *Failure {
+	class := "the cluster's default StorageClass"
+	if want != nil && want.Spec.StorageClassName != nil {
+		class = fmt.Sprintf("StorageClass %q", *want.Spec.StorageClassName)
+	}
+	reason := fmt.Sprintf("the state claim %s (%s): %s", claim, class, what)
+	if detail != "" {
+		reason += ": " + detail
+	}
+	next := "Name an existing StorageClass in the compute's state.storage_class (or make one the cluster's default), raise the namespace's storage quota, or set state.enabled = false for a throwaway agent; then apply again."
+	switch {
+	case strings.Contains(what, "cannot change"):
+		next = "A claim's class and access mode are fixed once it exists: set the compute's state back, or move the agent's data to a new claim yourself (destroying the agent deletes the claim unless state.retain_on_destroy is set)."
+	case strings.Contains(what, "cannot shrink"):
+		next = "Set the compute's state.size back to at least the claim's size; Kubernetes never shrinks a claim."
+	case strings.Contains(what, "cannot grow"):
+		next = "The claim's StorageClass must allow volume expansion (allowVolumeExpansion: true) for a larger state.size; set the size back, or use a class that expands."
+	case strings.Contains(what, "not agent"):
+		next = "Delete or rename that claim if it is nobody's, or give this agent another name. Nothing was written."
+	case strings.Contains(what, "being deleted"):
+		next = "A deleted claim goes, with its state, once the agent's Pods stop using it, and a deletion cannot be undone: replace the agent (terraform apply -replace=<address>), which stops its Pods and starts it again on a new, empty claim."
+	}
+	return &Failure{Code: executor.StateClaim, Agent: agent, Summary: fmt.Sprintf("agent %q cannot use its state claim %s", agent, claim), Reason: reason, Next: next}
+}
+
+// Reasons of the Events the persistent volume controller and provisioners
+// write on a claim that does not bind.
+const (
+	eventFailedBinding      = "FailedBinding"
+	eventProvisioningFailed = "ProvisioningFailed"
+)
+
+// claimEventFailure judges one Event of the agent's claim: a claim with
+// no class and no volume to bind (FailedBinding), a class that does not
+// exist, or a provisioner that failed three times fails the gate at once.
+// A provisioner's first failures are often transient; they only log.
+func claimEventFailure(ev *corev1.Event, agent string, want *corev1ac.PersistentVolumeClaimApplyConfiguration) *Failure {
+	if ev.Type != corev1.EventTypeWarning {
+		return nil
+	}
+	switch {
+	case ev.Reason == eventFailedBinding,
+		ev.Reason == eventProvisioningFailed && strings.Contains(ev.Message, "storageclass") && strings.Contains(ev.Message, "not found"),
+		ev.Reason == eventProvisioningFailed && ev.Count >= 3:
+		return claimFailure(agent, ev.InvolvedObject.Name, want, "it does not bind", ev.Reason+": "+ev.Message)
+	}
+	return nil
+}
+
+// watchClaim watches the Events of the agent's state claim while the gate
+// waits, and reports a claim that cannot bind as the revision's failure.
+// The claim is the agent's, not the revision's, so its Events are judged
+// from the time the claim was created; a bound claim writes no more.
+func (e *Executor) watchClaim(ctx context.Context, want *corev1ac.PersistentVolumeClaimApplyConfiguration, agent string, st *gateState) {
+	if want == nil {
+		return
+	}
+	sel := fields.SelectorFromSet(fields.Set{"involvedObject.kind": "PersistentVolumeClaim", "involvedObject.name": *want.Name}).String()
+	events := e.Client.CoreV1().Events(*want.Namespace)
+	bound := func() bool {
+		pvc, err := e.Client.CoreV1().PersistentVolumeClaims(*want.Namespace).Get(ctx, *want.Name, metav1.GetOptions{})
+		return err == nil && pvc.Status.Phase == corev1.ClaimBound
+	}
+	err := watchUntil(ctx, events.Watch, metav1.ListOptions{FieldSelector: sel}, func(ev watch.Event) (bool, error) {
+		event, ok := ev.Object.(*corev1.Event)
+		if !ok || ev.Type == watch.Deleted {
+			return false, nil
+		}
+		if f := claimEventFailure(event, agent, want); f != nil && !bound() {
+			st.fail(f)
+			return true, nil
+		}
+		if event.Type == corev1.EventTypeWarning {
+			e.log.Print("the state claim does not bind yet", map[string]any{"work.operation": "gate", "claim": *want.Name, "reason": event.Reason})
+		}
+		return false, nil
+	})
+	if err != nil && ctx.Err() == nil && apierrors.IsForbidden(err) {
+		// A Role from before this watch (no list/watch on Events): the
+		// gate still ends at its deadline, naming the claim (gateState).
+		e.log.Print("cannot watch the state claim's Events: the provider's identity may not list Events (see the Kubernetes permissions guide)", map[string]any{"work.operation": "gate", "level": "warn"})
+	}
+}
