@@ -6,6 +6,7 @@ package render
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -729,15 +730,15 @@ func podLabels(rev *admission.Revision, n int64, component string) map[string]st
 // PlatformLabelPrefix is the prefix of every label the platform owns.
 const PlatformLabelPrefix = "occ-platform.io/"
 
+// PlatformLabelKeys are the identity labels Labels sets outside
+// PlatformLabelPrefix.
+var PlatformLabelKeys = []string{LabelManagedBy, LabelName, LabelVersion}
+
 // PlatformLabel reports whether a label key is the platform's: one of the
 // identity labels Labels sets, or any key under PlatformLabelPrefix. A
 // compute's pod_labels may not hold one (the identity always wins).
 func PlatformLabel(key string) bool {
-	switch key {
-	case LabelManagedBy, LabelName, LabelVersion:
-		return true
-	}
-	return strings.HasPrefix(key, PlatformLabelPrefix)
+	return strings.HasPrefix(key, PlatformLabelPrefix) || slices.Contains(PlatformLabelKeys, key)
 }
 
 // podAnnotations are the operator's annotations plus the revision id (which
