@@ -338,6 +338,20 @@ type ComputeSettings struct {
 	PodAnnotations map[string]string `json:"pod_annotations,omitempty"`
 	// State is the gateway's persistent state claim; nil: an emptyDir.
 	State *StateClaim `json:"state,omitempty"`
+	// Placement and pulling of every runtime Pod. Each is omitted while
+	// unset, so that a compute that sets none keeps its revision ids.
+	NodeSelector      map[string]string `json:"node_selector,omitempty"`
+	Tolerations       []Toleration      `json:"tolerations,omitempty"`
+	PriorityClassName string            `json:"priority_class_name,omitempty"`
+	// PodLabels are the operator's labels on every runtime Pod, beside the
+	// identity labels (LG4), which win.
+	PodLabels map[string]string `json:"pod_labels,omitempty"`
+	// CPURequestMillis and MemoryRequest are the runtime containers'
+	// requests; unset (or equal to the limit) they are the limits.
+	CPURequestMillis int64    `json:"cpu_request_millis,omitempty"`
+	MemoryRequest    string   `json:"memory_request,omitempty"`
+	ImagePullSecrets []string `json:"image_pull_secrets,omitempty"`
+	ImagePullPolicy  string   `json:"image_pull_policy,omitempty"`
 	// SSH.
 	Host         string `json:"host,omitempty"`
 	Port         int64  `json:"port,omitempty"`

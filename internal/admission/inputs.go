@@ -77,10 +77,20 @@ type Compute struct {
 	MemoryLimit         string
 	NodeWorkers         int64 // HM6; 0 means the default
 	PodAnnotations      map[string]string
-	LoggingOwnership    string
-	LoggingLevel        string
-	SandboxDriver       *SandboxDriver
-	CredentialGateway   *CredentialGateway
+	// Pod placement and pull settings of every runtime Pod; zero values
+	// render what Kubernetes defaults to.
+	NodeSelector      map[string]string
+	Tolerations       []Toleration
+	PriorityClassName string
+	PodLabels         map[string]string // beside the identity labels, which win (LG4)
+	CPURequestMillis  int64             // 0: the CPU limit
+	MemoryRequest     string            // "": the memory limit
+	ImagePullSecrets  []string
+	ImagePullPolicy   string // "": Kubernetes' default
+	LoggingOwnership  string
+	LoggingLevel      string
+	SandboxDriver     *SandboxDriver
+	CredentialGateway *CredentialGateway
 	// State is the gateway's persistent state claim; nil keeps the state
 	// on an emptyDir (throwaway agents).
 	State *State
@@ -118,6 +128,26 @@ func (s *State) Claim() *StateClaim {
 	}
 	return &StateClaim{Size: s.Size, StorageClass: s.StorageClass, AccessMode: s.AccessMode}
 }
+
+// Toleration is one toleration of the runtime Pods, shaped like the
+// Kubernetes type: Operator is "Equal" or "Exists", Effect one of
+// "NoSchedule", "PreferNoSchedule", "NoExecute", or empty for all effects.
+type Toleration struct {
+	Key               string `json:"key,omitempty"`
+	Operator          string `json:"operator,omitempty"`
+	Value             string `json:"value,omitempty"`
+	Effect            string `json:"effect,omitempty"`
+	TolerationSeconds *int64 `json:"toleration_seconds,omitempty"`
+}
+
+// Image pull policies a Compute may set (unset: Kubernetes' default).
+var ImagePullPolicies = []string{"Always", "IfNotPresent", "Never"}
+
+// Toleration operators and effects, as Kubernetes has them.
+var (
+	TolerationOperators = []string{"Equal", "Exists"}
+	TolerationEffects   = []string{"NoSchedule", "PreferNoSchedule", "NoExecute"}
+)
 
 // SandboxDriver is the Compute's optional sandbox driver (ND4).
 type SandboxDriver struct {

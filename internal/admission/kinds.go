@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+
+	"k8s.io/apimachinery/pkg/api/resource"
 )
 
 // KindSupport is one row of the compute-kind table: what a compute kind
@@ -182,7 +184,34 @@ func kubernetesSettings(c Compute) ComputeSettings {
 		RuntimeImage: firstNonEmpty(c.RuntimeImage, PinnedRuntimeImage), CodexImage: firstNonEmpty(c.CodexImage, PinnedCodexImage),
 		CPUMillis: c.CPUMillis, MemoryLimit: c.MemoryLimit, NativeWorkerSupport: c.NativeWorkerSupport,
 		PodAnnotations: c.PodAnnotations, State: c.State.Claim(),
+		NodeSelector: c.NodeSelector, Tolerations: slices.Clone(c.Tolerations), PriorityClassName: c.PriorityClassName,
+		PodLabels:        c.PodLabels,
+		CPURequestMillis: cpuRequest(c), MemoryRequest: memoryRequest(c),
+		ImagePullSecrets: slices.Clone(c.ImagePullSecrets), ImagePullPolicy: c.ImagePullPolicy,
 	}
+}
+
+// cpuRequest is the frozen CPU request: 0 (the limit) when it is unset or
+// spelled out equal to the limit, so that neither changes a revision id.
+func cpuRequest(c Compute) int64 {
+	if c.CPURequestMillis == c.CPUMillis {
+		return 0
+	}
+	return c.CPURequestMillis
+}
+
+// memoryRequest is the frozen memory request: "" (the limit) when it is
+// unset or the same quantity as the limit, however spelled ("4Gi", "4096Mi").
+func memoryRequest(c Compute) string {
+	if c.MemoryRequest == "" {
+		return ""
+	}
+	req, err := resource.ParseQuantity(c.MemoryRequest)
+	limit, lerr := resource.ParseQuantity(c.MemoryLimit)
+	if err == nil && lerr == nil && req.Cmp(limit) == 0 {
+		return ""
+	}
+	return c.MemoryRequest
 }
 
 func sshSettings(c Compute) ComputeSettings {

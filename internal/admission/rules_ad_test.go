@@ -319,3 +319,53 @@ func TestAD5_DriverLoggingKeptAsWritten(t *testing.T) {
 		t.Errorf("logging ownership change kept the revision")
 	}
 }
+
+// rule AD3: a compute's Pod settings are frozen into the revision: each
+// one set changes the revision id (a new revision, a Recreate restart),
+// each one unset or spelled out as its default keeps it, so that an
+// upgrade changes no existing agent's revision.
+func TestAD3_PodSettingsAreFrozen(t *testing.T) {
+	base := admitOK(t, k8sEmbeddedInput())
+	limits := func(in *Input) { in.Compute.CPUMillis, in.Compute.MemoryLimit = 2000, "4Gi" }
+	mutate := func(f func(*Input)) Input {
+		in := k8sEmbeddedInput()
+		f(&in)
+		return in
+	}
+	secs := int64(30)
+	for name, in := range map[string]Input{
+		"node_selector": mutate(func(in *Input) { in.Compute.NodeSelector = map[string]string{"pool": "agents"} }),
+		"tolerations":   mutate(func(in *Input) { in.Compute.Tolerations = []Toleration{{Key: "k", Operator: "Exists"}} }),
+		"toleration seconds": mutate(func(in *Input) {
+			in.Compute.Tolerations = []Toleration{{Key: "k", Operator: "Exists", Effect: "NoExecute", TolerationSeconds: &secs}}
+		}),
+		"priority_class_name": mutate(func(in *Input) { in.Compute.PriorityClassName = "high" }),
+		"pod_labels":          mutate(func(in *Input) { in.Compute.PodLabels = map[string]string{"team": "a"} }),
+		"cpu_request":         mutate(func(in *Input) { limits(in); in.Compute.CPURequestMillis = 500 }),
+		"memory_request":      mutate(func(in *Input) { limits(in); in.Compute.MemoryRequest = "1Gi" }),
+		"image_pull_secrets":  mutate(func(in *Input) { in.Compute.ImagePullSecrets = []string{"regcred"} }),
+		"image_pull_policy":   mutate(func(in *Input) { in.Compute.ImagePullPolicy = "Always" }),
+	} {
+		if admitOK(t, in).ID() == base.ID() {
+			t.Errorf("%s: the revision id did not change", name)
+		}
+	}
+	withLimits := admitOK(t, mutate(limits)).ID()
+	for name, in := range map[string]Input{
+		"empty node_selector":                 mutate(func(in *Input) { limits(in); in.Compute.NodeSelector = map[string]string{} }),
+		"empty tolerations":                   mutate(func(in *Input) { limits(in); in.Compute.Tolerations = []Toleration{} }),
+		"empty pod_labels":                    mutate(func(in *Input) { limits(in); in.Compute.PodLabels = map[string]string{} }),
+		"empty image_pull_secrets":            mutate(func(in *Input) { limits(in); in.Compute.ImagePullSecrets = []string{} }),
+		"cpu_request equal to the limit":      mutate(func(in *Input) { limits(in); in.Compute.CPURequestMillis = 2000 }),
+		"memory_request equal to the limit":   mutate(func(in *Input) { limits(in); in.Compute.MemoryRequest = "4Gi" }),
+		"memory_request, the limit respelled": mutate(func(in *Input) { limits(in); in.Compute.MemoryRequest = "4096Mi" }),
+	} {
+		rev := admitOK(t, in)
+		if rev.ID() != withLimits {
+			t.Errorf("%s changed the revision id", name)
+		}
+		if cs := rev.ComputeSettings; cs.CPURequestMillis != 0 || cs.MemoryRequest != "" {
+			t.Errorf("%s: frozen requests %d / %q, want the limits (unset)", name, cs.CPURequestMillis, cs.MemoryRequest)
+		}
+	}
+}

@@ -33,6 +33,14 @@ type kubernetesModel struct {
 	NodeWorkers         types.Int64  `tfsdk:"node_workers"`
 	PodAnnotations      types.Map    `tfsdk:"pod_annotations"`
 	State               types.Object `tfsdk:"state"`
+	PodLabels           types.Map    `tfsdk:"pod_labels"`
+	NodeSelector        types.Map    `tfsdk:"node_selector"`
+	Tolerations         types.List   `tfsdk:"tolerations"`
+	PriorityClassName   types.String `tfsdk:"priority_class_name"`
+	CPURequest          types.String `tfsdk:"cpu_request"`
+	MemoryRequest       types.String `tfsdk:"memory_request"`
+	ImagePullSecrets    types.List   `tfsdk:"image_pull_secrets"`
+	ImagePullPolicy     types.String `tfsdk:"image_pull_policy"`
 	Logging             types.Object `tfsdk:"logging"`
 	SandboxDriver       types.Object `tfsdk:"sandbox_driver"`
 	CredentialGateway   types.Object `tfsdk:"credential_gateway"`
@@ -44,6 +52,14 @@ type stateModel struct {
 	StorageClass    types.String `tfsdk:"storage_class"`
 	AccessMode      types.String `tfsdk:"access_mode"`
 	RetainOnDestroy types.Bool   `tfsdk:"retain_on_destroy"`
+}
+
+type tolerationModel struct {
+	Key               types.String `tfsdk:"key"`
+	Operator          types.String `tfsdk:"operator"`
+	Value             types.String `tfsdk:"value"`
+	Effect            types.String `tfsdk:"effect"`
+	TolerationSeconds types.Int64  `tfsdk:"toleration_seconds"`
 }
 
 type loggingModel struct {
@@ -180,6 +196,7 @@ func computeFromModel(ctx context.Context, m computeModel, diags *diag.Diagnosti
 			c.State = &admission.State{Size: st.Size.ValueString(), StorageClass: st.StorageClass.ValueString(),
 				AccessMode: st.AccessMode.ValueString(), RetainOnDestroy: st.RetainOnDestroy.ValueBool()}
 		}
+		podSettingsFromModel(ctx, k, &c, diags)
 		c.LoggingOwnership, c.LoggingLevel = admission.LoggingPlatform, "info"
 		if l, ok := decodeObject[loggingModel](ctx, k.Logging, diags); ok {
 			c.LoggingOwnership = l.Ownership.ValueString()
@@ -204,6 +221,37 @@ func computeFromModel(ctx context.Context, m computeModel, diags *diag.Diagnosti
 		c.HostKey, c.User, c.InsecureIgnoreHostKey = s.HostKey.ValueString(), s.User.ValueString(), s.InsecureIgnoreHostKey.ValueBool()
 	}
 	return c, c.Kind != ""
+}
+
+// podSettingsFromModel copies the runtime Pods' placement, labels,
+// requests and pull settings; an unset one stays the zero value, which
+// renders what Kubernetes defaults to and changes no revision id.
+func podSettingsFromModel(ctx context.Context, k kubernetesModel, c *admission.Compute, diags *diag.Diagnostics) {
+	if !k.PodLabels.IsNull() {
+		diags.Append(k.PodLabels.ElementsAs(ctx, &c.PodLabels, false)...)
+	}
+	if !k.NodeSelector.IsNull() {
+		diags.Append(k.NodeSelector.ElementsAs(ctx, &c.NodeSelector, false)...)
+	}
+	if !k.Tolerations.IsNull() {
+		var ts []tolerationModel
+		diags.Append(k.Tolerations.ElementsAs(ctx, &ts, false)...)
+		for _, t := range ts {
+			tol := admission.Toleration{Key: t.Key.ValueString(), Operator: t.Operator.ValueString(), Value: t.Value.ValueString(), Effect: t.Effect.ValueString()}
+			if !t.TolerationSeconds.IsNull() {
+				secs := t.TolerationSeconds.ValueInt64()
+				tol.TolerationSeconds = &secs
+			}
+			c.Tolerations = append(c.Tolerations, tol)
+		}
+	}
+	if !k.ImagePullSecrets.IsNull() {
+		diags.Append(k.ImagePullSecrets.ElementsAs(ctx, &c.ImagePullSecrets, false)...)
+	}
+	c.PriorityClassName = k.PriorityClassName.ValueString()
+	c.CPURequestMillis = cpuMillis(k.CPURequest.ValueString()) // 0 when unset: the limit
+	c.MemoryRequest = k.MemoryRequest.ValueString()
+	c.ImagePullPolicy = k.ImagePullPolicy.ValueString()
 }
 
 func installationObject(inst admission.Installation, diags *diag.Diagnostics) types.Object {

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/terraform-plugin-framework-validators/int64validator"
+	"github.com/hashicorp/terraform-plugin-framework-validators/listvalidator"
 	"github.com/hashicorp/terraform-plugin-framework-validators/setvalidator"
 	"github.com/hashicorp/terraform-plugin-framework-validators/stringvalidator"
 	"github.com/hashicorp/terraform-plugin-framework/attr"
@@ -101,12 +102,18 @@ func computeSchema() schema.Schema {
 					"codex_image": schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString(admission.PinnedCodexImage),
 						Validators:          []validator.String{stringvalidator.LengthAtLeast(1)},
 						MarkdownDescription: fmt.Sprintf("The Codex app-server image for dedicated Codex. Default: `%s`.", admission.PinnedCodexImage)},
-					"cpu_limit": schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString("2"),
+					"cpu_limit": schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString(defaultCPULimit),
 						Validators:          []validator.String{quantity{what: "CPU"}},
 						MarkdownDescription: "CPU limit of each runtime container. It sets the startup probe's budget (20 s plus 45 CPU-seconds at this limit, rule PR1) and the default `maxConcurrent` (max(8, 4 × ceil(cpu)), rule HM7). Default `2`."},
-					"memory_limit": schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString("4Gi"),
+					"memory_limit": schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString(defaultMemoryLimit),
 						Validators:          []validator.String{quantity{what: "memory"}},
 						MarkdownDescription: "Memory limit of each runtime container. Default `4Gi`."},
+					"cpu_request": schema.StringAttribute{Optional: true,
+						Validators:          []validator.String{quantity{what: "CPU"}, notAboveLimit{limit: "cpu_limit", defaultLimit: defaultCPULimit}},
+						MarkdownDescription: "CPU request of each runtime container (a Kubernetes quantity such as `500m`), at most `cpu_limit`. Unset, the request equals `cpu_limit` (the Pods are Guaranteed). The startup probe's budget and `maxConcurrent` follow the limit, not the request. Part of the revision."},
+					"memory_request": schema.StringAttribute{Optional: true,
+						Validators:          []validator.String{quantity{what: "memory"}, notAboveLimit{limit: "memory_limit", defaultLimit: defaultMemoryLimit}},
+						MarkdownDescription: "Memory request of each runtime container (a Kubernetes quantity such as `1Gi`), at most `memory_limit`. Unset, the request equals `memory_limit`. Part of the revision."},
 					"node_workers": schema.Int64Attribute{Optional: true, Computed: true, Default: int64default.StaticInt64(admission.DefaultNodeWorkers),
 						Validators:          []validator.Int64{int64validator.Between(1, 256)},
 						MarkdownDescription: "Session-owned workers a native OpenClaw node host admits; further sessions are refused while all are taken (rule HM6). Default 8."},
@@ -129,15 +136,48 @@ func computeSchema() schema.Schema {
 							"size": schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString(defaultStateSize),
 								Validators:          []validator.String{quantity{what: "storage"}},
 								MarkdownDescription: "The claim's requested size. Default `" + defaultStateSize + "`. It may grow (where the class allows expansion), never shrink."},
-							"storage_class": schema.StringAttribute{Optional: true, Validators: []validator.String{dnsSubdomain{}},
+							"storage_class": schema.StringAttribute{Optional: true, Validators: []validator.String{dnsSubdomain{what: "StorageClass"}},
 								MarkdownDescription: "The claim's StorageClass; unset: the cluster's default class. Fixed once the claim exists."},
 							"access_mode": schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString(string(corev1.ReadWriteOnce)),
-								Validators:          []validator.String{oneOf{values: []string{string(corev1.ReadWriteOnce), string(corev1.ReadWriteOncePod), string(corev1.ReadWriteMany)}}},
+								Validators:          []validator.String{oneOfValues(string(corev1.ReadWriteOnce), string(corev1.ReadWriteOncePod), string(corev1.ReadWriteMany))},
 								MarkdownDescription: "`ReadWriteOnce` (default), `ReadWriteOncePod` or `ReadWriteMany`. One gateway runs at a time (rule AC1), so `ReadWriteOnce` is enough. Fixed once the claim exists."},
 							"retain_on_destroy": schema.BoolAttribute{Optional: true, Computed: true, Default: booldefault.StaticBool(false),
 								MarkdownDescription: "Keep the claim when the agent is destroyed (destroy says so in a warning); a later agent of the same name in this namespace mounts it again. Default `false`: destroy deletes the claim and the state in it. Not part of the revision."},
 						},
 					},
+					"pod_labels": schema.MapAttribute{Optional: true, ElementType: types.StringType, Validators: []validator.Map{labelMap{platform: true}},
+						MarkdownDescription: "Labels on every runtime Pod (not on the Deployments or Sandboxes), for example for a cost report or a network policy. " +
+							"Keys and values must be Kubernetes label keys and values. The platform's identity labels always win: a key under `occ-platform.io/`, " +
+							"`app.kubernetes.io/managed-by`, `app.kubernetes.io/name` or `app.kubernetes.io/version` is refused at plan (rule LG4). Part of the revision."},
+					"node_selector": schema.MapAttribute{Optional: true, ElementType: types.StringType, Validators: []validator.Map{labelMap{}},
+						MarkdownDescription: "Node labels every runtime Pod must run on (the Pods' `nodeSelector`): keys and values are Kubernetes label keys and values. Part of the revision."},
+					"tolerations": schema.ListNestedAttribute{Optional: true,
+						MarkdownDescription: "Taints every runtime Pod tolerates, shaped like the Kubernetes `tolerations` of a Pod. Part of the revision.",
+						NestedObject: schema.NestedAttributeObject{
+							Validators: []validator.Object{toleration{}},
+							Attributes: map[string]schema.Attribute{
+								"key": schema.StringAttribute{Optional: true,
+									MarkdownDescription: "The taint key to tolerate, a Kubernetes label key. Unset (with `operator = \"Exists\"`): every taint."},
+								"operator": schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString("Equal"),
+									Validators:          []validator.String{oneOfValues(admission.TolerationOperators...)},
+									MarkdownDescription: "`Equal` (default: the taint's value must be `value`) or `Exists` (any value; then `value` is unset)."},
+								"value": schema.StringAttribute{Optional: true,
+									MarkdownDescription: "The taint value to tolerate with `operator = \"Equal\"`, a Kubernetes label value."},
+								"effect": schema.StringAttribute{Optional: true,
+									Validators:          []validator.String{oneOfValues(append([]string{""}, admission.TolerationEffects...)...)},
+									MarkdownDescription: "The taint effect to tolerate: `NoSchedule`, `PreferNoSchedule` or `NoExecute`; unset or empty: every effect."},
+								"toleration_seconds": schema.Int64Attribute{Optional: true,
+									MarkdownDescription: "With `effect = \"NoExecute\"`: how long a Pod stays on a node after the taint appears; unset: for ever."},
+							},
+						},
+					},
+					"priority_class_name": schema.StringAttribute{Optional: true, Validators: []validator.String{dnsSubdomain{what: "PriorityClass"}},
+						MarkdownDescription: "The PriorityClass of every runtime Pod. The class must exist in the cluster (the provider does not create it). Part of the revision."},
+					"image_pull_secrets": schema.ListAttribute{Optional: true, ElementType: types.StringType,
+						Validators:          []validator.List{listvalidator.ValueStringsAre(dnsSubdomain{what: "Secret"}), uniqueValues{}},
+						MarkdownDescription: "Names of `kubernetes.io/dockerconfigjson` Secrets every runtime Pod pulls its images with, for images in a private registry. The Secrets must exist in `namespace`; the provider does not create them. Part of the revision."},
+					"image_pull_policy": schema.StringAttribute{Optional: true, Validators: []validator.String{oneOfValues(admission.ImagePullPolicies...)},
+						MarkdownDescription: "The image pull policy of every runtime container: `Always`, `IfNotPresent` or `Never`. Unset: Kubernetes' default (`IfNotPresent` for a tagged image, `Always` for `:latest` or no tag). Part of the revision."},
 					"logging": schema.SingleNestedAttribute{
 						Optional: true, Computed: true,
 						Default: objectdefault.StaticValue(types.ObjectValueMust(loggingAttrTypes, map[string]attr.Value{
@@ -215,6 +255,13 @@ func computeSchema() schema.Schema {
 		},
 	}
 }
+
+// Schema defaults of the runtime containers' limits; a request is checked
+// against the default when its limit is unset.
+const (
+	defaultCPULimit    = "2"
+	defaultMemoryLimit = "4Gi"
+)
 
 var loggingAttrTypes = map[string]attr.Type{"ownership": types.StringType, "level": types.StringType}
 

@@ -3,7 +3,9 @@ package provider
 import (
 	"context"
 	"fmt"
+	"maps"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -15,7 +17,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/types"
 	"golang.org/x/crypto/ssh"
 	"k8s.io/apimachinery/pkg/api/resource"
-	k8svalidation "k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/occ-platform/terraform-provider-occ/internal/admission"
 	"github.com/occ-platform/terraform-provider-occ/internal/render"
@@ -138,21 +140,188 @@ func (v quantity) ValidateString(ctx context.Context, req validator.StringReques
 	}
 }
 
-// dnsSubdomain accepts the name of a Kubernetes object that is a DNS-1123
-// subdomain (a StorageClass, a Secret), as apimachinery validates it.
-type dnsSubdomain struct{}
-
-func (dnsSubdomain) Description(context.Context) string {
-	return "must be a Kubernetes object name: lower-case letters, digits, '-' and '.', at most 253 characters, starting and ending with a letter or digit"
+// notAboveLimit accepts a request (cpu_request, memory_request) that is
+// at most its limit, a sibling attribute with a schema default: Kubernetes
+// refuses a container whose request exceeds its limit. An unparsable
+// quantity is quantity's to refuse; an unknown limit waits for the plan.
+type notAboveLimit struct {
+	limit        string // the sibling limit attribute
+	defaultLimit string // the limit's schema default, for an unset limit
 }
-func (v dnsSubdomain) MarkdownDescription(ctx context.Context) string { return v.Description(ctx) }
-func (v dnsSubdomain) ValidateString(ctx context.Context, req validator.StringRequest, resp *validator.StringResponse) {
+
+func (v notAboveLimit) Description(context.Context) string {
+	return fmt.Sprintf("must be at most %s (default %s)", v.limit, v.defaultLimit)
+}
+func (v notAboveLimit) MarkdownDescription(ctx context.Context) string { return v.Description(ctx) }
+func (v notAboveLimit) ValidateString(ctx context.Context, req validator.StringRequest, resp *validator.StringResponse) {
 	if req.ConfigValue.IsNull() || req.ConfigValue.IsUnknown() {
 		return
 	}
-	if errs := k8svalidation.IsDNS1123Subdomain(req.ConfigValue.ValueString()); len(errs) > 0 {
-		addAttrError(&resp.Diagnostics, req.Path, "INVALID_REQUEST: not a Kubernetes object name",
-			fmt.Sprintf("%q %s (%s).", req.ConfigValue.ValueString(), v.Description(ctx), strings.Join(errs, "; ")))
+	request, err := resource.ParseQuantity(req.ConfigValue.ValueString())
+	if err != nil {
+		return
+	}
+	at := req.Path.ParentPath().AtName(v.limit)
+	var limit types.String
+	if d := req.Config.GetAttribute(ctx, at, &limit); d.HasError() || limit.IsUnknown() {
+		return
+	}
+	lim := v.defaultLimit
+	if !limit.IsNull() {
+		lim = limit.ValueString()
+	}
+	q, err := resource.ParseQuantity(lim)
+	if err != nil || request.Cmp(q) <= 0 {
+		return
+	}
+	addAttrError(&resp.Diagnostics, req.Path, fmt.Sprintf("INVALID_REQUEST: %s is greater than %s", req.Path, at),
+		fmt.Sprintf("%s = %q is more than %s = %q, and Kubernetes refuses a container that requests more than its limit. "+
+			"Lower %s to at most %q, or raise %s; left unset, the request equals the limit.",
+			req.Path, req.ConfigValue.ValueString(), at, lim, req.Path, lim, at))
+}
+
+// labelMap accepts a map of Kubernetes labels (node_selector, pod_labels):
+// every key a qualified name, every value a label value, as apimachinery
+// validates them. With platform, it also refuses the platform's own keys
+// (render.PlatformLabel), whose identity labels always win (LG4).
+type labelMap struct{ platform bool }
+
+func (v labelMap) Description(context.Context) string {
+	d := "keys must be Kubernetes label keys (an optional DNS subdomain prefix and '/', then a name) and values label values"
+	if v.platform {
+		d += fmt.Sprintf("; keys under %s and %s are the platform's", render.PlatformLabelPrefix, strings.Join(render.PlatformLabelKeys, ", "))
+	}
+	return d
+}
+func (v labelMap) MarkdownDescription(ctx context.Context) string { return v.Description(ctx) }
+func (v labelMap) ValidateMap(_ context.Context, req validator.MapRequest, resp *validator.MapResponse) {
+	if req.ConfigValue.IsNull() || req.ConfigValue.IsUnknown() {
+		return
+	}
+	elems := req.ConfigValue.Elements()
+	for _, key := range slices.Sorted(maps.Keys(elems)) {
+		at := req.Path.AtMapKey(key)
+		if errs := validation.IsQualifiedName(key); len(errs) > 0 {
+			addAttrError(&resp.Diagnostics, at, "INVALID_REQUEST: not a valid label key",
+				fmt.Sprintf("key %q is not a Kubernetes label key: %s. Use a name of at most 63 letters, digits, '-', '_' and '.' that starts and ends with a letter or digit, "+
+					"optionally after a DNS subdomain prefix and '/', such as \"team\" or \"example.com/team\".", key, strings.Join(errs, "; ")))
+			continue
+		}
+		if v.platform && render.PlatformLabel(key) {
+			addAttrError(&resp.Diagnostics, at, fmt.Sprintf("INVALID_REQUEST: %q is the platform's label", key),
+				fmt.Sprintf("key %q is the platform's: the provider sets its identity labels (%s*, %s) on every Pod and they always win (rule LG4). "+
+					"Remove %q from %s, or use a key of your own, such as \"example.com/team\".",
+					key, render.PlatformLabelPrefix, strings.Join(render.PlatformLabelKeys, ", "), key, req.Path))
+			continue
+		}
+		s, ok := elems[key].(types.String)
+		if !ok || s.IsNull() || s.IsUnknown() {
+			continue
+		}
+		if errs := validation.IsValidLabelValue(s.ValueString()); len(errs) > 0 {
+			addAttrError(&resp.Diagnostics, at, "INVALID_REQUEST: not a valid label value",
+				fmt.Sprintf("the value %q of key %q is not a Kubernetes label value: %s. Use at most 63 letters, digits, '-', '_' and '.' that start and end with a letter or digit (or an empty value), such as \"agents\".",
+					s.ValueString(), key, strings.Join(errs, "; ")))
+		}
+	}
+}
+
+// dnsSubdomain accepts the name of a Kubernetes object that is a DNS-1123
+// subdomain (a Secret, a PriorityClass), as apimachinery validates it.
+type dnsSubdomain struct{ what string }
+
+func (v dnsSubdomain) Description(context.Context) string {
+	return fmt.Sprintf("must be a %s name: a DNS-1123 subdomain", v.what)
+}
+func (v dnsSubdomain) MarkdownDescription(ctx context.Context) string { return v.Description(ctx) }
+func (v dnsSubdomain) ValidateString(_ context.Context, req validator.StringRequest, resp *validator.StringResponse) {
+	if req.ConfigValue.IsNull() || req.ConfigValue.IsUnknown() {
+		return
+	}
+	if errs := validation.IsDNS1123Subdomain(req.ConfigValue.ValueString()); len(errs) > 0 {
+		addAttrError(&resp.Diagnostics, req.Path, fmt.Sprintf("INVALID_REQUEST: not a valid %s name", v.what),
+			fmt.Sprintf("%q is not a %s name: %s. Use the name of the %s as Kubernetes has it: lowercase letters, digits, '-' and '.', such as \"registry-credentials\".",
+				req.ConfigValue.ValueString(), v.what, strings.Join(errs, "; "), v.what))
+	}
+}
+
+// uniqueValues accepts a list of strings that names each value once.
+type uniqueValues struct{}
+
+func (uniqueValues) Description(context.Context) string { return "must list each value once" }
+func (v uniqueValues) MarkdownDescription(ctx context.Context) string {
+	return v.Description(ctx)
+}
+func (v uniqueValues) ValidateList(_ context.Context, req validator.ListRequest, resp *validator.ListResponse) {
+	if req.ConfigValue.IsNull() || req.ConfigValue.IsUnknown() {
+		return
+	}
+	seen := map[string]bool{}
+	for i, e := range req.ConfigValue.Elements() {
+		s, ok := e.(types.String)
+		if !ok || s.IsNull() || s.IsUnknown() {
+			continue
+		}
+		if seen[s.ValueString()] {
+			addAttrError(&resp.Diagnostics, req.Path.AtListIndex(i), fmt.Sprintf("INVALID_REQUEST: %q is listed twice", s.ValueString()),
+				fmt.Sprintf("%q appears more than once in %s; list each once.", s.ValueString(), req.Path))
+		}
+		seen[s.ValueString()] = true
+	}
+}
+
+// toleration accepts a toleration that Kubernetes accepts, judged as its
+// API validation judges one: a key is a label key, and without a key the
+// operator is Exists (tolerating every taint); an Exists toleration has no
+// value, an Equal one a label value; toleration_seconds only with the
+// NoExecute effect. Operator and effect values are oneOf's to refuse.
+type toleration struct{}
+
+func (toleration) Description(context.Context) string {
+	return "must be a Kubernetes toleration"
+}
+func (v toleration) MarkdownDescription(ctx context.Context) string { return v.Description(ctx) }
+func (v toleration) ValidateObject(_ context.Context, req validator.ObjectRequest, resp *validator.ObjectResponse) {
+	if req.ConfigValue.IsNull() || req.ConfigValue.IsUnknown() {
+		return
+	}
+	attrs := req.ConfigValue.Attributes()
+	str := func(name string) (string, bool) {
+		s, ok := attrs[name].(types.String)
+		if !ok || s.IsUnknown() {
+			return "", false
+		}
+		return s.ValueString(), true
+	}
+	key, keyKnown := str("key")
+	op, opKnown := str("operator")
+	if opKnown && op == "" {
+		op = "Equal" // the schema's default, not yet applied to the configuration
+	}
+	value, valueKnown := str("value")
+	effect, effectKnown := str("effect")
+	switch {
+	case keyKnown && key != "":
+		if errs := validation.IsQualifiedName(key); len(errs) > 0 {
+			addAttrError(&resp.Diagnostics, req.Path.AtName("key"), "INVALID_REQUEST: not a valid toleration key",
+				fmt.Sprintf("key %q is not a Kubernetes label key, as a taint's key is: %s. Use the key of the taint to tolerate, such as \"example.com/dedicated\".", key, strings.Join(errs, "; ")))
+		}
+	case keyKnown && opKnown && op != "Exists":
+		addAttrError(&resp.Diagnostics, req.Path.AtName("operator"), "INVALID_REQUEST: a toleration without a key must use operator \"Exists\"",
+			fmt.Sprintf("operator = %q needs a key to compare. Set key to the taint's key, or set operator = \"Exists\" to tolerate every taint (of the effect, when set).", op))
+	}
+	if opKnown && valueKnown && value != "" {
+		if op == "Exists" {
+			addAttrError(&resp.Diagnostics, req.Path.AtName("value"), "INVALID_REQUEST: a toleration with operator \"Exists\" has no value",
+				fmt.Sprintf("operator = \"Exists\" matches the taint's key whatever its value, and Kubernetes refuses value = %q with it. Remove value, or use operator = \"Equal\".", value))
+		} else if errs := validation.IsValidLabelValue(value); len(errs) > 0 {
+			addAttrError(&resp.Diagnostics, req.Path.AtName("value"), "INVALID_REQUEST: not a valid toleration value",
+				fmt.Sprintf("value %q is not a Kubernetes label value, as a taint's value is: %s. Use the value of the taint to tolerate, such as \"agents\".", value, strings.Join(errs, "; ")))
+		}
+	}
+	if secs, ok := attrs["toleration_seconds"].(types.Int64); ok && !secs.IsNull() && !secs.IsUnknown() && effectKnown && effect != "NoExecute" {
+		addAttrError(&resp.Diagnostics, req.Path.AtName("toleration_seconds"), "INVALID_REQUEST: toleration_seconds needs effect \"NoExecute\"",
+			fmt.Sprintf("toleration_seconds bounds how long a Pod stays on a node after a NoExecute taint appears; with effect = %q Kubernetes refuses it. Set effect = \"NoExecute\", or remove toleration_seconds.", effect))
 	}
 }
 
@@ -246,6 +415,10 @@ type oneOf struct {
 
 func oneOfRule(rule string, values ...string) oneOf { return oneOf{values: values, rule: rule} }
 
+// oneOfValues is oneOf for a closed set that no rule of RULES.md names
+// (Kubernetes' own enumerations).
+func oneOfValues(values ...string) oneOf { return oneOf{values: values} }
+
 func (v oneOf) Description(context.Context) string {
 	return "must be one of " + quotedList(v.values)
 }
@@ -260,12 +433,12 @@ func (v oneOf) ValidateString(_ context.Context, req validator.StringRequest, re
 			return
 		}
 	}
-	rule := "."
+	rule := ""
 	if v.rule != "" {
-		rule = fmt.Sprintf(" (rule %s).", v.rule)
+		rule = " (rule " + v.rule + ")"
 	}
 	addAttrError(&resp.Diagnostics, req.Path, fmt.Sprintf("INVALID_REQUEST: unsupported value %q", s),
-		fmt.Sprintf("%q is not supported here; use one of %s%s", s, quotedList(v.values), rule))
+		fmt.Sprintf("%q is not supported here; use one of %s%s.", s, quotedList(v.values), rule))
 }
 
 func quotedList(values []string) string {

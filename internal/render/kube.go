@@ -6,6 +6,7 @@ package render
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -654,21 +655,17 @@ func StartupFailureThreshold(rev *admission.Revision) int32 {
 func Command() []string { return []string{Init, "-s", "--", Wrapper} }
 
 func container(rev *admission.Revision, name, image string, args []string, env []*corev1ac.EnvVarApplyConfiguration, port int32) *corev1ac.ContainerApplyConfiguration {
-	cpu := resource.NewMilliQuantity(rev.ComputeSettings.CPUMillis, resource.DecimalSI)
-	limits := corev1.ResourceList{corev1.ResourceCPU: *cpu}
-	if m, err := resource.ParseQuantity(rev.ComputeSettings.MemoryLimit); err == nil {
-		limits[corev1.ResourceMemory] = m
-	}
+	limits, requests := resources(rev.ComputeSettings)
 	// The wrapper answers on the runtime's port while held (alive, not
 	// ready: PR5), and the startup probe keeps the liveness probe away
 	// until login, the model probe and the runtime's own start have had
 	// their time, so a slow start is never killed and re-probed.
 	args = append([]string{"--health-port=" + strconv.Itoa(int(port))}, args...)
-	return corev1ac.Container().WithName(name).WithImage(image).
+	c := corev1ac.Container().WithName(name).WithImage(image).
 		WithCommand(Command()...).WithArgs(args...).
 		WithEnv(env...).
 		WithPorts(corev1ac.ContainerPort().WithName("http").WithContainerPort(port)).
-		WithResources(corev1ac.ResourceRequirements().WithLimits(limits).WithRequests(limits)).
+		WithResources(corev1ac.ResourceRequirements().WithLimits(limits).WithRequests(requests)).
 		WithReadinessProbe(corev1ac.Probe().WithHTTPGet(corev1ac.HTTPGetAction().WithPath("/readyz").WithPort(intstr.FromInt32(port))).
 			WithPeriodSeconds(2).WithFailureThreshold(1)).
 		WithStartupProbe(corev1ac.Probe().WithHTTPGet(corev1ac.HTTPGetAction().WithPath("/healthz").WithPort(intstr.FromInt32(port))).
@@ -679,6 +676,28 @@ func container(rev *admission.Revision, name, image string, args []string, env [
 			WithRunAsNonRoot(true).WithRunAsUser(1000).WithReadOnlyRootFilesystem(true).WithAllowPrivilegeEscalation(false).
 			WithCapabilities(corev1ac.Capabilities().WithDrop("ALL")).
 			WithSeccompProfile(corev1ac.SeccompProfile().WithType(corev1.SeccompProfileTypeRuntimeDefault)))
+	if p := rev.ComputeSettings.ImagePullPolicy; p != "" {
+		c.WithImagePullPolicy(corev1.PullPolicy(p))
+	}
+	return c
+}
+
+// resources are a runtime container's limits (the compute's CPU and
+// memory limits) and requests: the compute's requests where it sets them,
+// else the limits, as they have always been.
+func resources(cs admission.ComputeSettings) (limits, requests corev1.ResourceList) {
+	limits = corev1.ResourceList{corev1.ResourceCPU: *resource.NewMilliQuantity(cs.CPUMillis, resource.DecimalSI)}
+	if m, err := resource.ParseQuantity(cs.MemoryLimit); err == nil {
+		limits[corev1.ResourceMemory] = m
+	}
+	requests = limits.DeepCopy()
+	if cs.CPURequestMillis > 0 {
+		requests[corev1.ResourceCPU] = *resource.NewMilliQuantity(cs.CPURequestMillis, resource.DecimalSI)
+	}
+	if m, err := resource.ParseQuantity(cs.MemoryRequest); err == nil && cs.MemoryRequest != "" {
+		requests[corev1.ResourceMemory] = m
+	}
+	return limits, requests
 }
 
 func deployment(rev *admission.Revision, n int64, name, component, serviceAccount string, c *corev1ac.ContainerApplyConfiguration, volumes ...*corev1ac.VolumeApplyConfiguration) *appsv1ac.DeploymentApplyConfiguration {
@@ -697,18 +716,85 @@ func deployment(rev *admission.Revision, n int64, name, component, serviceAccoun
 }
 
 // podTemplate is a component's Pod: its own ServiceAccount without a
-// token, non-root, the identity labels of revision n.
+// token, non-root, the identity labels of revision n beside the
+// operator's, and the compute's placement and pull settings. Every
+// runtime Pod of every topology is one of these (a Sandbox's template
+// included), so each setting reaches them all.
 func podTemplate(rev *admission.Revision, n int64, component, serviceAccount string, c *corev1ac.ContainerApplyConfiguration, volumes ...*corev1ac.VolumeApplyConfiguration) *corev1ac.PodTemplateSpecApplyConfiguration {
+	spec := corev1ac.PodSpec().
+		WithServiceAccountName(serviceAccount).
+		WithAutomountServiceAccountToken(false).
+		WithEnableServiceLinks(false).
+		WithSecurityContext(corev1ac.PodSecurityContext().WithFSGroup(1000)).
+		WithContainers(c).
+		WithVolumes(volumes...)
+	placePod(spec, rev.ComputeSettings)
 	return corev1ac.PodTemplateSpec().
-		WithLabels(Labels(rev, n, component)).
+		WithLabels(podLabels(rev, n, component)).
 		WithAnnotations(podAnnotations(rev)).
-		WithSpec(corev1ac.PodSpec().
-			WithServiceAccountName(serviceAccount).
-			WithAutomountServiceAccountToken(false).
-			WithEnableServiceLinks(false).
-			WithSecurityContext(corev1ac.PodSecurityContext().WithFSGroup(1000)).
-			WithContainers(c).
-			WithVolumes(volumes...))
+		WithSpec(spec)
+}
+
+// placePod writes the compute's node selector, tolerations, priority class
+// and image pull Secrets into a Pod spec; an unset one is left out, so
+// that Kubernetes' default holds and the Pod is what it always was.
+func placePod(spec *corev1ac.PodSpecApplyConfiguration, cs admission.ComputeSettings) {
+	if len(cs.NodeSelector) > 0 {
+		spec.WithNodeSelector(cs.NodeSelector)
+	}
+	for _, t := range cs.Tolerations {
+		tol := corev1ac.Toleration()
+		if t.Key != "" {
+			tol.WithKey(t.Key)
+		}
+		if t.Operator != "" {
+			tol.WithOperator(corev1.TolerationOperator(t.Operator))
+		}
+		if t.Value != "" {
+			tol.WithValue(t.Value)
+		}
+		if t.Effect != "" {
+			tol.WithEffect(corev1.TaintEffect(t.Effect))
+		}
+		if t.TolerationSeconds != nil {
+			tol.WithTolerationSeconds(*t.TolerationSeconds)
+		}
+		spec.WithTolerations(tol)
+	}
+	if cs.PriorityClassName != "" {
+		spec.WithPriorityClassName(cs.PriorityClassName)
+	}
+	for _, name := range cs.ImagePullSecrets {
+		spec.WithImagePullSecrets(corev1ac.LocalObjectReference().WithName(name))
+	}
+}
+
+// podLabels are the operator's Pod labels plus the identity labels of
+// revision n, which win (LG4): a Pod's identity is the platform's, and the
+// Deployment's selector needs it.
+func podLabels(rev *admission.Revision, n int64, component string) map[string]string {
+	out := map[string]string{}
+	for k, v := range rev.ComputeSettings.PodLabels {
+		out[k] = v
+	}
+	for k, v := range Labels(rev, n, component) {
+		out[k] = v
+	}
+	return out
+}
+
+// PlatformLabelPrefix is the prefix of every label the platform owns.
+const PlatformLabelPrefix = "occ-platform.io/"
+
+// PlatformLabelKeys are the identity labels Labels sets outside
+// PlatformLabelPrefix.
+var PlatformLabelKeys = []string{LabelManagedBy, LabelName, LabelVersion}
+
+// PlatformLabel reports whether a label key is the platform's: one of the
+// identity labels Labels sets, or any key under PlatformLabelPrefix. A
+// compute's pod_labels may not hold one (the identity always wins).
+func PlatformLabel(key string) bool {
+	return strings.HasPrefix(key, PlatformLabelPrefix) || slices.Contains(PlatformLabelKeys, key)
 }
 
 // podAnnotations are the operator's annotations plus the revision id (which

@@ -9,6 +9,30 @@ resource "occ_compute" "prod" {
   }
 }
 
+# A namespace for production workloads: the runtime Pods run on dedicated
+# nodes at a priority of their own, request less than their limits, carry the
+# operator's labels and pull from a private registry. The PriorityClass and
+# the pull Secret must exist; the provider creates neither.
+resource "occ_compute" "production" {
+  name = "production"
+  kubernetes = {
+    namespace      = "occ-production"
+    runtime_image  = "registry.example.com/occ/runtime:2026.9.6"
+    cpu_limit      = "2"
+    cpu_request    = "500m"
+    memory_limit   = "4Gi"
+    memory_request = "2Gi"
+    node_selector  = { "example.com/pool" = "agents" }
+    tolerations = [
+      { key = "example.com/dedicated", operator = "Equal", value = "agents", effect = "NoSchedule" },
+    ]
+    priority_class_name = "agents"
+    pod_labels          = { team = "support", "example.com/cost-center" = "cc-42" }
+    image_pull_secrets  = ["registry-credentials"]
+    image_pull_policy   = "IfNotPresent"
+  }
+}
+
 # A namespace whose dedicated harnesses run in OpenShell sandboxes, with model
 # keys from a Credential Gateway.
 resource "occ_compute" "sandboxed" {

@@ -1,0 +1,71 @@
+package render
+
+import (
+	"bytes"
+	"encoding/json"
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+var updateGolden = flag.Bool("update-golden", false, "rewrite testdata/unset from what render produces now; only right when a change is meant to change what existing agents run")
+
+// pinnedRevisionIDs are the revision ids of topologyCases' revisions as
+// this provider has always admitted them: a new compute setting that is
+// left unset must change none of them, or every existing agent would plan
+// a new revision (and a Recreate restart) on upgrade (rule AD3).
+var pinnedRevisionIDs = map[string]string{
+	"embedded":        "26eb88d4a98ae819",
+	"dedicated codex": "c9433781ba3abbe6",
+	"sandboxed codex": "a8ca79a8c9eb4002",
+	"native openclaw": "ddede1d5e756e143",
+}
+
+// rule AD3: with no new setting set, every topology renders exactly what
+// it rendered before the settings existed (the Deployments and Sandboxes
+// in testdata/unset) under the same revision id.
+func TestAD3_UnsetSettingsRenderWhatTheyAlwaysRendered(t *testing.T) {
+	for _, tc := range topologyCases(t) {
+		t.Run(tc.name, func(t *testing.T) {
+			if got, want := tc.rev.ID(), pinnedRevisionIDs[tc.name]; got != want {
+				t.Errorf("revision id = %s, want %s: an unset setting changed the revision of every existing agent", got, want)
+			}
+			objs, err := Kubernetes(tc.rev, 7)
+			if err != nil {
+				t.Fatal(err)
+			}
+			out := map[string]any{}
+			for _, d := range objs.Deployments {
+				out["deployment/"+*d.Name] = d
+			}
+			for _, s := range objs.Sandboxes {
+				o, err := s.Object(objs.Namespace)
+				if err != nil {
+					t.Fatal(err)
+				}
+				out["sandbox/"+s.Name] = o
+			}
+			got, err := json.MarshalIndent(out, "", "  ")
+			if err != nil {
+				t.Fatal(err)
+			}
+			got = append(got, '\n')
+			file := filepath.Join("testdata", "unset", strings.ReplaceAll(tc.name, " ", "-")+".json")
+			if *updateGolden {
+				if err := os.WriteFile(file, got, 0o644); err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			want, err := os.ReadFile(file)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(got, want) {
+				t.Errorf("%s renders differently from %s:\n%s", tc.name, file, got)
+			}
+		})
+	}
+}
