@@ -81,6 +81,10 @@ type Compute struct {
 	LoggingLevel        string
 	SandboxDriver       *SandboxDriver
 	CredentialGateway   *CredentialGateway
+	// NetworkPolicy is applied per Agent on every deploy and never frozen
+	// into a revision (ComputeSettings leaves it out): changing it
+	// restarts nothing.
+	NetworkPolicy NetworkPolicy
 
 	// SSH.
 	Host         string
