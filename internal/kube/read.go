@@ -147,6 +147,11 @@ func (e *Executor) DeleteAgent(ctx context.Context, ns, agent string, sandboxed 
 	if err := e.Client.CoreV1().ServiceAccounts(ns).DeleteCollection(ctx, opts, list); err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("delete ServiceAccounts of %s: %w", agent, err)
 	}
+	// NetworkPolicies by the agent's label. An identity that may not list
+	// them (a Role from before network policies) cannot have written any.
+	if err := e.deleteNetworkPolicies(ctx, ns, agent); err != nil && !apierrors.IsForbidden(err) {
+		return err
+	}
 	// Wait for the Pods: a watch, not a poll.
 	podSel := labels.SelectorFromSet(labels.Set{render.LabelAgent: agent}).String()
 	for {
