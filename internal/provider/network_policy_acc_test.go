@@ -32,7 +32,7 @@ func TestAccAgent_KubernetesNetworkPolicy(t *testing.T) {
 	cs := env.cluster.Clientset
 	ctx := context.Background()
 	name := render.NetworkPolicyName("support", render.ComponentGateway)
-	custom := `network_policy = {
+	custom := `, network_policy = {
       ingress_from = [{ namespace_selector = { "kubernetes.io/metadata.name" = "edge" }, pod_selector = { app = "proxy" } }]
       extra_egress = [{ to = [{ ip_block = { cidr = "192.0.2.0/24", except = ["192.0.2.128/25"] } }], ports = [{ port = 8443 }, { port = 5353, protocol = "UDP" }] }]
     }`
@@ -138,14 +138,14 @@ func TestAccAgent_KubernetesNetworkPolicy(t *testing.T) {
 			},
 			{
 				// Disabled: the policy goes, the agent keeps running.
-				Config:            kubeAgentConfig(env, "network_policy = { enabled = false }", anthropicDoc, ""),
+				Config:            kubeAgentConfig(env, ", network_policy = { enabled = false }", anthropicDoc, ""),
 				ConfigPlanChecks:  inPlace,
 				ConfigStateChecks: []statecheck.StateCheck{revision1},
 				Check:             resource.ComposeTestCheckFunc(gone, gatewayUntouched),
 			},
 			{
 				// Validated at plan, naming the attribute and the fix.
-				Config:      kubeAgentConfig(env, `network_policy = { ingress_from = [{ ip_block = { cidr = "10.1.2.3/8" } }] }`, anthropicDoc, ""),
+				Config:      kubeAgentConfig(env, `, network_policy = { ingress_from = [{ ip_block = { cidr = "10.1.2.3/8" } }] }`, anthropicDoc, ""),
 				ExpectError: mustRegexp(`INVALID_REQUEST: not a CIDR[\s\S]*kubernetes.network_policy.ingress_from\[0\].ip_block.cidr[\s\S]*10.0.0.0/8`),
 			},
 			{
