@@ -94,6 +94,10 @@ type Compute struct {
 	// State is the gateway's persistent state claim; nil keeps the state
 	// on an emptyDir (throwaway agents).
 	State *State
+	// NetworkPolicy is applied per Agent on every deploy and never frozen
+	// into a revision (ComputeSettings leaves it out): changing it
+	// restarts nothing.
+	NetworkPolicy NetworkPolicy
 
 	// SSH.
 	Host         string

@@ -131,7 +131,13 @@ type Deployment struct {
 	// retirement of earlier revisions and the audit record, and deploy
 	// nothing. N equals Serving.
 	Finish bool
-	Log    Log
+	// NetworkOnly says revision N already serves and does not change:
+	// write only what the compute applies per agent outside revision
+	// identity (a Kubernetes agent's NetworkPolicies), because those
+	// settings changed or a Read found them drifted (DriftNetworkPolicy),
+	// and deploy nothing. N equals Serving.
+	NetworkOnly bool
+	Log         Log
 }
 
 // Result is an activated revision.
@@ -186,6 +192,10 @@ const (
 	// record. Nothing needs deploying again: a Deployment with Finish
 	// completes it.
 	DriftUnretired DriftReason = "unretired"
+	// DriftNetworkPolicy: the activated revision runs, but a NetworkPolicy
+	// the compute asks for was deleted. Nothing needs deploying again: a
+	// Deployment with NetworkOnly writes it back without a new revision.
+	DriftNetworkPolicy DriftReason = "network-policy"
 )
 
 // Observed is what the target says about an agent.

@@ -202,6 +202,9 @@ func (e *Executor) retire(ctx context.Context, rev *admission.Revision, objs *re
 			e.log.Print("retiring the earlier harness Service failed; the next apply finishes it", map[string]any{"work.operation": "retire", "work.outcome": "failed"})
 		}
 	}
+	if err := e.retireNetworkPolicies(ctx, ns, agent, objs.Topology()); err != nil {
+		e.log.Print("retiring earlier components' network policies failed; destroy removes them", map[string]any{"work.operation": "retire", "work.outcome": "failed"})
+	}
 	if rev.Sandbox != nil {
 		if err := e.stopEarlierSandboxes(ctx, ns, agent, n, false); err != nil {
 			e.log.Print("retiring earlier Sandboxes failed; the next apply finishes it", map[string]any{"work.operation": "retire", "work.outcome": "failed"})

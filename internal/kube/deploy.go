@@ -90,13 +90,22 @@ var applyOpts = metav1.ApplyOptions{FieldManager: render.FieldManager, Force: tr
 // requests. Every error is a *executor.Failure whose Wrote says whether
 // anything reached the cluster (marked by the client's transport, see
 // MarkWrites).
+//
+// Apply writes the default NetworkPolicies (admission.NetworkPolicy's zero
+// value); Deploy writes the compute's (applyOn).
 func (e *Executor) Apply(ctx context.Context, rev *admission.Revision, n, serving int64) (executor.Result, error) {
+	return e.applyOn(ctx, rev, admission.Compute{}, n, serving)
+}
+
+// applyOn is Apply with the compute's settings that no revision freezes
+// (its NetworkPolicy and sandbox driver's namespace).
+func (e *Executor) applyOn(ctx context.Context, rev *admission.Revision, c admission.Compute, n, serving int64) (executor.Result, error) {
 	var writes executor.Writes
-	res, err := e.apply(executor.WithWrites(ctx, &writes), rev, n, serving)
+	res, err := e.apply(executor.WithWrites(ctx, &writes), rev, c, n, serving)
 	return res, failureOf(rev.Agent, n, &writes, err)
 }
 
-func (e *Executor) apply(ctx context.Context, rev *admission.Revision, n, serving int64) (executor.Result, error) {
+func (e *Executor) apply(ctx context.Context, rev *admission.Revision, c admission.Compute, n, serving int64) (executor.Result, error) {
 	type Result = executor.Result
 	objs, err := render.Kubernetes(rev, n)
 	if err != nil {
@@ -164,6 +173,11 @@ func (e *Executor) apply(ctx context.Context, rev *admission.Revision, n, servin
 		if err := e.stopEarlier(ctx, ns, rev.Agent, n); err != nil {
 			return Result{}, err
 		}
+	}
+	// The agent's NetworkPolicies, per agent and outside revision identity,
+	// before any workload of the revision is written.
+	if err := e.ensureNetworkPolicies(ctx, rev, c); err != nil {
+		return Result{}, err
 	}
 	if err := e.ensureInternalService(ctx, objs); err != nil {
 		return Result{}, err

@@ -128,6 +128,7 @@ func BenchmarkDeploy_Figures(b *testing.B) {
 		}
 		objs, _ := render.Kubernetes(rev, 1)
 		objects = len(objs.ServiceAccounts) + len(objs.ConfigMaps) + len(objs.Deployments) + 3 // + the gateway token Secret, Service, audit Event
+		objects += len(render.NetworkPolicies(rev, admission.NetworkPolicy{}, ""))             // the agent's NetworkPolicies
 		// A kubelet keeps a follow=true log stream open while the container
 		// runs; kwok's simulated logs end the stream at once, so the executor
 		// reconnects (with backoff) until the Pod is Ready. Those reconnects

@@ -50,7 +50,9 @@ func (e *Executor) gate(ctx context.Context, agent, ns string, n int64, id strin
 	go e.checkStalled(wctx, ns, workloads, st)
 	// A state claim that has not bound yet: its Events tell one that never
 	// will (no class, a class that does not exist) before the deadline.
-	go e.watchClaim(wctx, claim, agent, st)
+	// Watched only once a Pod waits for it, so that a claim that binds at
+	// once costs no request.
+	var watchingClaim bool
 	// One watch request: without a resourceVersion the API server first
 	// sends the revision's existing Pods as ADDED events, then changes;
 	// watchUntil resumes it through server restarts and 410s.
@@ -59,7 +61,12 @@ func (e *Executor) gate(ctx context.Context, agent, ns string, n int64, id strin
 		if !ok || ev.Type == watch.Deleted {
 			return false, nil
 		}
-		if f := st.observe(pod); f != nil {
+		f := st.observe(pod)
+		if claim != nil && !watchingClaim && st.waitsForClaim() {
+			watchingClaim = true
+			go e.watchClaim(wctx, claim, agent, st)
+		}
+		if f != nil {
 			if f.Code == CodeCrashLoop {
 				f.Lines = e.previousLogs(wctx, ns, pod.Name, f.Component)
 			}
@@ -194,6 +201,13 @@ func (s *gateState) observe(pod *corev1.Pod) *Failure {
 		s.phase, s.container = v.Phase, v.Started
 	}
 	return v.Failure
+}
+
+// waitsForClaim reports whether the last Pod judged waits for its claim.
+func (s *gateState) waitsForClaim() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.claimWait != ""
 }
 
 func (s *gateState) ready() bool {

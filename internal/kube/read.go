@@ -149,6 +149,11 @@ func (e *Executor) DeleteAgent(ctx context.Context, ns, agent string, sandboxed,
 	if err := e.Client.CoreV1().ServiceAccounts(ns).DeleteCollection(ctx, opts, list); err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("delete ServiceAccounts of %s: %w", agent, err)
 	}
+	// NetworkPolicies by the agent's label. An identity that may not list
+	// them (a Role from before network policies) cannot have written any.
+	if err := e.deleteNetworkPolicies(ctx, ns, agent); err != nil && !apierrors.IsForbidden(err) {
+		return err
+	}
 	if err := e.waitPodsGone(ctx, ns, agent); err != nil {
 		return err
 	}

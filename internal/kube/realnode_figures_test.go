@@ -144,8 +144,10 @@ func TestRealNode_Figures(t *testing.T) {
 	}
 	mu.Unlock()
 	sort.Slice(delays, func(i, j int) bool { return delays[i] < delays[j] })
-	objs, _ := render.Kubernetes(realRevision(t, ns, "fig-0", srv.URL, cpu), 1)
+	fig := realRevision(t, ns, "fig-0", srv.URL, cpu)
+	objs, _ := render.Kubernetes(fig, 1)
 	objects := len(objs.ServiceAccounts) + len(objs.ConfigMaps) + len(objs.Deployments) + 3 // + the gateway token Secret, Service, audit Event
+	objects += len(render.NetworkPolicies(fig, admission.NetworkPolicy{}, ""))              // the agent's NetworkPolicies
 	logs := 0
 	counter.mu.Lock()
 	for _, r := range counter.reqs {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"strconv"
 	"strings"
 	"time"
@@ -171,8 +172,8 @@ func (r *agentResource) ModifyPlan(ctx context.Context, req resource.ModifyPlanR
 	if hasState && state.RevisionID.Equal(plan.RevisionID) && !state.Revision.IsNull() {
 		plan.Revision = state.Revision
 		plan.Status, plan.ActivatedAt, plan.Endpoint = state.Status, state.ActivatedAt, state.Endpoint
-		if unretired(state) {
-			plan.Status = types.StringUnknown() // an in-place update finishes the retirement
+		if unretired(state) || networkDrifted(state) {
+			plan.Status = types.StringUnknown() // an in-place update finishes the retirement, or writes the policies back
 		}
 	} else {
 		plan.Revision = types.Int64Value(state.Revision.ValueInt64() + 1)
@@ -354,6 +355,19 @@ func (r *agentResource) Update(ctx context.Context, req resource.UpdateRequest, 
 			}
 			plan.Status, plan.ActivatedAt, plan.Endpoint = out.Status, out.ActivatedAt, out.Endpoint
 		}
+		if !unretired(state) && (networkDrifted(state) || networkChanged(ctx, state, plan, c, &resp.Diagnostics)) {
+			// The compute's network policy changed, or a refresh found one
+			// deleted: write the agent's policies, outside revision identity
+			// (no new revision, no restart).
+			n := state.Revision.ValueInt64()
+			if diags := syncNetwork(ctx, r.providerData(), rev, c, n); diags.HasError() {
+				resp.Diagnostics.Append(diags...)
+				return // state keeps the previous compute: the next plan offers the change again
+			}
+			if plan.Status.IsUnknown() {
+				plan.Status = types.StringValue("active")
+			}
+		}
 		// Otherwise nothing that runs changed (a referenced object changed
 		// in a way that does not matter): record it, deploy nothing.
 		resp.Diagnostics.Append(resp.State.Set(ctx, &plan)...)
@@ -401,7 +415,7 @@ func (r *agentResource) Read(ctx context.Context, req resource.ReadRequest, resp
 	case !obs.Exists && state.Revision.IsNull():
 		resp.State.RemoveResource(ctx) // imported name that does not exist
 		return
-	case obs.Drift != executor.DriftNone && obs.Drift != executor.DriftUnretired:
+	case obs.Drift != executor.DriftNone && obs.Drift != executor.DriftUnretired && obs.Drift != executor.DriftNetworkPolicy:
 		state.Status, state.RevisionID = types.StringValue("drifted: "+obs.DriftDetail), types.StringValue("drifted")
 	default:
 		// What runs is the activated revision: state follows it. When its
@@ -409,8 +423,11 @@ func (r *agentResource) Read(ctx context.Context, req resource.ReadRequest, resp
 		// so, and the next apply finishes it.
 		state.Revision, state.RevisionID = types.Int64Value(obs.Revision), types.StringValue(obs.RevisionID)
 		state.Status = types.StringValue("active")
-		if obs.Drift == executor.DriftUnretired {
+		switch obs.Drift {
+		case executor.DriftUnretired:
 			state.Status = types.StringValue(statusUnretired + obs.DriftDetail)
+		case executor.DriftNetworkPolicy:
+			state.Status = types.StringValue(statusNetworkPolicy + obs.DriftDetail)
 		}
 		if !obs.ActivatedAt.IsZero() {
 			state.ActivatedAt = types.StringValue(obs.ActivatedAt.UTC().Format(time.RFC3339))
@@ -524,4 +541,25 @@ const statusUnretired = "unretired: "
 // unretired reports whether state records such an agent.
 func unretired(m agentModel) bool {
 	return strings.HasPrefix(m.Status.ValueString(), statusUnretired)
+}
+
+// statusNetworkPolicy starts the status of an agent whose activated
+// revision runs while a NetworkPolicy its compute asks for was deleted
+// (executor.DriftNetworkPolicy): the next apply writes it again, without
+// a new revision.
+const statusNetworkPolicy = "network policy missing: "
+
+// networkDrifted reports whether state records such an agent.
+func networkDrifted(m agentModel) bool {
+	return strings.HasPrefix(m.Status.ValueString(), statusNetworkPolicy)
+}
+
+// networkChanged reports whether the planned compute's network policy
+// differs from the one state's compute had; c is the planned compute.
+func networkChanged(ctx context.Context, state, plan agentModel, c admission.Compute, diags *diagnostics) bool {
+	if c.Kind != admission.KindKubernetes || state.Compute.Equal(plan.Compute) {
+		return false
+	}
+	old, known := computeFromObject(ctx, state.Compute, diags)
+	return !known || !reflect.DeepEqual(old.NetworkPolicy, c.NetworkPolicy)
 }

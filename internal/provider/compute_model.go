@@ -44,6 +44,7 @@ type kubernetesModel struct {
 	Logging             types.Object `tfsdk:"logging"`
 	SandboxDriver       types.Object `tfsdk:"sandbox_driver"`
 	CredentialGateway   types.Object `tfsdk:"credential_gateway"`
+	NetworkPolicy       types.Object `tfsdk:"network_policy"`
 }
 
 type stateModel struct {
@@ -213,6 +214,7 @@ func computeFromModel(ctx context.Context, m computeModel, diags *diag.Diagnosti
 		if g, ok := decodeObject[credentialGatewayModel](ctx, k.CredentialGateway, diags); ok {
 			c.CredentialGateway = &admission.CredentialGateway{Name: g.Name.ValueString()}
 		}
+		c.NetworkPolicy = networkPolicyFrom(ctx, k.NetworkPolicy, diags)
 	}
 	if s, ok := decodeObject[sshModel](ctx, m.SSH, diags); ok {
 		c.Kind = admission.KindSSH

@@ -53,6 +53,24 @@ func deploy(ctx context.Context, data *Data, rev *admission.Revision, c admissio
 		ActivatedAt: types.StringValue(res.ActivatedAt.Format(time.RFC3339)), Endpoint: types.StringValue(res.Endpoint)}, diags
 }
 
+// syncNetwork writes an agent's network policies for revision n, which
+// serves and does not change (executor.Deployment.NetworkOnly).
+func syncNetwork(ctx context.Context, data *Data, rev *admission.Revision, c admission.Compute, n int64) diag.Diagnostics {
+	var diags diag.Diagnostics
+	fields := executor.Fields(work("agent "+rev.Agent, "network-policy"), map[string]any{"revision": n, "compute_kind": c.Kind})
+	ex, err := data.executor(ctx, c.Kind)
+	if err == nil {
+		_, err = ex.Deploy(ctx, executor.Deployment{Revision: rev, Compute: c, N: n, Serving: n, NetworkOnly: true, Log: logTo(ctx, fields)})
+	}
+	if err != nil {
+		tflog.Info(ctx, "network policies not written", withOutcome(fields, "failed"))
+		addFailure(&diags, rev.ID(), err)
+		return diags
+	}
+	tflog.Info(ctx, "network policies written", withOutcome(fields, "applied"))
+	return diags
+}
+
 func withOutcome(f map[string]any, outcome string) map[string]any {
 	return executor.Fields(f, map[string]any{"work.outcome": outcome})
 }

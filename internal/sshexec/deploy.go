@@ -227,6 +227,10 @@ func (e *Executor) Deploy(ctx context.Context, d executor.Deployment) (executor.
 
 func (e *Executor) deploy(ctx context.Context, d executor.Deployment, t Target, writes *executor.Writes) (executor.Result, error) {
 	rev, n, log := d.Revision, d.N, d.Log
+	if d.NetworkOnly {
+		return executor.Result{}, &executor.Failure{Code: executor.InvalidRequest, Agent: rev.Agent, Revision: n,
+			Summary: fmt.Sprintf("agent %q: an SSH host has no network policies", rev.Agent), Reason: "network policies are a Kubernetes compute's setting"}
+	}
 	if d.Finish {
 		// Read never reports an SSH agent unretired: a host keeps its
 		// newest earlier revisions by design (render.KeepRevisions), and

@@ -1,0 +1,139 @@
+package kube
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	networkingv1ac "k8s.io/client-go/applyconfigurations/networking/v1"
+
+	"github.com/occ-platform/terraform-provider-occ/internal/admission"
+	"github.com/occ-platform/terraform-provider-occ/internal/executor"
+	"github.com/occ-platform/terraform-provider-occ/internal/render"
+)
+
+// networkPolicies renders the agent's NetworkPolicies from the compute's
+// settings, which no revision freezes (admission.NetworkPolicy).
+func networkPolicies(rev *admission.Revision, c admission.Compute) []*networkingv1ac.NetworkPolicyApplyConfiguration {
+	driverNS := ""
+	if c.SandboxDriver != nil {
+		driverNS, _ = GatewayOf(c.SandboxDriver)
+	}
+	return render.NetworkPolicies(rev, c.NetworkPolicy, driverNS)
+}
+
+// ensureNetworkPolicies makes the agent's NetworkPolicies what the compute
+// says, before any workload of a revision is written: each is applied
+// with server-side apply (one request per component); disabled, the
+// agent's are deleted (a list by the agent's label, then one delete per
+// policy, with its UID as precondition). Policies are per agent, outside
+// revision identity: a changed policy restarts nothing.
+func (e *Executor) ensureNetworkPolicies(ctx context.Context, rev *admission.Revision, c admission.Compute) error {
+	ns := rev.ComputeSettings.Namespace
+	policies := networkPolicies(rev, c)
+	if len(policies) == 0 {
+		return e.deleteNetworkPolicies(ctx, ns, rev.Agent)
+	}
+	for _, p := range policies {
+		if _, err := e.Client.NetworkingV1().NetworkPolicies(ns).Apply(ctx, p, applyOpts); err != nil {
+			return fmt.Errorf("apply NetworkPolicy %s: %w", *p.Name, err)
+		}
+	}
+	return nil
+}
+
+// deleteNetworkPolicies deletes every NetworkPolicy the provider wrote for
+// an agent, found by the agent's label (never by a derived name).
+func (e *Executor) deleteNetworkPolicies(ctx context.Context, ns, agent string) error {
+	nps := e.Client.NetworkingV1().NetworkPolicies(ns)
+	list, err := nps.List(ctx, metav1.ListOptions{LabelSelector: agentSelector(agent)})
+	if err != nil {
+		return fmt.Errorf("list NetworkPolicies of %s: %w", agent, err)
+	}
+	for _, p := range list.Items {
+		err := nps.Delete(ctx, p.Name, metav1.DeleteOptions{Preconditions: metav1.NewUIDPreconditions(string(p.UID))})
+		if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+			return fmt.Errorf("delete NetworkPolicy %s: %w", p.Name, err)
+		}
+	}
+	return nil
+}
+
+// retireNetworkPolicies deletes the agent's NetworkPolicies of components
+// revision top no longer runs (a dedicated harness after a switch to
+// embedded), once the earlier revision's workloads are retired.
+func (e *Executor) retireNetworkPolicies(ctx context.Context, ns, agent string, top render.Topology) error {
+	runs := map[string]bool{top.Sandbox: top.Sandbox != ""}
+	for _, c := range top.Deployments {
+		runs[c] = true
+	}
+	nps := e.Client.NetworkingV1().NetworkPolicies(ns)
+	list, err := nps.List(ctx, metav1.ListOptions{LabelSelector: agentSelector(agent)})
+	if err != nil {
+		return fmt.Errorf("list NetworkPolicies of %s: %w", agent, err)
+	}
+	for _, p := range list.Items {
+		if runs[p.Labels[render.LabelComponent]] {
+			continue
+		}
+		err := nps.Delete(ctx, p.Name, metav1.DeleteOptions{Preconditions: metav1.NewUIDPreconditions(string(p.UID))})
+		if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+			return fmt.Errorf("delete NetworkPolicy %s: %w", p.Name, err)
+		}
+	}
+	return nil
+}
+
+func agentSelector(agent string) string {
+	return labels.SelectorFromSet(labels.Set{render.LabelAgent: agent, render.LabelManagedBy: render.ManagedBy}).String()
+}
+
+// networkPolicyDrift names the agent's NetworkPolicies the compute asks
+// for that are missing ("" when none is), with one list request; the
+// components are the agent's topology. A deleted policy is
+// executor.DriftNetworkPolicy: the next apply writes it again without a
+// new revision.
+func (e *Executor) networkPolicyDrift(ctx context.Context, ns, agent string, top render.Topology, c admission.Compute) (string, error) {
+	if c.NetworkPolicy.Disabled {
+		return "", nil
+	}
+	list, err := e.Client.NetworkingV1().NetworkPolicies(ns).List(ctx, metav1.ListOptions{LabelSelector: agentSelector(agent)})
+	if err != nil {
+		return "", err
+	}
+	have := map[string]bool{}
+	for _, p := range list.Items {
+		have[p.Name] = true
+	}
+	var missing []string
+	components := append([]string{}, top.Deployments...)
+	if top.Sandbox != "" {
+		components = append(components, top.Sandbox)
+	}
+	for _, comp := range components {
+		if name := render.NetworkPolicyName(agent, comp); !have[name] {
+			missing = append(missing, name)
+		}
+	}
+	sort.Strings(missing)
+	return strings.Join(missing, ", "), nil
+}
+
+// syncNetworkPolicies is Deploy for a revision that already serves and
+// does not change: only the agent's NetworkPolicies are written
+// (executor.Deployment.NetworkOnly).
+func (e *Executor) syncNetworkPolicies(ctx context.Context, rev *admission.Revision, c admission.Compute, n int64) (executor.Result, error) {
+	var writes executor.Writes
+	e.log.Print("applying the agent's network policies", map[string]any{"work.operation": "network-policy", "revision": n})
+	err := e.ensureNetworkPolicies(executor.WithWrites(ctx, &writes), rev, c)
+	if err != nil {
+		err = &executor.Failure{Code: executor.DeploymentFailed, Agent: rev.Agent, Revision: n, Phase: "network-policy",
+			Summary: fmt.Sprintf("agent %q: its NetworkPolicies could not be written", rev.Agent), Reason: err.Error(), Err: err,
+			Next: "Check that the provider's identity may get, list, create, patch and delete networkpolicies (networking.k8s.io) in the namespace (the Role in the Kubernetes permissions guide), then apply again. The running revision was not touched."}
+	}
+	return executor.Result{}, failureOf(rev.Agent, n, &writes, err)
+}
