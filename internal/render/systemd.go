@@ -320,11 +320,12 @@ func checkHostPath(p string) error {
 			return fmt.Errorf("%q contains a control character", p)
 		}
 	}
-	if strings.HasSuffix(p, `\`) {
+	// The unit holds the cleaned path ("/a /" is written "/a "): judge
+	// what is written.
+	if c := path.Clean(p); strings.HasSuffix(c, `\`) {
 		return fmt.Errorf("%q ends with a backslash, which systemd reads as the continuation of the unit file's line", p)
-	}
-	if strings.TrimRight(p, " ") != p {
-		return fmt.Errorf("%q ends with a space, which systemd strips from a unit setting", p)
+	} else if strings.TrimRight(c, " \t") != c {
+		return fmt.Errorf("%q ends with white space (once cleaned), which systemd strips from a unit setting", p)
 	}
 	return nil
 }

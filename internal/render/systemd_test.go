@@ -233,3 +233,16 @@ func TestParseRevisionDirName(t *testing.T) {
 		}
 	}
 }
+
+// The unit holds each host path cleaned: a path that ends in white space
+// or a backslash once cleaned ("/etc/occ/a /") is refused like one that
+// does as written, since systemd would read another path. Found by
+// FuzzSystemdUnit (testdata/fuzz/FuzzSystemdUnit/18c62232128cdda1).
+func TestCheckHostPath_JudgesTheCleanedPath(t *testing.T) {
+	for _, p := range []string{"/etc/occ/a /", "/etc/occ/a \t/", "/etc/occ/a//", "/x /./", `/x\/`} {
+		want := p != "/etc/occ/a//"
+		if err := checkHostPath(p); (err != nil) != want {
+			t.Errorf("checkHostPath(%q) = %v, want an error: %v", p, err, want)
+		}
+	}
+}
