@@ -60,6 +60,24 @@ func claimIs(env kubeEnv, size string, uid *string) resource.TestCheckFunc {
 	}
 }
 
+// claimGone checks, within a minute, that destroy removed the claim.
+func claimGone(env kubeEnv) resource.TestCheckFunc {
+	return func(*terraform.State) error {
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		defer cancel()
+		for {
+			_, err := claimOf(env)
+			if apierrors.IsNotFound(err) {
+				return nil
+			}
+			if ctx.Err() != nil {
+				return fmt.Errorf("the state claim is left after destroy (%v)", err)
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+	}
+}
+
 // TestAccAgent_StateClaimAcrossRevisions: the agent's state claim is
 // created with the first revision and is the same claim in every later
 // one; a larger size is a new revision that grows it in place; a smaller
@@ -119,20 +137,7 @@ func TestAccAgent_StateClaimAcrossRevisions(t *testing.T) {
 				ExpectNonEmptyPlan: true,
 			},
 		},
-		CheckDestroy: func(*terraform.State) error {
-			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-			defer cancel()
-			for {
-				_, err := claimOf(env)
-				if apierrors.IsNotFound(err) {
-					return nil
-				}
-				if ctx.Err() != nil {
-					return fmt.Errorf("the state claim is left after destroy (%v)", err)
-				}
-				time.Sleep(200 * time.Millisecond)
-			}
-		},
+		CheckDestroy: claimGone(env),
 	})
 }
 
@@ -169,20 +174,7 @@ func TestAccAgent_StateClaimRetainedOnDestroy(t *testing.T) {
 			// Not retained any more (no new revision): destroy removes it.
 			{Config: kubeAgentConfig(env, "", anthropicDoc, ""), Check: claimIs(env, "10Gi", &uid)},
 		},
-		CheckDestroy: func(*terraform.State) error {
-			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-			defer cancel()
-			for {
-				_, err := claimOf(env)
-				if apierrors.IsNotFound(err) {
-					return nil
-				}
-				if ctx.Err() != nil {
-					return fmt.Errorf("the state claim is left after destroy (%v)", err)
-				}
-				time.Sleep(200 * time.Millisecond)
-			}
-		},
+		CheckDestroy: claimGone(env),
 	})
 }
 
