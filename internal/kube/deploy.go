@@ -334,7 +334,7 @@ func (e *Executor) ensureToken(ctx context.Context, ns, agent, name, key, compon
 	}
 	s := &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns,
-			Labels: map[string]string{render.LabelAgent: agent, render.LabelComponent: component, render.LabelManagedBy: render.ManagedBy}},
+			Labels: render.AgentLabels(agent, component)},
 		Type:       corev1.SecretTypeOpaque,
 		StringData: map[string]string{key: hex.EncodeToString(buf)},
 	}

@@ -159,6 +159,14 @@ func serviceIdentity(rev *admission.Revision, component string) (name, version s
 	return name, version
 }
 
+// AgentLabels label what belongs to an agent's component and outlives its
+// revisions (ServiceAccounts, NetworkPolicies, the state claim, the
+// tokens, the internal gateway Service): the agent and the component, no
+// revision. Destroy deletes them by the agent's label.
+func AgentLabels(agent, component string) map[string]string {
+	return map[string]string{LabelAgent: agent, LabelComponent: component, LabelManagedBy: ManagedBy}
+}
+
 // Selector selects a component's Pods of any revision.
 func Selector(agent, component string) map[string]string {
 	return map[string]string{LabelAgent: agent, LabelComponent: component}
@@ -221,7 +229,7 @@ func stateClaim(rev *admission.Revision) (*corev1ac.PersistentVolumeClaimApplyCo
 		spec.WithStorageClassName(st.StorageClass)
 	}
 	return corev1ac.PersistentVolumeClaim(StateClaimName(rev.Agent), rev.ComputeSettings.Namespace).
-		WithLabels(map[string]string{LabelAgent: rev.Agent, LabelComponent: ComponentGateway, LabelManagedBy: ManagedBy}).
+		WithLabels(AgentLabels(rev.Agent, ComponentGateway)).
 		WithSpec(spec), nil
 }
 
@@ -536,7 +544,7 @@ func meta[T interface {
 func serviceAccount(rev *admission.Revision, name, component string) *corev1ac.ServiceAccountApplyConfiguration {
 	sa := corev1ac.ServiceAccount(name, rev.ComputeSettings.Namespace).WithAutomountServiceAccountToken(false)
 	// Service accounts outlive revisions: they carry the agent and component only.
-	return sa.WithLabels(map[string]string{LabelAgent: rev.Agent, LabelComponent: component, LabelManagedBy: ManagedBy})
+	return sa.WithLabels(AgentLabels(rev.Agent, component))
 }
 
 // configMap is an immutable per-revision ConfigMap; string values are kept,

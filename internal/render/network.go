@@ -32,13 +32,6 @@ func NetworkPolicyName(agent, component string) string {
 	return GatewayName(agent)
 }
 
-// NetworkPolicyLabels label an agent's NetworkPolicies with the agent and
-// the component, not a revision: they outlive revisions, like the
-// ServiceAccounts, and destroy deletes them by the agent's label.
-func NetworkPolicyLabels(agent, component string) map[string]string {
-	return map[string]string{LabelAgent: agent, LabelComponent: component, LabelManagedBy: ManagedBy}
-}
-
 // NetworkPolicies are the agent's NetworkPolicies for the components a
 // revision runs (none when np is disabled). Each selects its component's
 // Pods of every revision (agent and component labels) and isolates them
@@ -75,7 +68,7 @@ func NetworkPolicies(rev *admission.Revision, np admission.NetworkPolicy, driver
 		return networkingv1ac.NetworkPolicyPeer().WithPodSelector(metav1ac.LabelSelector().WithMatchLabels(Selector(a, component)))
 	}
 	base := func(component string) *networkingv1ac.NetworkPolicyApplyConfiguration {
-		return networkingv1ac.NetworkPolicy(NetworkPolicyName(a, component), ns).WithLabels(NetworkPolicyLabels(a, component))
+		return networkingv1ac.NetworkPolicy(NetworkPolicyName(a, component), ns).WithLabels(AgentLabels(a, component))
 	}
 	sandboxed := top.Sandbox != "" && driverNamespace != ""
 

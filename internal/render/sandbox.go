@@ -409,7 +409,7 @@ func stripInferenceCredentials(d occconfig.Document) {
 // enrolled and connected through this very Service.
 func internalGatewayService(rev *admission.Revision) *corev1ac.ServiceApplyConfiguration {
 	return corev1ac.Service(GatewayInternalName(rev.Agent), rev.ComputeSettings.Namespace).
-		WithLabels(map[string]string{LabelAgent: rev.Agent, LabelComponent: ComponentGateway, LabelManagedBy: ManagedBy}).
+		WithLabels(AgentLabels(rev.Agent, ComponentGateway)).
 		WithSpec(corev1ac.ServiceSpec().WithSelector(Selector(rev.Agent, ComponentGateway)).
 			WithPublishNotReadyAddresses(true).
 			WithPorts(
