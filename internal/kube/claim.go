@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -13,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
+	"k8s.io/utils/ptr"
 
 	"github.com/occ-platform/terraform-provider-occ/internal/executor"
 	"github.com/occ-platform/terraform-provider-occ/internal/render"
@@ -31,53 +34,56 @@ import (
 // cannot change in place (the class, the access mode, a smaller size) is
 // refused before anything is written, as is a claim of that name the
 // agent does not own.
-//
-// unbound is true when the claim is not known to be bound (just created,
-// or Pending), so that the gate watches it.
-func (e *Executor) ensureClaim(ctx context.Context, want *corev1ac.PersistentVolumeClaimApplyConfiguration, agent string, serving int64) (unbound bool, err error) {
+func (e *Executor) ensureClaim(ctx context.Context, want *corev1ac.PersistentVolumeClaimApplyConfiguration, agent string, serving int64) error {
 	if want == nil {
-		return false, nil
+		return nil
 	}
 	pvcs := e.Client.CoreV1().PersistentVolumeClaims(*want.Namespace)
-	if serving == 0 {
+	create := func() error {
 		_, err := pvcs.Create(ctx, claimObject(want), metav1.CreateOptions{FieldManager: render.FieldManager})
-		switch {
+		return err
+	}
+	cannotCreate := func(err error) error {
+		return claimFailure(agent, *want.Name, want, claimProblem{what: "it cannot be created"}, err.Error())
+	}
+	if serving == 0 {
+		switch err := create(); {
 		case err == nil:
 			e.log.Print("created the state claim", map[string]any{"work.operation": "apply", "claim": *want.Name})
-			return true, nil
+			return nil
 		case !apierrors.IsAlreadyExists(err):
-			return false, claimFailure(agent, *want.Name, want, "it cannot be created", err.Error())
+			return cannotCreate(err)
 		}
 	}
 	cur, err := pvcs.Get(ctx, *want.Name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		// Deleted since the last apply (drift): a new, empty claim.
-		if _, err := pvcs.Create(ctx, claimObject(want), metav1.CreateOptions{FieldManager: render.FieldManager}); err != nil {
-			return false, claimFailure(agent, *want.Name, want, "it cannot be created", err.Error())
+		if err := create(); err != nil {
+			return cannotCreate(err)
 		}
 		e.log.Print("created the state claim again", map[string]any{"work.operation": "apply", "claim": *want.Name, "level": "warn"})
-		return true, nil
+		return nil
 	}
 	if err != nil {
-		return false, fmt.Errorf("read PersistentVolumeClaim %s: %w", *want.Name, err)
+		return fmt.Errorf("read PersistentVolumeClaim %s: %w", *want.Name, err)
 	}
-	if bad := claimMismatch(cur, want, agent); bad != "" {
-		return false, claimFailure(agent, cur.Name, want, bad, "")
+	if bad := claimMismatch(cur, want, agent); bad.what != "" {
+		return claimFailure(agent, cur.Name, want, bad, "")
 	}
-	unbound = cur.Status.Phase != corev1.ClaimBound
 	have := cur.Spec.Resources.Requests[corev1.ResourceStorage]
 	size := (*want.Spec.Resources.Requests)[corev1.ResourceStorage]
 	if size.Cmp(have) <= 0 {
-		return unbound, nil
+		return nil
 	}
 	// A larger size: the one change Kubernetes makes in place, where the
 	// claim's class allows expansion (the API server says when not).
 	patch, _ := json.Marshal(map[string]any{"spec": map[string]any{"resources": map[string]any{"requests": map[string]string{"storage": size.String()}}}})
 	if _, err := pvcs.Patch(ctx, cur.Name, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: render.FieldManager}); err != nil {
-		return false, claimFailure(agent, cur.Name, want, fmt.Sprintf("it cannot grow from %s to %s", have.String(), size.String()), err.Error())
+		return claimFailure(agent, cur.Name, want, claimProblem{what: fmt.Sprintf("it cannot grow from %s to %s", have.String(), size.String()),
+			next: "The claim's StorageClass must allow volume expansion (allowVolumeExpansion: true) for a larger state.size; set the size back, or use a class that expands."}, err.Error())
 	}
 	e.log.Print("resized the state claim", map[string]any{"work.operation": "apply", "claim": cur.Name, "from": have.String(), "to": size.String()})
-	return unbound, nil
+	return nil
 }
 
 // observeClaim reports a state claim that was deleted (or is being
@@ -96,72 +102,60 @@ func (e *Executor) observeClaim(ctx context.Context, ns, agent string, o *execut
 	return nil
 }
 
+// claimProblem is what is wrong with the agent's claim and, where it
+// differs from the general advice, what to do about it.
+type claimProblem struct{ what, next string }
+
 // claimMismatch says why an existing claim cannot serve as the agent's
-// state as the revision asks ("" when it can).
-func claimMismatch(cur *corev1.PersistentVolumeClaim, want *corev1ac.PersistentVolumeClaimApplyConfiguration, agent string) string {
+// state as the revision asks (a zero claimProblem when it can).
+func claimMismatch(cur *corev1.PersistentVolumeClaim, want *corev1ac.PersistentVolumeClaimApplyConfiguration, agent string) claimProblem {
+	const fixed = "A claim's class and access mode are fixed once it exists: set the compute's state back, or move the agent's data to a new claim yourself (destroying the agent deletes the claim unless state.retain_on_destroy is set)."
 	switch {
 	case !ownedBy(cur, agent):
-		return fmt.Sprintf("a PersistentVolumeClaim %s exists that is not agent %q's (it lacks the labels %s=%s and %s=%s)", cur.Name, agent, render.LabelAgent, agent, render.LabelManagedBy, render.ManagedBy)
+		return claimProblem{fmt.Sprintf("a PersistentVolumeClaim %s exists that is not agent %q's (it lacks the labels %s=%s and %s=%s)", cur.Name, agent, render.LabelAgent, agent, render.LabelManagedBy, render.ManagedBy),
+			"Delete or rename that claim if it is nobody's, or give this agent another name. Nothing was written."}
 	case cur.DeletionTimestamp != nil:
-		return "it is being deleted (someone deleted it while a Pod still uses it)"
+		return claimProblem{"it is being deleted (someone deleted it while a Pod still uses it)",
+			"A deleted claim goes, with its state, once the agent's Pods stop using it, and a deletion cannot be undone: replace the agent (terraform apply -replace=<address>), which stops its Pods and starts it again on a new, empty claim."}
 	}
-	if c := want.Spec.StorageClassName; c != nil && (cur.Spec.StorageClassName == nil || *cur.Spec.StorageClassName != *c) {
-		return fmt.Sprintf("the claim exists in class %q; a claim's class cannot change (state.storage_class = %q)", deref(cur.Spec.StorageClassName), *c)
+	if c := want.Spec.StorageClassName; c != nil && ptr.Deref(cur.Spec.StorageClassName, "") != *c {
+		return claimProblem{fmt.Sprintf("the claim exists in class %q; a claim's class cannot change (state.storage_class = %q)", ptr.Deref(cur.Spec.StorageClassName, ""), *c), fixed}
 	}
 	if len(want.Spec.AccessModes) > 0 && (len(cur.Spec.AccessModes) != 1 || cur.Spec.AccessModes[0] != want.Spec.AccessModes[0]) {
-		return fmt.Sprintf("the claim's access modes are %v; a claim's access mode cannot change (state.access_mode = %q)", cur.Spec.AccessModes, want.Spec.AccessModes[0])
+		return claimProblem{fmt.Sprintf("the claim's access modes are %v; a claim's access mode cannot change (state.access_mode = %q)", cur.Spec.AccessModes, want.Spec.AccessModes[0]), fixed}
 	}
 	have := cur.Spec.Resources.Requests[corev1.ResourceStorage]
 	if size := (*want.Spec.Resources.Requests)[corev1.ResourceStorage]; size.Cmp(have) < 0 {
-		return fmt.Sprintf("the claim holds %s; a claim cannot shrink (state.size = %q)", have.String(), size.String())
+		return claimProblem{fmt.Sprintf("the claim holds %s; a claim cannot shrink (state.size = %q)", have.String(), size.String()),
+			"Set the compute's state.size back to at least the claim's size; Kubernetes never shrinks a claim."}
 	}
-	return ""
-}
-
-func deref(s *string) string {
-	if s == nil {
-		return ""
-	}
-	return *s
+	return claimProblem{}
 }
 
 // claimObject is the typed claim of an apply configuration, for Create.
 func claimObject(ac *corev1ac.PersistentVolumeClaimApplyConfiguration) *corev1.PersistentVolumeClaim {
 	pvc := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: *ac.Name, Namespace: *ac.Namespace, Labels: ac.Labels}}
-	for _, m := range ac.Spec.AccessModes {
-		pvc.Spec.AccessModes = append(pvc.Spec.AccessModes, m)
-	}
+	pvc.Spec.AccessModes = slices.Clone(ac.Spec.AccessModes)
 	pvc.Spec.StorageClassName = ac.Spec.StorageClassName
-	pvc.Spec.Resources.Requests = corev1.ResourceList{}
-	for k, v := range *ac.Spec.Resources.Requests {
-		pvc.Spec.Resources.Requests[k] = v
-	}
+	pvc.Spec.Resources.Requests = maps.Clone(*ac.Spec.Resources.Requests)
 	return pvc
 }
 
 // claimFailure is STATE_CLAIM_FAILED for the agent's claim: what is wrong
-// with it, the class it asks for, and what to do.
-func claimFailure(agent, claim string, want *corev1ac.PersistentVolumeClaimApplyConfiguration, what, detail string) *Failure {
+// with it, the class it asks for, and what to do (the problem's own advice,
+// or the general one for a claim that cannot be created or bound).
+func claimFailure(agent, claim string, want *corev1ac.PersistentVolumeClaimApplyConfiguration, p claimProblem, detail string) *Failure {
 	class := "the cluster's default StorageClass"
 	if want != nil && want.Spec.StorageClassName != nil {
 		class = fmt.Sprintf("StorageClass %q", *want.Spec.StorageClassName)
 	}
-	reason := fmt.Sprintf("the state claim %s (%s): %s", claim, class, what)
+	reason := fmt.Sprintf("the state claim %s (%s): %s", claim, class, p.what)
 	if detail != "" {
 		reason += ": " + detail
 	}
-	next := "Name an existing StorageClass in the compute's state.storage_class (or make one the cluster's default), raise the namespace's storage quota, or set state.enabled = false for a throwaway agent; then apply again."
-	switch {
-	case strings.Contains(what, "cannot change"):
-		next = "A claim's class and access mode are fixed once it exists: set the compute's state back, or move the agent's data to a new claim yourself (destroying the agent deletes the claim unless state.retain_on_destroy is set)."
-	case strings.Contains(what, "cannot shrink"):
-		next = "Set the compute's state.size back to at least the claim's size; Kubernetes never shrinks a claim."
-	case strings.Contains(what, "cannot grow"):
-		next = "The claim's StorageClass must allow volume expansion (allowVolumeExpansion: true) for a larger state.size; set the size back, or use a class that expands."
-	case strings.Contains(what, "not agent"):
-		next = "Delete or rename that claim if it is nobody's, or give this agent another name. Nothing was written."
-	case strings.Contains(what, "being deleted"):
-		next = "A deleted claim goes, with its state, once the agent's Pods stop using it, and a deletion cannot be undone: replace the agent (terraform apply -replace=<address>), which stops its Pods and starts it again on a new, empty claim."
+	next := p.next
+	if next == "" {
+		next = "Name an existing StorageClass in the compute's state.storage_class (or make one the cluster's default), raise the namespace's storage quota, or set state.enabled = false for a throwaway agent; then apply again."
 	}
 	return &Failure{Code: executor.StateClaim, Agent: agent, Summary: fmt.Sprintf("agent %q cannot use its state claim %s", agent, claim), Reason: reason, Next: next}
 }
@@ -185,7 +179,7 @@ func claimEventFailure(ev *corev1.Event, agent string, want *corev1ac.Persistent
 	case ev.Reason == eventFailedBinding,
 		ev.Reason == eventProvisioningFailed && strings.Contains(ev.Message, "storageclass") && strings.Contains(ev.Message, "not found"),
 		ev.Reason == eventProvisioningFailed && ev.Count >= 3:
-		return claimFailure(agent, ev.InvolvedObject.Name, want, "it does not bind", ev.Reason+": "+ev.Message)
+		return claimFailure(agent, ev.InvolvedObject.Name, want, claimProblem{what: "it does not bind"}, ev.Reason+": "+ev.Message)
 	}
 	return nil
 }
@@ -195,9 +189,6 @@ func claimEventFailure(ev *corev1.Event, agent string, want *corev1ac.Persistent
 // The claim is the agent's, not the revision's, so its Events are judged
 // from the time the claim was created; a bound claim writes no more.
 func (e *Executor) watchClaim(ctx context.Context, want *corev1ac.PersistentVolumeClaimApplyConfiguration, agent string, st *gateState) {
-	if want == nil {
-		return
-	}
 	sel := fields.SelectorFromSet(fields.Set{"involvedObject.kind": "PersistentVolumeClaim", "involvedObject.name": *want.Name}).String()
 	events := e.Client.CoreV1().Events(*want.Namespace)
 	bound := func() bool {

@@ -58,14 +58,15 @@ func TestClaimMismatch(t *testing.T) {
 		{"shrinks", liveClaim("20Gi", "fast", "ReadWriteOnce", ours), wantClaim("10Gi", "fast", "ReadWriteOnce"), "cannot shrink"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got := claimMismatch(tc.cur, tc.want, "web")
+			p := claimMismatch(tc.cur, tc.want, "web")
+			got := p.what
 			if (tc.bad == "") != (got == "") || !strings.Contains(got, tc.bad) {
 				t.Fatalf("mismatch %q, want one with %q", got, tc.bad)
 			}
 			if got == "" {
 				return
 			}
-			f := claimFailure("web", tc.cur.Name, tc.want, got, "")
+			f := claimFailure("web", tc.cur.Name, tc.want, p, "")
 			if f.Code != executor.StateClaim || !strings.Contains(f.Reason, "web-state") || f.Next == "" {
 				t.Errorf("failure %+v: STATE_CLAIM_FAILED naming the claim, with advice", f)
 			}

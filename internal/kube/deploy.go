@@ -145,8 +145,7 @@ func (e *Executor) apply(ctx context.Context, rev *admission.Revision, c admissi
 			}
 		}
 	}
-	watchClaim, err := e.ensureClaim(ctx, objs.StateClaim, rev.Agent, serving)
-	if err != nil {
+	if err := e.ensureClaim(ctx, objs.StateClaim, rev.Agent, serving); err != nil {
 		return Result{}, err
 	}
 	if err := e.ensureEnrollment(ctx, ns, rev, n, objs.Enrollment); err != nil {
@@ -223,11 +222,7 @@ func (e *Executor) apply(ctx context.Context, rev *admission.Revision, c admissi
 		}
 	}
 	e.log.Print("waiting for the revision's startup probe", map[string]any{"work.operation": "gate", "revision": n})
-	var claim *corev1ac.PersistentVolumeClaimApplyConfiguration
-	if watchClaim {
-		claim = objs.StateClaim
-	}
-	if err := e.gate(ctx, rev.Agent, ns, n, rev.ID(), components, workloads, sandboxes, claim); err != nil {
+	if err := e.gate(ctx, rev.Agent, ns, n, rev.ID(), components, workloads, sandboxes, objs.StateClaim); err != nil {
 		var f *Failure
 		if errors.As(err, &f) && len(f.Lines) > 0 {
 			// The quoted log lines are the runtime's own output: withhold
