@@ -24,7 +24,7 @@ func CheckDocument(doc occconfig.Document) Errors {
 	errs = append(errs, checkEntries(doc)...)
 	errs = append(errs, checkCustomProviders(doc)...)
 	errs = append(errs, checkMaxConcurrent(doc)...)
-	errs = append(errs, literalKeys(map[string]any(doc), nil)...)
+	errs = append(errs, literalKeys(doc)...)
 
 	sel, e := readModelSelection(doc, pathDefaultModel)
 	errs = append(errs, e...)
@@ -74,33 +74,42 @@ func DocumentWarnings(doc occconfig.Document) []Warning {
 		ws = append(ws, Warning{Rule: "AD4", DocPath: pathRedactSensitive,
 			Message: "logging.redactSensitive is retired: redaction is always on. Platform-owned logging removes the key from the admitted revision; with driver-owned logging it is kept as written"})
 	}
-	return append(ws, literalCredentials(map[string]any(doc), nil)...)
+	return append(ws, literalCredentialWarnings(doc)...)
 }
 
-// literalCredentials warns of every string under a key that names a
+// literalCredentials visits every string under a key that names a
 // credential (apiKey, botToken, password, clientSecret, …) and holds a
 // literal value rather than a ${VAR} reference (AU7): the document goes to
 // Terraform state (the configuration's and every agent's), to the plan
-// and to the revision's ConfigMap as it is written.
-func literalCredentials(v any, at occconfig.Path) []Warning {
-	var ws []Warning
+// and to the revision's ConfigMap as it is written. visit gets its path
+// and value, in key order.
+func literalCredentials(v any, at occconfig.Path, visit func(p occconfig.Path, value string)) {
 	switch x := v.(type) {
 	case map[string]any:
 		for _, k := range sortedKeys(x) {
 			p := at.Key(k)
 			if s, ok := x[k].(string); ok && credentialKey(k) && literalValue(s) {
-				if keyShape(s) == "" { // a key's shape is refused (literalKeys)
-					ws = append(ws, Warning{Rule: "AU7", DocPath: p, Message: literalCredentialMessage(p)})
-				}
+				visit(p, s)
 				continue
 			}
-			ws = append(ws, literalCredentials(x[k], p)...)
+			literalCredentials(x[k], p, visit)
 		}
 	case []any:
 		for i, e := range x {
-			ws = append(ws, literalCredentials(e, at.Index(i))...)
+			literalCredentials(e, at.Index(i), visit)
 		}
 	}
+}
+
+// literalCredentialWarnings warns of each literal credential that is not
+// shaped like a live key (those literalKeys refuses).
+func literalCredentialWarnings(doc occconfig.Document) []Warning {
+	var ws []Warning
+	literalCredentials(map[string]any(doc), nil, func(p occconfig.Path, s string) {
+		if keyShape(s) == "" {
+			ws = append(ws, Warning{Rule: "AU7", DocPath: p, Message: literalCredentialMessage(p)})
+		}
+	})
 	return ws
 }
 
@@ -109,31 +118,19 @@ func literalCredentials(v any, at occconfig.Path) []Warning {
 // unlike a placeholder, it is a live credential on its way to Terraform
 // state, the plan and a plain ConfigMap (AU7). The refusal names the path
 // and the kind of key, never the value.
-func literalKeys(v any, at occconfig.Path) Errors {
+func literalKeys(doc occconfig.Document) Errors {
 	var errs Errors
-	switch x := v.(type) {
-	case map[string]any:
-		for _, k := range sortedKeys(x) {
-			p := at.Key(k)
-			if s, ok := x[k].(string); ok && credentialKey(k) && literalValue(s) {
-				if kind := keyShape(s); kind != "" {
-					errs = append(errs, invalid("AU7", nil, p, "%s", literalKeyMessage(p, kind)))
-				}
-				continue
-			}
-			errs = append(errs, literalKeys(x[k], p)...)
+	literalCredentials(map[string]any(doc), nil, func(p occconfig.Path, s string) {
+		if kind := keyShape(s); kind != "" {
+			errs = append(errs, invalid("AU7", nil, p, "%s", literalKeyMessage(p, kind)))
 		}
-	case []any:
-		for i, e := range x {
-			errs = append(errs, literalKeys(e, at.Index(i))...)
-		}
-	}
+	})
 	return errs
 }
 
 // keyShapes are the published formats of live credentials, each with the
 // name a diagnostic gives it. Short or placeholder values ("sk-test",
-// "changeme") are not keys: they only warn (literalCredentials).
+// "changeme") are not keys: they only warn (literalCredentialWarnings).
 var keyShapes = []struct {
 	name string
 	re   *regexp.Regexp
