@@ -57,16 +57,37 @@ func TestAccAgent_CrashLoopQuotesNoCredential(t *testing.T) {
 	if !strings.Contains(out, "fatal: boot failed: cannot bind 0.0.0.0:18789") || !strings.Contains(out, "ANTHROPIC_API_KEY=[redacted]") {
 		t.Fatalf("the diagnostic does not quote the previous run's lines (redacted):\n%s", out)
 	}
-	state, _ := cli.run(nil, "show", "-json", "-no-color")
-	planOut, _ := cli.run(nil, "plan", "-input=false", "-no-color", "-out=plan.tfplan")
-	planJSON, _ := cli.run(nil, "show", "-json", "-no-color", "plan.tfplan")
-	traceLog, err := os.ReadFile(trace)
-	if err != nil || len(traceLog) == 0 {
+	readLeakSurfaces(t, cli, trace, out).absent(t, testSentinel, "SENTINEL")
+}
+
+// leakSurfaces is everything a failed apply through the CLI leaves for
+// someone to read: its diagnostic, the TRACE log, the state, and the next
+// plan (as printed and as JSON).
+type leakSurfaces struct{ diagnostic, trace, state, plan, planJSON string }
+
+func readLeakSurfaces(t *testing.T, cli tfCLI, trace, diagnostic string) leakSurfaces {
+	t.Helper()
+	l := leakSurfaces{diagnostic: diagnostic}
+	l.state, _ = cli.run(nil, "show", "-json", "-no-color")
+	l.plan, _ = cli.run(nil, "plan", "-input=false", "-no-color", "-out=plan.tfplan")
+	l.planJSON, _ = cli.run(nil, "show", "-json", "-no-color", "plan.tfplan")
+	b, err := os.ReadFile(trace)
+	if err != nil || len(b) == 0 {
 		t.Fatalf("no TRACE log (%v)", err)
 	}
-	for name, text := range map[string]string{"diagnostic": out, "TRACE log": string(traceLog), "state": state, "plan": planOut, "plan JSON": planJSON} {
-		if strings.Contains(text, testSentinel) || strings.Contains(text, "SENTINEL") {
-			t.Errorf("the credential reached the %s", name)
+	l.trace = string(b)
+	return l
+}
+
+// absent fails the test for every surface that holds one of the needles.
+func (l leakSurfaces) absent(t *testing.T, needles ...string) {
+	t.Helper()
+	for name, text := range map[string]string{"diagnostic": l.diagnostic, "TRACE log": l.trace, "state": l.state, "plan": l.plan, "plan JSON": l.planJSON} {
+		for _, n := range needles {
+			if strings.Contains(text, n) {
+				t.Errorf("the credential reached the %s", name)
+				break
+			}
 		}
 	}
 }
@@ -100,24 +121,14 @@ func TestAccAgent_SSHEnvPrintQuotesNoCredential(t *testing.T) {
 	if !strings.Contains(out, "ANTHROPIC_API_KEY=[redacted]") || !strings.Contains(out, "using key [redacted]") {
 		t.Fatalf("the diagnostic does not quote the journal's lines (redacted):\n%s", out)
 	}
-	state, _ := cli.run(nil, "show", "-json", "-no-color")
-	if !strings.Contains(state, `"occ_agent.a"`) || !strings.Contains(state, `"tainted":true`) {
-		t.Fatalf("the failed create is not in the state, tainted; the state check would prove nothing:\n%s", state)
+	l := readLeakSurfaces(t, cli, trace, out)
+	if !strings.Contains(l.state, `"occ_agent.a"`) || !strings.Contains(l.state, `"tainted":true`) {
+		t.Fatalf("the failed create is not in the state, tainted; the state check would prove nothing:\n%s", l.state)
 	}
-	planOut, _ := cli.run(nil, "plan", "-input=false", "-no-color", "-out=plan.tfplan")
-	planJSON, _ := cli.run(nil, "show", "-json", "-no-color", "plan.tfplan")
-	if !strings.Contains(planJSON, `"prior_state"`) {
-		t.Fatalf("the plan JSON has no prior state:\n%s", planJSON)
+	if !strings.Contains(l.planJSON, `"prior_state"`) {
+		t.Fatalf("the plan JSON has no prior state:\n%s", l.planJSON)
 	}
-	traceLog, err := os.ReadFile(trace)
-	if err != nil || len(traceLog) == 0 {
-		t.Fatalf("no TRACE log (%v)", err)
-	}
-	for name, text := range map[string]string{"diagnostic": out, "TRACE log": string(traceLog), "state": state, "plan": planOut, "plan JSON": planJSON} {
-		if strings.Contains(text, testSentinel) {
-			t.Errorf("the credential reached the %s", name)
-		}
-	}
+	l.absent(t, testSentinel)
 	if out, code := cli.run(nil, "destroy", "-auto-approve", "-input=false", "-no-color"); code != 0 {
 		t.Fatalf("destroy: exit %d:\n%s", code, out)
 	}
