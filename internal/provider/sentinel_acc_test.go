@@ -2,6 +2,7 @@ package provider
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -9,8 +10,10 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/occ-platform/terraform-provider-occ/internal/render"
+	testkube "github.com/occ-platform/terraform-provider-occ/internal/testenv/kube"
 )
 
 // TestAccAgent_CrashLoopQuotesNoCredential: a crash-looping runtime whose
@@ -28,13 +31,20 @@ func TestAccAgent_CrashLoopQuotesNoCredential(t *testing.T) {
 	env.secret(t, "llm", "api-key", testSentinel)
 	cli := newTFCLI(t)
 	t.Cleanup(func() { cli.run(nil, "destroy", "-auto-approve", "-input=false", "-no-color") })
+	// The Pod starts unready; once its previous run's lines are served,
+	// it is switched to crash-looping, so that the gate's CRASH_LOOP
+	// always finds them (set after the crash loop, they raced the gate).
+	done := make(chan struct{})
+	t.Cleanup(func() { <-done })
 	go func() {
+		defer close(done)
 		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 		defer cancel()
 		for ctx.Err() == nil {
 			pods, err := env.cluster.Clientset.CoreV1().Pods(env.ns).List(ctx, metav1.ListOptions{LabelSelector: render.LabelAgent + "=support"})
 			if err == nil && len(pods.Items) > 0 {
-				if err := env.cluster.SetPreviousPodLogs(ctx, env.ns, pods.Items[0].Name, "gateway", []string{
+				pod := pods.Items[0].Name
+				if err := env.cluster.SetPreviousPodLogs(ctx, env.ns, pod, "gateway", []string{
 					"openclaw gateway starting",
 					"ANTHROPIC_API_KEY=" + testSentinel,
 					"\x1b[33mdebug\x1b[0m: using key " + testSentinel + " for anthropic",
@@ -42,6 +52,11 @@ func TestAccAgent_CrashLoopQuotesNoCredential(t *testing.T) {
 					"fatal: boot failed: cannot bind 0.0.0.0:18789",
 				}); err != nil {
 					t.Logf("set previous pod logs: %v", err)
+					return
+				}
+				patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, testkube.AnnotationBehavior, testkube.BehaviorCrashLoop)
+				if _, err := env.cluster.Clientset.CoreV1().Pods(env.ns).Patch(ctx, pod, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+					t.Logf("switch the Pod to crash-looping: %v", err)
 				}
 				return
 			}
@@ -49,7 +64,7 @@ func TestAccAgent_CrashLoopQuotesNoCredential(t *testing.T) {
 		}
 	}()
 	trace := filepath.Join(t.TempDir(), "trace.log")
-	cli.write(faultAgentConfig(env, `, pod_annotations = { "testenv.occ.dev/behavior" = "crash-loop" }`, anthropicDoc, "support"))
+	cli.write(faultAgentConfig(env, `, pod_annotations = { "testenv.occ.dev/behavior" = "never-ready" }`, anthropicDoc, "support"))
 	out, code := cli.apply("TF_LOG=trace", "TF_LOG_PATH="+trace)
 	if code == 0 || !strings.Contains(out, "CRASH_LOOP") {
 		t.Fatalf("apply: exit %d, want CRASH_LOOP:\n%s", code, out)
