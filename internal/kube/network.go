@@ -49,18 +49,7 @@ func (e *Executor) ensureNetworkPolicies(ctx context.Context, rev *admission.Rev
 // deleteNetworkPolicies deletes every NetworkPolicy the provider wrote for
 // an agent, found by the agent's label (never by a derived name).
 func (e *Executor) deleteNetworkPolicies(ctx context.Context, ns, agent string) error {
-	nps := e.Client.NetworkingV1().NetworkPolicies(ns)
-	list, err := nps.List(ctx, metav1.ListOptions{LabelSelector: agentSelector(agent)})
-	if err != nil {
-		return fmt.Errorf("list NetworkPolicies of %s: %w", agent, err)
-	}
-	for _, p := range list.Items {
-		err := nps.Delete(ctx, p.Name, metav1.DeleteOptions{Preconditions: metav1.NewUIDPreconditions(string(p.UID))})
-		if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
-			return fmt.Errorf("delete NetworkPolicy %s: %w", p.Name, err)
-		}
-	}
-	return nil
+	return e.deleteNetworkPoliciesExcept(ctx, ns, agent, nil)
 }
 
 // retireNetworkPolicies deletes the agent's NetworkPolicies of components
@@ -71,13 +60,20 @@ func (e *Executor) retireNetworkPolicies(ctx context.Context, ns, agent string, 
 	for _, c := range top.Deployments {
 		runs[c] = true
 	}
+	return e.deleteNetworkPoliciesExcept(ctx, ns, agent, runs)
+}
+
+// deleteNetworkPoliciesExcept deletes the agent's NetworkPolicies but
+// those of the components keep holds: a list by the agent's label, then
+// one delete per policy, with its UID as precondition.
+func (e *Executor) deleteNetworkPoliciesExcept(ctx context.Context, ns, agent string, keep map[string]bool) error {
 	nps := e.Client.NetworkingV1().NetworkPolicies(ns)
 	list, err := nps.List(ctx, metav1.ListOptions{LabelSelector: agentSelector(agent)})
 	if err != nil {
 		return fmt.Errorf("list NetworkPolicies of %s: %w", agent, err)
 	}
 	for _, p := range list.Items {
-		if runs[p.Labels[render.LabelComponent]] {
+		if keep[p.Labels[render.LabelComponent]] {
 			continue
 		}
 		err := nps.Delete(ctx, p.Name, metav1.DeleteOptions{Preconditions: metav1.NewUIDPreconditions(string(p.UID))})
@@ -88,6 +84,7 @@ func (e *Executor) retireNetworkPolicies(ctx context.Context, ns, agent string, 
 	return nil
 }
 
+// agentSelector selects every object the provider made for an agent.
 func agentSelector(agent string) string {
 	return labels.SelectorFromSet(labels.Set{render.LabelAgent: agent, render.LabelManagedBy: render.ManagedBy}).String()
 }

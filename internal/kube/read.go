@@ -117,7 +117,7 @@ func (e *Executor) Observe(ctx context.Context, ns, agent string, top render.Top
 // state.retain_on_destroy): it is removed after the Pods that use it,
 // whose deletion is what releases it.
 func (e *Executor) DeleteAgent(ctx context.Context, ns, agent string, sandboxed, keepClaim bool) error {
-	sel := labels.SelectorFromSet(labels.Set{render.LabelAgent: agent, render.LabelManagedBy: render.ManagedBy}).String()
+	sel := agentSelector(agent)
 	opts, list := metav1.DeleteOptions{}, metav1.ListOptions{LabelSelector: sel}
 	if err := e.Client.AppsV1().Deployments(ns).DeleteCollection(ctx, opts, list); err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("delete Deployments of %s: %w", agent, err)

@@ -259,7 +259,7 @@ func (e *Executor) deleteSandboxes(ctx context.Context, ns, agent string) error 
 	if e.Dynamic == nil {
 		return nil
 	}
-	sel := labels.SelectorFromSet(labels.Set{render.LabelAgent: agent, render.LabelManagedBy: render.ManagedBy}).String()
+	sel := agentSelector(agent)
 	err := e.Dynamic.Resource(sandboxapi.GVR).Namespace(ns).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{LabelSelector: sel})
 	if err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("delete Sandboxes of %s: %w", agent, err)
