@@ -98,6 +98,9 @@ type Compute struct {
 	// into a revision (ComputeSettings leaves it out): changing it
 	// restarts nothing.
 	NetworkPolicy NetworkPolicy
+	// Exposure is the gateway Service's type and annotations, likewise
+	// applied on every deploy and never frozen into a revision.
+	Exposure Exposure
 
 	// SSH.
 	Host         string

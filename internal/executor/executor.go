@@ -196,6 +196,11 @@ const (
 	// the compute asks for was deleted. Nothing needs deploying again: a
 	// Deployment with NetworkOnly writes it back without a new revision.
 	DriftNetworkPolicy DriftReason = "network-policy"
+	// DriftExposure: the activated revision runs, but its Service lacks
+	// the exposure (type, annotations, source ranges) the compute asks
+	// for. A Deployment with NetworkOnly writes it back without a new
+	// revision.
+	DriftExposure DriftReason = "exposure"
 )
 
 // Observed is what the target says about an agent.

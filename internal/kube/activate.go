@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -29,15 +30,21 @@ import (
 // activation time is taken here, when the gate has passed. early is the
 // Service this apply created before the gate (PR10: a first dedicated
 // deploy), or nil.
-func (e *Executor) activate(ctx context.Context, rev *admission.Revision, objs *render.Objects, n, serving int64, early *corev1.Service) (time.Time, error) {
+//
+// x is the compute's exposure (outside revision identity): a Service this
+// activation writes gets it, and one it patches gets it by one more
+// request when it lacks it. The Service as the API server returned it is
+// returned, for its load balancer's address.
+func (e *Executor) activate(ctx context.Context, rev *admission.Revision, objs *render.Objects, n, serving int64, early *corev1.Service, x admission.Exposure) (time.Time, *corev1.Service, error) {
 	ns, name := objs.Namespace, *objs.Service.Name
 	at := e.now().UTC().Truncate(time.Second)
 	svcs := e.Client.CoreV1().Services(ns)
-	desired := serviceFrom(objs, n, at, true)
+	desired := serviceFrom(objs, n, at, true, x)
 	claim := func(cur *corev1.Service) *corev1.Service {
 		upd := cur.DeepCopy()
 		upd.Labels, upd.Annotations = desired.Labels, mergeMaps(cur.Annotations, desired.Annotations)
-		upd.Spec.Selector, upd.Spec.Ports = desired.Spec.Selector, desired.Spec.Ports
+		upd.Spec.Selector, upd.Spec.Ports = desired.Spec.Selector, mergePorts(cur.Spec.Ports, desired.Spec.Ports)
+		render.ExposeService(upd, x)
 		return upd
 	}
 	// Fast path: one request. A first deployment creates the Service; a
@@ -45,36 +52,38 @@ func (e *Executor) activate(ctx context.Context, rev *admission.Revision, objs *
 	// the revision this apply replaces. Anything else falls through to the
 	// read-judge-update loop below.
 	var err error
+	var got *corev1.Service
 	switch {
 	case early != nil:
 		// The Service this apply created: its resourceVersion is the claim.
-		_, err = svcs.Update(ctx, claim(early), metav1.UpdateOptions{FieldManager: render.FieldManager})
+		got, err = svcs.Update(ctx, claim(early), metav1.UpdateOptions{FieldManager: render.FieldManager})
 	case serving == 0:
-		_, err = svcs.Create(ctx, desired, metav1.CreateOptions{FieldManager: render.FieldManager})
+		got, err = svcs.Create(ctx, desired, metav1.CreateOptions{FieldManager: render.FieldManager})
 	case serving < n:
-		_, err = svcs.Patch(ctx, name, types.JSONPatchType, guardedPatch(desired, serving), metav1.PatchOptions{FieldManager: render.FieldManager})
+		got, err = svcs.Patch(ctx, name, types.JSONPatchType, guardedPatch(desired, serving), metav1.PatchOptions{FieldManager: render.FieldManager})
 	default:
 		err = fmt.Errorf("serving revision %d is not older than %d", serving, n)
 	}
 	if err == nil {
 		e.audit(ctx, ns, rev, n, at)
 		e.retire(ctx, rev, objs, n)
-		return at, nil
+		got, err = e.expose(ctx, got, rev.Agent, x)
+		return at, got, err
 	}
 	for attempt := 0; attempt < 5; attempt++ {
 		cur, err := svcs.Get(ctx, name, metav1.GetOptions{})
 		switch {
 		case apierrors.IsNotFound(err):
-			_, err = svcs.Create(ctx, desired, metav1.CreateOptions{FieldManager: render.FieldManager})
+			got, err = svcs.Create(ctx, desired, metav1.CreateOptions{FieldManager: render.FieldManager})
 		case err != nil:
-			return at, fmt.Errorf("read Service %s: %w", name, err)
+			return at, nil, fmt.Errorf("read Service %s: %w", name, err)
 		default:
 			if !ownedBy(cur, rev.Agent) {
-				return at, foreignService(cur, rev.Agent)
+				return at, nil, foreignService(cur, rev.Agent)
 			}
 			live := servedRevision(cur)
 			if live > n {
-				return at, staleFailure(rev.Agent, n, live, "activation", fmt.Sprintf("revision %d is not activated", n))
+				return at, nil, staleFailure(rev.Agent, n, live, "activation", fmt.Sprintf("revision %d is not activated", n))
 			}
 			if live == n && cur.Annotations[AnnotationActivatedRevision] == strconv.FormatInt(n, 10) && cur.Annotations[render.AnnotationRevisionID] == rev.ID() {
 				// AC4: this very revision was activated by an apply that did
@@ -86,21 +95,23 @@ func (e *Executor) activate(ctx context.Context, rev *admission.Revision, objs *
 				}
 				e.audit(ctx, ns, rev, n, at) // a no-op when it was written
 				e.retire(ctx, rev, objs, n)
-				return at, nil
+				got, err := e.expose(ctx, cur, rev.Agent, x)
+				return at, got, err
 			}
-			_, err = svcs.Update(ctx, claim(cur), metav1.UpdateOptions{FieldManager: render.FieldManager})
+			got, err = svcs.Update(ctx, claim(cur), metav1.UpdateOptions{FieldManager: render.FieldManager})
 		}
 		if apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err) {
 			continue // someone else moved it: read again and judge again
 		}
 		if err != nil {
-			return at, fmt.Errorf("activate revision %d: %w", n, err)
+			return at, nil, fmt.Errorf("activate revision %d: %w", n, err)
 		}
 		e.audit(ctx, ns, rev, n, at)
 		e.retire(ctx, rev, objs, n)
-		return at, nil
+		got, err = e.expose(ctx, got, rev.Agent, x)
+		return at, got, err
 	}
-	return at, fmt.Errorf("activate revision %d: the Service kept changing under the claim", n)
+	return at, nil, fmt.Errorf("activate revision %d: the Service kept changing under the claim", n)
 }
 
 // guardedPatch moves the Service to desired only if it still carries the
@@ -125,7 +136,8 @@ func jsonPointerEscape(s string) string {
 // serviceFrom is the Agent's Service for revision n: activated at at, or,
 // not activated, without the activation annotations (the Service a first
 // dedicated deploy creates before its gate: it claims nothing).
-func serviceFrom(objs *render.Objects, n int64, at time.Time, activated bool) *corev1.Service {
+// x is the compute's exposure.
+func serviceFrom(objs *render.Objects, n int64, at time.Time, activated bool, x admission.Exposure) *corev1.Service {
 	ac := objs.Service
 	ann := mergeMaps(ac.Annotations, nil)
 	if activated {
@@ -136,7 +148,23 @@ func serviceFrom(objs *render.Objects, n int64, at time.Time, activated bool) *c
 	for _, p := range ac.Spec.Ports {
 		svc.Spec.Ports = append(svc.Spec.Ports, corev1.ServicePort{Name: *p.Name, Port: *p.Port, TargetPort: *p.TargetPort, Protocol: corev1.ProtocolTCP})
 	}
+	render.ExposeService(svc, x)
 	return svc
+}
+
+// mergePorts is the desired ports with the node ports the API server
+// allocated to the live ones of the same name kept: a load balancer keeps
+// its node ports across activations.
+func mergePorts(live, desired []corev1.ServicePort) []corev1.ServicePort {
+	out := slices.Clone(desired)
+	for i := range out {
+		for _, p := range live {
+			if p.Name == out[i].Name {
+				out[i].NodePort = p.NodePort
+			}
+		}
+	}
+	return out
 }
 
 // ownedBy reports whether an object is the agent's: labelled by the
@@ -312,7 +340,7 @@ func (e *Executor) finish(ctx context.Context, rev *admission.Revision, n int64)
 			Reason: fmt.Sprintf("revision %d serves, but %s could not be removed", n, left),
 			Next:   "Check that the provider's identity may delete ConfigMaps, Deployments and Secrets in the namespace (the Role in the provider documentation), then apply again."}
 	}
-	return executor.Result{ActivatedAt: at, Endpoint: endpoint(rev.Agent, ns)}, nil
+	return executor.Result{ActivatedAt: at, Endpoint: render.Endpoint(svc, rev.Agent, ns)}, nil
 }
 
 // unretired names the first ConfigMap an earlier revision than n left of

@@ -213,7 +213,7 @@ func (e *Executor) apply(ctx context.Context, rev *admission.Revision, c admissi
 		// PR10: on a first dedicated deploy the Agent's Service selects the
 		// gateway from the start and lists it only once it is ready. It
 		// claims no activation: that is written when the gate passes.
-		created, err := e.Client.CoreV1().Services(ns).Create(ctx, serviceFrom(objs, n, time.Time{}, false), metav1.CreateOptions{FieldManager: render.FieldManager})
+		created, err := e.Client.CoreV1().Services(ns).Create(ctx, serviceFrom(objs, n, time.Time{}, false, c.Exposure), metav1.CreateOptions{FieldManager: render.FieldManager})
 		switch {
 		case err == nil:
 			early = created
@@ -231,16 +231,11 @@ func (e *Executor) apply(ctx context.Context, rev *admission.Revision, c admissi
 		}
 		return Result{}, err
 	}
-	at, err := e.activate(ctx, rev, objs, n, serving, early)
+	at, svc, err := e.activate(ctx, rev, objs, n, serving, early, c.Exposure)
 	if err != nil {
 		return Result{}, err
 	}
-	return Result{ActivatedAt: at, Endpoint: endpoint(rev.Agent, ns)}, nil
-}
-
-// endpoint is the agent's gateway address inside the cluster.
-func endpoint(agent, ns string) string {
-	return fmt.Sprintf("http://%s.%s.svc:%d", render.ServiceName(agent), ns, render.GatewayPort)
+	return Result{ActivatedAt: at, Endpoint: render.Endpoint(svc, rev.Agent, ns)}, nil
 }
 
 // checkNotStale refuses revision n when the Agent's Service already selects

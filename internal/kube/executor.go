@@ -261,9 +261,13 @@ func (e *Executor) Deploy(ctx context.Context, d executor.Deployment) (executor.
 		ctx := executor.WithWrites(ctx, &writes)
 		res, err := op.finish(ctx, rev, d.N)
 		if err == nil {
-			// A refresh reports one drift at a time: a deleted policy found
-			// beside an unfinished retirement is written back here.
+			// A refresh reports one drift at a time: a deleted policy or an
+			// edited exposure found beside an unfinished retirement is
+			// written back here.
 			err = op.ensureNetworkPolicies(ctx, rev, c)
+		}
+		if err == nil {
+			res.Endpoint, err = op.syncExposure(ctx, rev, c.Exposure)
 		}
 		return res, failureOf(rev.Agent, d.N, &writes, err)
 	}
@@ -310,7 +314,10 @@ func (e *Executor) awaitDriver(ctx context.Context, rev *admission.Revision, c a
 func (e *Executor) Read(ctx context.Context, a executor.Agent) (executor.Observed, error) {
 	ns, sandboxed := where(a)
 	top := render.TopologyOf(a.Harness, a.ExecutionMode, sandboxed)
-	o, err := e.Observe(ctx, ns, a.Name, top)
+	o, svc, err := e.observe(ctx, ns, a.Name, top)
+	if err == nil && a.Compute != nil && o.Exists && o.Drift == executor.DriftNone && svc != nil && render.ExposureDiffers(svc, a.Compute.Exposure) {
+		o.Drift, o.DriftDetail = executor.DriftExposure, fmt.Sprintf("Service %s is not exposed as the compute says (its type, annotations or source ranges were changed outside Terraform); the next apply sets them again without a new revision", svc.Name)
+	}
 	if err == nil && a.Compute != nil && o.Exists && o.Drift == executor.DriftNone {
 		var missing string
 		missing, err = e.networkPolicyDrift(ctx, ns, a.Name, top, *a.Compute)

@@ -23,7 +23,7 @@ var RequiredRules = []rbacv1.PolicyRule{
 	{APIGroups: []string{""}, Resources: []string{"serviceaccounts"}, Verbs: []string{"get", "create", "patch", "delete", "deletecollection"}},
 	{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"get", "list", "create", "patch", "delete", "deletecollection"}},
 	{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"get", "create", "deletecollection"}},
-	{APIGroups: []string{""}, Resources: []string{"services"}, Verbs: []string{"get", "list", "create", "patch", "update", "delete"}},
+	{APIGroups: []string{""}, Resources: []string{"services"}, Verbs: []string{"get", "list", "watch", "create", "patch", "update", "delete"}},
 	{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"list", "watch", "deletecollection"}},
 	{APIGroups: []string{""}, Resources: []string{"pods/log"}, Verbs: []string{"get"}},
 	{APIGroups: []string{""}, Resources: []string{"events"}, Verbs: []string{"create", "list", "watch"}},

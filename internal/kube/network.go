@@ -121,12 +121,21 @@ func (e *Executor) networkPolicyDrift(ctx context.Context, ns, agent string, top
 }
 
 // syncNetworkPolicies is Deploy for a revision that already serves and
-// does not change: only the agent's NetworkPolicies are written
-// (executor.Deployment.NetworkOnly).
+// does not change: only what the compute applies outside revision
+// identity is written, the agent's NetworkPolicies and its Service's
+// exposure (executor.Deployment.NetworkOnly).
 func (e *Executor) syncNetworkPolicies(ctx context.Context, rev *admission.Revision, c admission.Compute, n int64) (executor.Result, error) {
 	var writes executor.Writes
+	ctx = executor.WithWrites(ctx, &writes)
 	e.log.Print("applying the agent's network policies", map[string]any{"work.operation": "network-policy", "revision": n})
-	err := e.ensureNetworkPolicies(executor.WithWrites(ctx, &writes), rev, c)
+	err := e.ensureNetworkPolicies(ctx, rev, c)
+	if err == nil {
+		var res executor.Result
+		if res.Endpoint, err = e.syncExposure(ctx, rev, c.Exposure); err == nil {
+			return res, nil
+		}
+		return executor.Result{}, failureOf(rev.Agent, n, &writes, err)
+	}
 	if err != nil {
 		err = &executor.Failure{Code: executor.DeploymentFailed, Agent: rev.Agent, Revision: n, Phase: "network-policy",
 			Summary: fmt.Sprintf("agent %q: its NetworkPolicies could not be written", rev.Agent), Reason: err.Error(), Err: err,

@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -20,6 +21,14 @@ import (
 // Deployments (gateway, harness) the agent runs and which component a
 // Sandbox per revision holds (render.TopologyOf).
 func (e *Executor) Observe(ctx context.Context, ns, agent string, top render.Topology) (executor.Observed, error) {
+	o, _, err := e.observe(ctx, ns, agent, top)
+	return o, err
+}
+
+// observe is Observe that also returns the agent's Service (nil when
+// there is none). The endpoint is the Service's: its load balancer's
+// address once it has one, otherwise the in-cluster URL.
+func (e *Executor) observe(ctx context.Context, ns, agent string, top render.Topology) (executor.Observed, *corev1.Service, error) {
 	var o executor.Observed
 	drift := func(r executor.DriftReason, format string, args ...any) {
 		if o.Drift == executor.DriftNone {
@@ -31,13 +40,15 @@ func (e *Executor) Observe(ctx context.Context, ns, agent string, top render.Top
 	svcMissing := apierrors.IsNotFound(err)
 	switch {
 	case svcMissing:
+		svc = nil
 	case err != nil:
-		return o, fmt.Errorf("read Service %s/%s: %w", ns, render.ServiceName(agent), err)
+		return o, nil, fmt.Errorf("read Service %s/%s: %w", ns, render.ServiceName(agent), err)
 	default:
 		o.Exists = true
 		o.Revision, _ = strconv.ParseInt(svc.Annotations[AnnotationActivatedRevision], 10, 64)
 		o.RevisionID = svc.Annotations[render.AnnotationRevisionID]
 		o.ActivatedAt, _ = time.Parse(time.RFC3339, svc.Annotations[AnnotationActivatedAt])
+		o.Endpoint = render.Endpoint(svc, agent, ns)
 		if sel := svc.Spec.Selector[render.LabelRevision]; sel != strconv.FormatInt(o.Revision, 10) {
 			drift(executor.DriftEdited, "the Service selects revision %q, not the activated revision %d", sel, o.Revision)
 		}
@@ -55,7 +66,7 @@ func (e *Executor) Observe(ctx context.Context, ns, agent string, top render.Top
 			continue
 		}
 		if err != nil {
-			return o, fmt.Errorf("read Deployment %s/%s: %w", ns, name, err)
+			return o, nil, fmt.Errorf("read Deployment %s/%s: %w", ns, name, err)
 		}
 		o.Exists = true
 		if got := d.Spec.Template.Annotations[render.AnnotationRevisionID]; o.RevisionID != "" && got != o.RevisionID {
@@ -76,7 +87,7 @@ func (e *Executor) Observe(ctx context.Context, ns, agent string, top render.Top
 		}
 		ok, err := e.sandboxExists(ctx, ns, name)
 		if err != nil {
-			return o, err
+			return o, nil, err
 		}
 		if !ok {
 			drift(executor.DriftWorkload, "Sandbox %s was deleted", name)
@@ -99,15 +110,15 @@ func (e *Executor) Observe(ctx context.Context, ns, agent string, top render.Top
 			// refresh works as it did, without telling unfinished
 			// retirement.
 			e.log.Print("cannot tell whether the last activation retired earlier revisions: the provider's identity may not list ConfigMaps (see the Kubernetes permissions guide)", map[string]any{"work.operation": "read", "level": "warn"})
-			return o, nil
+			return o, svc, nil
 		case err != nil:
-			return o, err
+			return o, nil, err
 		}
 		if left != "" {
 			drift(executor.DriftUnretired, "revision %d serves, but the apply that activated it stopped before retiring earlier revisions (%s remains); the next apply finishes that without deploying again", o.Revision, left)
 		}
 	}
-	return o, nil
+	return o, svc, nil
 }
 
 // DeleteAgent removes every object of an agent and waits until its Pods

@@ -130,7 +130,8 @@ func agentSchema(ctx context.Context) schema.Schema {
 				"(the plan deploys a new revision), or `unretired: …` when the activated revision runs but the apply that activated it stopped before retiring " +
 				"earlier revisions (the plan is an in-place update that finishes the retirement and deploys nothing)."),
 			"activated_at": computed("When the current revision was activated (RFC 3339)."),
-			"endpoint":     computed("Where the Agent's gateway answers."),
+			"endpoint": computed("Where the Agent's gateway answers. On Kubernetes: the in-cluster URL of its Service (`http://NAME.NAMESPACE.svc:18789`, which only the cluster's Pods resolve), " +
+				"or, with the compute's `service.type = \"LoadBalancer\"`, `http://ADDRESS:18789` once the load balancer has an address. Over SSH: the gateway's loopback address on the host."),
 		},
 	}
 }
@@ -173,7 +174,11 @@ func (r *agentResource) ModifyPlan(ctx context.Context, req resource.ModifyPlanR
 		plan.Revision = state.Revision
 		plan.Status, plan.ActivatedAt, plan.Endpoint = state.Status, state.ActivatedAt, state.Endpoint
 		if unretired(state) || networkDrifted(state) {
-			plan.Status = types.StringUnknown() // an in-place update finishes the retirement, or writes the policies back
+			plan.Status = types.StringUnknown() // an in-place update finishes the retirement, or writes the policies or the exposure back
+		}
+		if exposureChanged(ctx, state, plan, in.Compute, &resp.Diagnostics) || exposureDrifted(state) {
+			// The Service's type may change, and its endpoint with it.
+			plan.Status, plan.Endpoint = types.StringUnknown(), types.StringUnknown()
 		}
 	} else {
 		plan.Revision = types.Int64Value(state.Revision.ValueInt64() + 1)
@@ -356,16 +361,20 @@ func (r *agentResource) Update(ctx context.Context, req resource.UpdateRequest, 
 			plan.Status, plan.ActivatedAt, plan.Endpoint = out.Status, out.ActivatedAt, out.Endpoint
 		}
 		if !unretired(state) && (networkDrifted(state) || networkChanged(ctx, state, plan, c, &resp.Diagnostics)) {
-			// The compute's network policy changed, or a refresh found one
-			// deleted: write the agent's policies, outside revision identity
-			// (no new revision, no restart).
+			// The compute's network policy or exposure changed, or a
+			// refresh found a policy deleted or the Service edited: write
+			// them, outside revision identity (no new revision, no restart).
 			n := state.Revision.ValueInt64()
-			if diags := syncNetwork(ctx, r.providerData(), rev, c, n); diags.HasError() {
+			endpoint, diags := syncNetwork(ctx, r.providerData(), rev, c, n)
+			if diags.HasError() {
 				resp.Diagnostics.Append(diags...)
 				return // state keeps the previous compute: the next plan offers the change again
 			}
 			if plan.Status.IsUnknown() {
 				plan.Status = types.StringValue("active")
+			}
+			if endpoint != "" {
+				plan.Endpoint = types.StringValue(endpoint)
 			}
 		}
 		// Otherwise nothing that runs changed (a referenced object changed
@@ -415,7 +424,7 @@ func (r *agentResource) Read(ctx context.Context, req resource.ReadRequest, resp
 	case !obs.Exists && state.Revision.IsNull():
 		resp.State.RemoveResource(ctx) // imported name that does not exist
 		return
-	case obs.Drift != executor.DriftNone && obs.Drift != executor.DriftUnretired && obs.Drift != executor.DriftNetworkPolicy:
+	case obs.Drift != executor.DriftNone && obs.Drift != executor.DriftUnretired && obs.Drift != executor.DriftNetworkPolicy && obs.Drift != executor.DriftExposure:
 		state.Status, state.RevisionID = types.StringValue("drifted: "+obs.DriftDetail), types.StringValue("drifted")
 	default:
 		// What runs is the activated revision: state follows it. When its
@@ -428,6 +437,8 @@ func (r *agentResource) Read(ctx context.Context, req resource.ReadRequest, resp
 			state.Status = types.StringValue(statusUnretired + obs.DriftDetail)
 		case executor.DriftNetworkPolicy:
 			state.Status = types.StringValue(statusNetworkPolicy + obs.DriftDetail)
+		case executor.DriftExposure:
+			state.Status = types.StringValue(statusExposure + obs.DriftDetail)
 		}
 		if !obs.ActivatedAt.IsZero() {
 			state.ActivatedAt = types.StringValue(obs.ActivatedAt.UTC().Format(time.RFC3339))
@@ -549,17 +560,48 @@ func unretired(m agentModel) bool {
 // a new revision.
 const statusNetworkPolicy = "network policy missing: "
 
-// networkDrifted reports whether state records such an agent.
+// statusExposure starts the status of an agent whose activated revision
+// runs while its Service lacks the exposure its compute asks for
+// (executor.DriftExposure): the next apply sets it again, without a new
+// revision.
+const statusExposure = "service exposure differs: "
+
+// networkDrifted reports whether state records an agent whose network
+// policies or Service exposure the next apply writes back.
 func networkDrifted(m agentModel) bool {
-	return strings.HasPrefix(m.Status.ValueString(), statusNetworkPolicy)
+	return strings.HasPrefix(m.Status.ValueString(), statusNetworkPolicy) || exposureDrifted(m)
 }
 
-// networkChanged reports whether the planned compute's network policy
-// differs from the one state's compute had; c is the planned compute.
+// exposureDrifted reports whether state records an edited exposure.
+func exposureDrifted(m agentModel) bool {
+	return strings.HasPrefix(m.Status.ValueString(), statusExposure)
+}
+
+// networkChanged reports whether the planned compute's network policy or
+// exposure, which no revision freezes, differs from the one state's
+// compute had; c is the planned compute.
 func networkChanged(ctx context.Context, state, plan agentModel, c admission.Compute, diags *diagnostics) bool {
-	if c.Kind != admission.KindKubernetes || state.Compute.Equal(plan.Compute) {
-		return false
+	old, changed := priorCompute(ctx, state, plan, c, diags)
+	return changed && (old == nil || !reflect.DeepEqual(old.NetworkPolicy, c.NetworkPolicy) || !reflect.DeepEqual(old.Exposure, c.Exposure))
+}
+
+// exposureChanged reports whether the planned compute's exposure differs
+// from the one state's compute had.
+func exposureChanged(ctx context.Context, state, plan agentModel, c admission.Compute, diags *diagnostics) bool {
+	old, changed := priorCompute(ctx, state, plan, c, diags)
+	return changed && (old == nil || !reflect.DeepEqual(old.Exposure, c.Exposure))
+}
+
+// priorCompute is state's compute when the planned Kubernetes compute c
+// differs from it (nil when state's is not known); changed is false when
+// the two are equal or c is not a Kubernetes compute.
+func priorCompute(ctx context.Context, state, plan agentModel, c admission.Compute, diags *diagnostics) (*admission.Compute, bool) {
+	if c.Kind != admission.KindKubernetes || state.Compute.IsNull() || state.Compute.Equal(plan.Compute) {
+		return nil, false
 	}
 	old, known := computeFromObject(ctx, state.Compute, diags)
-	return !known || !reflect.DeepEqual(old.NetworkPolicy, c.NetworkPolicy)
+	if !known {
+		return nil, true
+	}
+	return &old, true
 }

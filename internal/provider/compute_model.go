@@ -45,6 +45,7 @@ type kubernetesModel struct {
 	SandboxDriver       types.Object `tfsdk:"sandbox_driver"`
 	CredentialGateway   types.Object `tfsdk:"credential_gateway"`
 	NetworkPolicy       types.Object `tfsdk:"network_policy"`
+	Service             types.Object `tfsdk:"service"`
 }
 
 type stateModel struct {
@@ -215,6 +216,7 @@ func computeFromModel(ctx context.Context, m computeModel, diags *diag.Diagnosti
 			c.CredentialGateway = &admission.CredentialGateway{Name: g.Name.ValueString()}
 		}
 		c.NetworkPolicy = networkPolicyFrom(ctx, k.NetworkPolicy, diags)
+		c.Exposure = exposureFrom(ctx, k.Service, diags)
 	}
 	if s, ok := decodeObject[sshModel](ctx, m.SSH, diags); ok {
 		c.Kind = admission.KindSSH

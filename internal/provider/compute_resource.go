@@ -79,7 +79,7 @@ func computeSchema() schema.Schema {
 			"the tenant namespace when it is missing (destroy deletes it again only if the provider created it for this compute and " +
 			"nothing is left in it: neither objects someone else created nor Agents another configuration deploys there), and checks with SelfSubjectAccessReviews every permission the provider will use there; a missing " +
 			"one fails with the list. With a sandbox driver, `installation` is read live from the cluster on create and refresh. Pass the " +
-			"compute whole to `occ_agent` (`compute = occ_compute.prod`); any change to its settings plans a new revision of every Agent on it, except `kubernetes.network_policy`, which is applied to the running Agents without one.",
+			"compute whole to `occ_agent` (`compute = occ_compute.prod`); any change to its settings plans a new revision of every Agent on it, except `kubernetes.network_policy` and `kubernetes.service`, which are applied to the running Agents without one.",
 		Attributes: map[string]schema.Attribute{
 			"id": schema.StringAttribute{Computed: true, MarkdownDescription: "The compute's identity (its name).",
 				PlanModifiers: []planmodifier.String{stringplanmodifier.UseStateForUnknown()}},
@@ -219,6 +219,7 @@ func computeSchema() schema.Schema {
 						},
 					},
 					"network_policy": networkPolicySchema(),
+					"service":        serviceExposureSchema(),
 				},
 			},
 			"ssh": schema.SingleNestedAttribute{

@@ -53,22 +53,25 @@ func deploy(ctx context.Context, data *Data, rev *admission.Revision, c admissio
 		ActivatedAt: types.StringValue(res.ActivatedAt.Format(time.RFC3339)), Endpoint: types.StringValue(res.Endpoint)}, diags
 }
 
-// syncNetwork writes an agent's network policies for revision n, which
-// serves and does not change (executor.Deployment.NetworkOnly).
-func syncNetwork(ctx context.Context, data *Data, rev *admission.Revision, c admission.Compute, n int64) diag.Diagnostics {
+// syncNetwork writes an agent's network policies and Service exposure
+// for revision n, which serves and does not change
+// (executor.Deployment.NetworkOnly); it returns the agent's endpoint (""
+// when the executor has none to report).
+func syncNetwork(ctx context.Context, data *Data, rev *admission.Revision, c admission.Compute, n int64) (string, diag.Diagnostics) {
 	var diags diag.Diagnostics
 	fields := executor.Fields(work("agent "+rev.Agent, "network-policy"), map[string]any{"revision": n, "compute_kind": c.Kind})
 	ex, err := data.executor(ctx, c.Kind)
+	var res executor.Result
 	if err == nil {
-		_, err = ex.Deploy(ctx, executor.Deployment{Revision: rev, Compute: c, N: n, Serving: n, NetworkOnly: true, Log: logTo(ctx, fields)})
+		res, err = ex.Deploy(ctx, executor.Deployment{Revision: rev, Compute: c, N: n, Serving: n, NetworkOnly: true, Log: logTo(ctx, fields)})
 	}
 	if err != nil {
-		tflog.Info(ctx, "network policies not written", withOutcome(fields, "failed"))
+		tflog.Info(ctx, "network policies and exposure not written", withOutcome(fields, "failed"))
 		addFailure(&diags, rev.ID(), err)
-		return diags
+		return "", diags
 	}
-	tflog.Info(ctx, "network policies written", withOutcome(fields, "applied"))
-	return diags
+	tflog.Info(ctx, "network policies and exposure written", withOutcome(fields, "applied"))
+	return res.Endpoint, diags
 }
 
 func withOutcome(f map[string]any, outcome string) map[string]any {

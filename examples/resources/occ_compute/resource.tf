@@ -30,6 +30,13 @@ resource "occ_compute" "production" {
     pod_labels          = { team = "support", "example.com/cost-center" = "cc-42" }
     image_pull_secrets  = ["registry-credentials"]
     image_pull_policy   = "IfNotPresent"
+    # Each agent's gateway behind an internal load balancer; its endpoint is
+    # the load balancer's address. Changing this restarts no agent.
+    service = {
+      type                        = "LoadBalancer"
+      annotations                 = { "service.beta.kubernetes.io/aws-load-balancer-internal" = "true" }
+      load_balancer_source_ranges = ["10.0.0.0/8"]
+    }
   }
 }
 
