@@ -436,11 +436,58 @@ func TestDeploy_ReplicaFailureFailsFast(t *testing.T) {
 	}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
+	// The quota admits or refuses only once the quota controller has
+	// computed its status; before that (a fresh cluster, the test run
+	// alone) the Pod is created.
+	for {
+		q, err := c.Clientset.CoreV1().ResourceQuotas(ns).Get(ctx, "no-pods", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, ok := q.Status.Hard[corev1.ResourcePods]; ok {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatal("the quota controller never computed the quota's status")
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
 	start := time.Now()
 	_, err := (&Executor{Client: c.Clientset}).Apply(ctx, testRevision(t, ns, nil), 1, 0)
 	f, ok := err.(*Failure)
 	if !ok || f.Code != CodeReplicaFailure || !strings.Contains(f.Reason, "quota") {
-		t.Fatalf("error = %v, want %s naming the quota", err, CodeReplicaFailure)
+		t.Fatalf("error = %T %v, want %s naming the quota", err, err, CodeReplicaFailure)
+	}
+	t.Logf("failed after %s: %s", time.Since(start).Round(100*time.Millisecond), f.Reason)
+}
+
+// A compute whose priority_class_name names no PriorityClass: the API
+// server's Priority admission refuses every Pod, and the deploy fails
+// with REPLICA_FAILURE naming the class, long before the deadline.
+func TestDeploy_MissingPriorityClassFailsFast(t *testing.T) {
+	c := testkube.Shared(t)
+	ns := c.TestNamespace(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	doc, err := occconfig.Parse(`{agents: {defaults: {model: "anthropic/claude-sonnet-4-5"}}}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rev, errs := admission.Admit(admission.Input{
+		Agent:         admission.Agent{Name: "bench"},
+		Configuration: admission.Configuration{ID: "c", Name: "c", Generation: 1, Document: doc},
+		Compute:       admission.Compute{ID: "k", Name: "k", Kind: admission.KindKubernetes, Namespace: ns, CPUMillis: 1000, MemoryLimit: "1Gi", PriorityClassName: "agents-missing"},
+		Source:        admission.CredentialSource{ID: "s", Name: "s", Method: admission.MethodAPIKey, Generation: 1, ComputeID: "k", SecretRef: &admission.SecretRef{Name: "llm", Key: "k"}},
+	})
+	if len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	start := time.Now()
+	_, err = (&Executor{Client: c.Clientset}).Apply(ctx, rev, 1, 0)
+	f, ok := err.(*Failure)
+	if !ok || f.Code != CodeReplicaFailure || !strings.Contains(f.Reason, "agents-missing") || !strings.Contains(f.Next, "priority_class_name") {
+		t.Fatalf("error = %v, want %s naming the PriorityClass and priority_class_name", err, CodeReplicaFailure)
 	}
 	t.Logf("failed after %s: %s", time.Since(start).Round(100*time.Millisecond), f.Reason)
 }

@@ -3,6 +3,7 @@ package kube
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -14,6 +15,15 @@ import (
 // ResourceQuota or LimitRange refusal, a missing ServiceAccount, an
 // admission webhook).
 const CodeReplicaFailure = "REPLICA_FAILURE"
+
+// replicaFailureNext says what to fix about a Pod the API server refuses,
+// by what refused it.
+func replicaFailureNext(msg string) string {
+	if strings.Contains(msg, "PriorityClass") {
+		return "Create the PriorityClass the compute's priority_class_name names (a cluster-wide object the provider never creates), or change or remove priority_class_name, then apply again."
+	}
+	return "Fix what refuses the Pod (the namespace's ResourceQuota or LimitRange, an admission policy) or lower the compute's cpu_limit/memory_limit, then apply again."
+}
 
 // checkStalled looks, only while a workload still has no Pod, at its
 // Deployment's ReplicaFailure condition, so that a Pod the API server
@@ -42,7 +52,7 @@ func (e *Executor) checkStalled(ctx context.Context, ns string, workloads map[st
 				if cond.Type == appsv1.DeploymentReplicaFailure && cond.Status == corev1.ConditionTrue {
 					st.fail(&Failure{Code: CodeReplicaFailure, Component: c, Phase: "pod creation",
 						Reason: fmt.Sprintf("Deployment %s cannot create its Pod: %s: %s", d.Name, cond.Reason, cond.Message),
-						Next:   "Fix what refuses the Pod (the namespace's ResourceQuota or LimitRange, an admission policy) or lower the compute's cpu_limit/memory_limit, then apply again."})
+						Next:   replicaFailureNext(cond.Message)})
 					return
 				}
 			}

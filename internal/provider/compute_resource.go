@@ -172,10 +172,10 @@ func computeSchema() schema.Schema {
 						},
 					},
 					"priority_class_name": schema.StringAttribute{Optional: true, Validators: []validator.String{dnsSubdomain{what: "PriorityClass"}},
-						MarkdownDescription: "The PriorityClass of every runtime Pod. The class must exist in the cluster (the provider does not create it). Part of the revision."},
+						MarkdownDescription: "The PriorityClass of every runtime Pod. The class must exist in the cluster (the provider does not create it): the API server refuses every Pod of a class that does not, and the apply fails with `REPLICA_FAILURE` within seconds, naming the class. Part of the revision."},
 					"image_pull_secrets": schema.ListAttribute{Optional: true, ElementType: types.StringType,
 						Validators:          []validator.List{listvalidator.ValueStringsAre(dnsSubdomain{what: "Secret"}), uniqueValues{}},
-						MarkdownDescription: "Names of `kubernetes.io/dockerconfigjson` Secrets every runtime Pod pulls its images with, for images in a private registry. The Secrets must exist in `namespace`; the provider does not create them. Part of the revision."},
+						MarkdownDescription: "Names of `kubernetes.io/dockerconfigjson` Secrets every runtime Pod pulls its images with, for images in a private registry. The Secrets must exist in `namespace`; the provider does not create them. A Secret that does not exist does not fail the apply by itself: the kubelet warns (event `FailedToRetrieveImagePullSecret`) and pulls without it, and a registry that then refuses fails the apply with `IMAGE_PULL_FAILED`. Part of the revision."},
 					"image_pull_policy": schema.StringAttribute{Optional: true, Validators: []validator.String{oneOfValues(admission.ImagePullPolicies...)},
 						MarkdownDescription: "The image pull policy of every runtime container: `Always`, `IfNotPresent` or `Never`. Unset: Kubernetes' default (`IfNotPresent` for a tagged image, `Always` for `:latest` or no tag). Part of the revision."},
 					"logging": schema.SingleNestedAttribute{
