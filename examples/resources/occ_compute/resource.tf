@@ -30,6 +30,19 @@ resource "occ_compute" "production" {
     pod_labels          = { team = "support", "example.com/cost-center" = "cc-42" }
     image_pull_secrets  = ["registry-credentials"]
     image_pull_policy   = "IfNotPresent"
+    # Each agent's state on a 20Gi claim of the "fast-ssd" class, kept when the
+    # agent is destroyed (a later agent of the same name mounts it again).
+    state = {
+      size              = "20Gi"
+      storage_class     = "fast-ssd"
+      retain_on_destroy = true
+    }
+    # The gateway admits the ingress controller's namespace only; every
+    # component may also reach a model proxy on port 8080.
+    network_policy = {
+      ingress_from = [{ namespace_selector = { "kubernetes.io/metadata.name" = "ingress-nginx" } }]
+      extra_egress = [{ to = [{ ip_block = { cidr = "10.20.0.0/16" } }], ports = [{ port = 8080 }] }]
+    }
     # Each agent's gateway behind an internal load balancer; its endpoint is
     # the load balancer's address. Changing this restarts no agent.
     service = {
