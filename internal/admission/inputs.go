@@ -109,9 +109,20 @@ type Compute struct {
 	ConfigDir    string
 	// How to reach the SSH host: used by the executor, never frozen into a
 	// revision (ComputeSettings leaves them out).
-	HostKey               string
+	HostKey               string // one or more public keys, one per line
 	User                  string
 	InsecureIgnoreHostKey bool
+	Bastion               *Bastion // nil: connect to Host directly
+}
+
+// Bastion is the jump host an SSH compute's host is reached through (as
+// OpenSSH's ProxyJump). HostKey holds one or more public keys, one per
+// line; User "" is the compute's login user.
+type Bastion struct {
+	Host    string
+	Port    int64
+	User    string
+	HostKey string
 }
 
 // State is the Kubernetes compute's claim for each agent's gateway state

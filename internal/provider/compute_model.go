@@ -89,6 +89,14 @@ type sshModel struct {
 	User                  types.String `tfsdk:"user"`
 	OpenClawPath          types.String `tfsdk:"openclaw_path"`
 	ConfigDir             types.String `tfsdk:"config_dir"`
+	Bastion               types.Object `tfsdk:"bastion"`
+}
+
+type bastionModel struct {
+	Host    types.String `tfsdk:"host"`
+	Port    types.Int64  `tfsdk:"port"`
+	User    types.String `tfsdk:"user"`
+	HostKey types.String `tfsdk:"host_key"`
 }
 
 var objectAsOptions = basetypes.ObjectAsOptions{}
@@ -223,6 +231,9 @@ func computeFromModel(ctx context.Context, m computeModel, diags *diag.Diagnosti
 		c.Host, c.Port = s.Host.ValueString(), s.Port.ValueInt64()
 		c.OpenClawPath, c.ConfigDir = s.OpenClawPath.ValueString(), s.ConfigDir.ValueString()
 		c.HostKey, c.User, c.InsecureIgnoreHostKey = s.HostKey.ValueString(), s.User.ValueString(), s.InsecureIgnoreHostKey.ValueBool()
+		if b, ok := decodeObject[bastionModel](ctx, s.Bastion, diags); ok {
+			c.Bastion = &admission.Bastion{Host: b.Host.ValueString(), Port: b.Port.ValueInt64(), User: b.User.ValueString(), HostKey: b.HostKey.ValueString()}
+		}
 	}
 	return c, c.Kind != ""
 }

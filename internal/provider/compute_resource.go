@@ -231,7 +231,23 @@ func computeSchema() schema.Schema {
 					"port": schema.Int64Attribute{Optional: true, Computed: true, Default: int64default.StaticInt64(22),
 						Validators: []validator.Int64{int64validator.Between(1, 65535)}, MarkdownDescription: "SSH port. Default 22."},
 					"host_key": schema.StringAttribute{Optional: true, Validators: []validator.String{authorizedKey{}},
-						MarkdownDescription: "The host's public key (`ssh-ed25519 AAAA…`); always verified. Required unless `insecure_ignore_host_key = true`; setting both is refused."},
+						MarkdownDescription: "The host's public key (`ssh-ed25519 AAAA…`); always verified. Several keys, one per line, while the host's key is rotated: the host must present one of them " +
+							"(for example `file(\"keys/edge.pub\")` holding the old and the new key). Not part of the revision. Required unless `insecure_ignore_host_key = true`; setting both is refused."},
+					"bastion": schema.SingleNestedAttribute{Optional: true,
+						MarkdownDescription: "A jump host the provider reaches `host` through, as OpenSSH's `ProxyJump` and the `bastion_*` settings of Terraform's own connection block: it logs in to the bastion " +
+							"with the provider's `ssh` credentials, then opens a TCP channel from there to `host`:`port`, whose host key is verified as without a bastion. The bastion must allow TCP forwarding " +
+							"(`AllowTcpForwarding`, on by default). Not part of the revision: changing it restarts no agent.",
+						Attributes: map[string]schema.Attribute{
+							"host": schema.StringAttribute{Required: true, Validators: []validator.String{stringvalidator.LengthAtLeast(1)},
+								MarkdownDescription: "The bastion's host name or address."},
+							"port": schema.Int64Attribute{Optional: true, Computed: true, Default: int64default.StaticInt64(22),
+								Validators: []validator.Int64{int64validator.Between(1, 65535)}, MarkdownDescription: "The bastion's SSH port. Default 22."},
+							"user": schema.StringAttribute{Optional: true, Validators: []validator.String{stringvalidator.LengthAtLeast(1)},
+								MarkdownDescription: "The login user on the bastion; default: the host's login user."},
+							"host_key": schema.StringAttribute{Required: true, Validators: []validator.String{authorizedKey{}},
+								MarkdownDescription: "The bastion's public key (`ssh-ed25519 AAAA…`), or several, one per line; always verified."},
+						},
+					},
 					"insecure_ignore_host_key": schema.BoolAttribute{Optional: true, Computed: true, Default: booldefault.StaticBool(false),
 						MarkdownDescription: "Skip host key verification, for throwaway test hosts without a known key. Off by default; the provider warns when it is on, and refuses it together with `host_key` (it would silently discard the key)."},
 					"user": schema.StringAttribute{Optional: true, Validators: []validator.String{stringvalidator.LengthAtLeast(1)},

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync/atomic"
+	"time"
 
 	"github.com/hashicorp/terraform-plugin-framework/diag"
 	"github.com/hashicorp/terraform-plugin-framework/path"
@@ -74,11 +75,14 @@ func (d *Data) sshExecutor() *sshexec.Executor {
 				(*h)(addr, op)
 			}
 		}
+		var opts sshexec.Options
 		if s := d.SSH; s != nil {
 			creds.PrivateKey, creds.Agent = s.PrivateKey.ValueString(), s.Agent.ValueBool()
+			creds.Passphrase, creds.Certificate = s.PrivateKeyPassphrase.ValueString(), s.Certificate.ValueString()
 			ex.User = s.User.ValueString()
+			opts.ConnectTimeout, _ = time.ParseDuration(s.ConnectTimeout.ValueString()) // validated: positiveDuration
 		}
-		ex.Pool = sshexec.NewPool(creds, sshexec.Options{})
+		ex.Pool = sshexec.NewPool(creds, opts)
 		d.sshExec = ex
 	})
 	return d.sshExec

@@ -6,14 +6,17 @@ import (
 	"context"
 	"net/http"
 	"os"
+	"strings"
 	"sync"
 
 	"github.com/hashicorp/terraform-plugin-framework/datasource"
+	"github.com/hashicorp/terraform-plugin-framework/diag"
 	"github.com/hashicorp/terraform-plugin-framework/function"
 	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/provider"
 	"github.com/hashicorp/terraform-plugin-framework/provider/schema"
 	"github.com/hashicorp/terraform-plugin-framework/resource"
+	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 	"github.com/hashicorp/terraform-plugin-log/tflog"
 
@@ -67,10 +70,13 @@ type providerKubernetesModel struct {
 }
 
 type providerSSHModel struct {
-	User           types.String `tfsdk:"user"`
-	PrivateKey     types.String `tfsdk:"private_key"`
-	Agent          types.Bool   `tfsdk:"agent"`
-	KnownHostsFile types.String `tfsdk:"known_hosts_file"`
+	User                 types.String `tfsdk:"user"`
+	PrivateKey           types.String `tfsdk:"private_key"`
+	PrivateKeyPassphrase types.String `tfsdk:"private_key_passphrase"`
+	Certificate          types.String `tfsdk:"certificate"`
+	Agent                types.Bool   `tfsdk:"agent"`
+	KnownHostsFile       types.String `tfsdk:"known_hosts_file"`
+	ConnectTimeout       types.String `tfsdk:"connect_timeout"`
 }
 
 // Data is what Configure hands to resources and data sources. The
@@ -192,8 +198,14 @@ func (p *occProvider) Schema(_ context.Context, _ provider.SchemaRequest, resp *
 				MarkdownDescription: "Defaults for every SSH compute.",
 				Attributes: map[string]schema.Attribute{
 					"user":        schema.StringAttribute{Optional: true, MarkdownDescription: "The login user; a compute's own `ssh.user` wins."},
-					"private_key": schema.StringAttribute{Optional: true, Sensitive: true, MarkdownDescription: "A PEM or OpenSSH private key."},
-					"agent":       schema.BoolAttribute{Optional: true, MarkdownDescription: "Authenticate with the agent at `SSH_AUTH_SOCK` (Linux, macOS and the BSDs; not on Windows, whose OpenSSH agent is a named pipe: use `private_key` there)."},
+					"private_key": schema.StringAttribute{Optional: true, Sensitive: true, MarkdownDescription: "A PEM or OpenSSH private key. It also logs in to a compute's `bastion`."},
+					"private_key_passphrase": schema.StringAttribute{Optional: true, Sensitive: true,
+						MarkdownDescription: "The passphrase of an encrypted `private_key`. Never written to state, plans or logs; an incorrect one is refused before any host is contacted."},
+					"certificate": schema.StringAttribute{Optional: true,
+						MarkdownDescription: "An OpenSSH user certificate of `private_key` (the content of `id_ed25519-cert.pub`, signed with `ssh-keygen -s`), offered instead of the bare key to hosts that trust a user CA (`TrustedUserCAKeys`)."},
+					"connect_timeout": schema.StringAttribute{Optional: true, Validators: []validator.String{positiveDuration{}},
+						MarkdownDescription: "How long a TCP connect and SSH handshake may take, per hop (`30s`, `2m`). Default `30s`; an operation's own timeout may end it earlier."},
+					"agent": schema.BoolAttribute{Optional: true, MarkdownDescription: "Authenticate with the agent at `SSH_AUTH_SOCK` (Linux, macOS and the BSDs; not on Windows, whose OpenSSH agent is a named pipe: use `private_key` there)."},
 					"known_hosts_file": schema.StringAttribute{Optional: true,
 						MarkdownDescription: "A known_hosts file that verifies hosts whose compute is not in state yet: only `terraform import` of an agent uses it. Default `~/.ssh/known_hosts`."},
 				},
@@ -202,10 +214,41 @@ func (p *occProvider) Schema(_ context.Context, _ provider.SchemaRequest, resp *
 	}
 }
 
+// validateSSHCredentials refuses, before any host is contacted, a private
+// key that does not parse with its passphrase or a certificate that does
+// not certify it (values not known yet are checked when the provider
+// connects).
+func validateSSHCredentials(ctx context.Context, o types.Object, diags *diag.Diagnostics) {
+	if o.IsNull() || o.IsUnknown() {
+		return
+	}
+	var s providerSSHModel
+	diags.Append(o.As(ctx, &s, objectAsOptions)...)
+	if diags.HasError() || s.PrivateKey.IsUnknown() || s.PrivateKeyPassphrase.IsUnknown() || s.Certificate.IsUnknown() {
+		return
+	}
+	err := sshexec.CheckCredentials(sshexec.Credentials{PrivateKey: s.PrivateKey.ValueString(), Passphrase: s.PrivateKeyPassphrase.ValueString(), Certificate: s.Certificate.ValueString()})
+	if err == nil {
+		return
+	}
+	at := path.Root("ssh").AtName("private_key")
+	switch msg := err.Error(); {
+	case strings.Contains(msg, "ssh.certificate"):
+		at = path.Root("ssh").AtName("certificate")
+	case strings.Contains(msg, "passphrase"):
+		at = path.Root("ssh").AtName("private_key_passphrase")
+	}
+	addAttrError(diags, at, "INVALID_REQUEST: the SSH credentials cannot be used", err.Error()+".")
+}
+
 func (p *occProvider) ValidateConfig(ctx context.Context, req provider.ValidateConfigRequest, resp *provider.ValidateConfigResponse) {
 	var m providerModel
 	resp.Diagnostics.Append(req.Config.Get(ctx, &m)...)
-	if resp.Diagnostics.HasError() || m.Kubernetes.IsNull() || m.Kubernetes.IsUnknown() {
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	validateSSHCredentials(ctx, m.SSH, &resp.Diagnostics)
+	if m.Kubernetes.IsNull() || m.Kubernetes.IsUnknown() {
 		return
 	}
 	var k providerKubernetesModel

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/hashicorp/terraform-plugin-framework/diag"
 	"github.com/hashicorp/terraform-plugin-framework/path"
@@ -334,20 +335,34 @@ func cpuMillis(s string) int64 {
 	return q.MilliValue()
 }
 
-// authorizedKey accepts one public host key in authorized_keys/known_hosts form.
+// authorizedKey accepts one or more public host keys in
+// authorized_keys/known_hosts form, one per line (several while a host's
+// key is rotated).
 type authorizedKey struct{}
 
 func (authorizedKey) Description(context.Context) string {
-	return "must be one public key in authorized_keys form, such as the content of /etc/ssh/ssh_host_ed25519_key.pub"
+	return "must be public keys in authorized_keys form, one per line, such as the content of /etc/ssh/ssh_host_ed25519_key.pub"
 }
 func (v authorizedKey) MarkdownDescription(ctx context.Context) string { return v.Description(ctx) }
 func (v authorizedKey) ValidateString(ctx context.Context, req validator.StringRequest, resp *validator.StringResponse) {
 	if req.ConfigValue.IsNull() || req.ConfigValue.IsUnknown() {
 		return
 	}
-	if _, err := parseHostKey(req.ConfigValue.ValueString()); err != nil {
+	keys := 0
+	for i, line := range strings.Split(req.ConfigValue.ValueString(), "\n") {
+		if strings.TrimSpace(line) == "" {
+			continue
+		}
+		keys++
+		if _, err := parseHostKey(line); err != nil {
+			addAttrError(&resp.Diagnostics, req.Path, "INVALID_REQUEST: not a host key",
+				fmt.Sprintf("Line %d: the host key %s (%v). Read it on the host with `cat /etc/ssh/ssh_host_ed25519_key.pub`, or from `ssh-keyscan -t ed25519 HOST`.", i+1, v.Description(ctx), err))
+			return
+		}
+	}
+	if keys == 0 {
 		addAttrError(&resp.Diagnostics, req.Path, "INVALID_REQUEST: not a host key",
-			fmt.Sprintf("The host key %s (%v). Read it on the host with `cat /etc/ssh/ssh_host_ed25519_key.pub`, or from `ssh-keyscan -t ed25519 HOST`.", v.Description(ctx), err))
+			fmt.Sprintf("The host key is empty: it %s. Read it on the host with `cat /etc/ssh/ssh_host_ed25519_key.pub`.", v.Description(ctx)))
 	}
 }
 
@@ -447,4 +462,21 @@ func quotedList(values []string) string {
 		q[i] = strconv.Quote(s)
 	}
 	return strings.Join(q, ", ")
+}
+
+// positiveDuration accepts a Go duration above zero ("30s", "2m").
+type positiveDuration struct{}
+
+func (positiveDuration) Description(context.Context) string {
+	return "must be a duration above zero, such as 30s or 2m"
+}
+func (v positiveDuration) MarkdownDescription(ctx context.Context) string { return v.Description(ctx) }
+func (v positiveDuration) ValidateString(ctx context.Context, req validator.StringRequest, resp *validator.StringResponse) {
+	if req.ConfigValue.IsNull() || req.ConfigValue.IsUnknown() {
+		return
+	}
+	if d, err := time.ParseDuration(req.ConfigValue.ValueString()); err != nil || d <= 0 {
+		addAttrError(&resp.Diagnostics, req.Path, "INVALID_REQUEST: not a duration",
+			fmt.Sprintf("%q %s (a number and a unit: s, m or h).", req.ConfigValue.ValueString(), v.Description(ctx)))
+	}
 }

@@ -3,12 +3,14 @@ package sshexec
 import (
 	"bytes"
 	"context"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
 	"net"
 	"os"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -33,6 +35,24 @@ type Target struct {
 	KnownHostsFile string
 	// InsecureIgnoreHostKey accepts any host key. Only when asked.
 	InsecureIgnoreHostKey bool
+	// Bastion, when set, is the jump host the connection goes through
+	// (as OpenSSH's ProxyJump): the provider logs in to it with the same
+	// credentials and opens a TCP channel from it to Addr.
+	Bastion *Hop
+}
+
+// Hop is a jump host. HostKey holds one or more public keys in
+// authorized_keys form, one per line; the host must present one of them.
+type Hop struct {
+	Host    string
+	Port    int
+	User    string
+	HostKey string
+}
+
+// Addr is host:port.
+func (h Hop) Addr() string {
+	return Target{Host: h.Host, Port: h.Port}.Addr()
 }
 
 // Addr is host:port.
@@ -45,13 +65,23 @@ func (t Target) Addr() string {
 }
 
 func (t Target) key() string {
-	return strings.Join([]string{t.User, t.Addr(), strings.Join(strings.Fields(t.HostKey), " "), t.KnownHostsFile, strconv.FormatBool(t.InsecureIgnoreHostKey)}, "|")
+	parts := []string{t.User, t.Addr(), strings.Join(strings.Fields(t.HostKey), " "), t.KnownHostsFile, strconv.FormatBool(t.InsecureIgnoreHostKey)}
+	if b := t.Bastion; b != nil {
+		parts = append(parts, "via", b.User, b.Addr(), strings.Join(strings.Fields(b.HostKey), " "))
+	}
+	return strings.Join(parts, "|")
 }
 
 // Credentials are the provider's client credentials.
 type Credentials struct {
-	// PrivateKey is a PEM or OpenSSH private key without passphrase.
+	// PrivateKey is a PEM or OpenSSH private key, protected by Passphrase
+	// when that is set.
 	PrivateKey string
+	Passphrase string
+	// Certificate is an OpenSSH user certificate of PrivateKey's public
+	// key ("ssh-ed25519-cert-v01@openssh.com AAAA…"), offered instead of
+	// the bare key, for hosts that trust a user CA.
+	Certificate string
 	// Agent authenticates with the SSH agent at AgentSocket (default
 	// $SSH_AUTH_SOCK).
 	Agent       bool
@@ -164,18 +194,22 @@ func (p *Pool) Get(ctx context.Context, t Target) (*Conn, error) {
 func (p *Pool) authMethods() ([]ssh.AuthMethod, []string, error) {
 	p.authOnce.Do(func() {
 		if k := strings.TrimSpace(p.creds.PrivateKey); k != "" {
-			signer, err := ssh.ParsePrivateKey([]byte(k))
-			var missing *ssh.PassphraseMissingError
-			switch {
-			case errors.As(err, &missing):
-				p.authErr = errors.New("the private key is protected by a passphrase, which the provider does not take; load it into an SSH agent and set agent = true")
+			signer, err := parseSigner(k, p.creds.Passphrase)
+			if err != nil {
+				p.authErr = err
 				return
-			case err != nil:
-				p.authErr = fmt.Errorf("the private key cannot be parsed: %v", err)
-				return
+			}
+			if c := strings.TrimSpace(p.creds.Certificate); c != "" {
+				if signer, err = certSigner(signer, c); err != nil {
+					p.authErr = err
+					return
+				}
 			}
 			p.auth = append(p.auth, ssh.PublicKeys(signer))
 			p.offered = append(p.offered, ssh.FingerprintSHA256(signer.PublicKey()))
+		} else if strings.TrimSpace(p.creds.Certificate) != "" {
+			p.authErr = errors.New("ssh.certificate is set without ssh.private_key: the certificate signs the private key's public half; set both")
+			return
 		}
 		if p.creds.Agent && runtime.GOOS == "windows" {
 			// The OpenSSH agent on Windows listens on a named pipe, which
@@ -212,6 +246,70 @@ func (p *Pool) authMethods() ([]ssh.AuthMethod, []string, error) {
 	return p.auth, p.offered, p.authErr
 }
 
+// CheckCredentials checks, without contacting any host, that the private
+// key parses (with its passphrase) and that the certificate certifies it.
+// The error quotes neither the key nor the passphrase.
+func CheckCredentials(c Credentials) error {
+	k := strings.TrimSpace(c.PrivateKey)
+	if k == "" {
+		if strings.TrimSpace(c.Certificate) != "" {
+			return errors.New("ssh.certificate is set without ssh.private_key: the certificate signs the private key's public half; set both")
+		}
+		return nil
+	}
+	signer, err := parseSigner(k, c.Passphrase)
+	if err == nil && strings.TrimSpace(c.Certificate) != "" {
+		_, err = certSigner(signer, c.Certificate)
+	}
+	return err
+}
+
+// parseSigner reads a private key, with its passphrase when it has one.
+// No error quotes the key or the passphrase.
+func parseSigner(key, passphrase string) (ssh.Signer, error) {
+	if passphrase != "" {
+		signer, err := ssh.ParsePrivateKeyWithPassphrase([]byte(key), []byte(passphrase))
+		switch {
+		case errors.Is(err, x509.IncorrectPasswordError):
+			return nil, errors.New("ssh.private_key_passphrase does not decrypt ssh.private_key: check the passphrase")
+		case err != nil && (strings.Contains(err.Error(), "not password protected") || strings.Contains(err.Error(), "not an encrypted key")):
+			return nil, errors.New("ssh.private_key is not protected by a passphrase: remove ssh.private_key_passphrase")
+		case err != nil:
+			return nil, fmt.Errorf("the private key cannot be parsed: %v", err)
+		}
+		return signer, nil
+	}
+	signer, err := ssh.ParsePrivateKey([]byte(key))
+	var missing *ssh.PassphraseMissingError
+	switch {
+	case errors.As(err, &missing):
+		return nil, errors.New("the private key is protected by a passphrase: set ssh.private_key_passphrase, or load the key into an SSH agent and set agent = true")
+	case err != nil:
+		return nil, fmt.Errorf("the private key cannot be parsed: %v", err)
+	}
+	return signer, nil
+}
+
+// certSigner offers an OpenSSH user certificate with the key it certifies.
+func certSigner(signer ssh.Signer, line string) (ssh.Signer, error) {
+	pub, _, _, _, err := ssh.ParseAuthorizedKey([]byte(line))
+	if err != nil {
+		return nil, fmt.Errorf("ssh.certificate is not an OpenSSH certificate line (\"ssh-ed25519-cert-v01@openssh.com AAAA…\", the content of id_ed25519-cert.pub): %v", err)
+	}
+	cert, ok := pub.(*ssh.Certificate)
+	if !ok {
+		return nil, errors.New("ssh.certificate is a plain public key, not a certificate: give the -cert.pub file that ssh-keygen -s wrote")
+	}
+	if cert.CertType != ssh.UserCert {
+		return nil, errors.New("ssh.certificate is a host certificate; the provider logs in with a user certificate (ssh-keygen -s without -h)")
+	}
+	cs, err := ssh.NewCertSigner(cert, signer)
+	if err != nil {
+		return nil, fmt.Errorf("ssh.certificate does not certify ssh.private_key's public key: %v", err)
+	}
+	return cs, nil
+}
+
 // hostKeyCheck returns the host key callback for t and the host key
 // algorithms to ask for. mismatch receives a mismatch the callback saw.
 func hostKeyCheck(t Target, mismatch *Error) (ssh.HostKeyCallback, []string, error) {
@@ -219,18 +317,7 @@ func hostKeyCheck(t Target, mismatch *Error) (ssh.HostKeyCallback, []string, err
 	case t.InsecureIgnoreHostKey:
 		return ssh.InsecureIgnoreHostKey(), nil, nil
 	case strings.TrimSpace(t.HostKey) != "":
-		want, _, _, _, err := ssh.ParseAuthorizedKey([]byte(t.HostKey))
-		if err != nil {
-			return nil, nil, fmt.Errorf("host_key is not a public key line (\"ssh-ed25519 AAAA…\"): %v", err)
-		}
-		cb := func(_ string, _ net.Addr, got ssh.PublicKey) error {
-			if bytes.Equal(got.Marshal(), want.Marshal()) {
-				return nil
-			}
-			*mismatch = Error{Class: ClassHostKeyMismatch, Want: ssh.FingerprintSHA256(want), Got: ssh.FingerprintSHA256(got)}
-			return mismatch
-		}
-		return cb, algorithmsFor(want.Type()), nil
+		return pinnedKeys(t.HostKey, mismatch)
 	case t.KnownHostsFile != "":
 		kh, err := knownhosts.New(t.KnownHostsFile)
 		if err != nil {
@@ -251,6 +338,47 @@ func hostKeyCheck(t Target, mismatch *Error) (ssh.HostKeyCallback, []string, err
 		return cb, nil, nil
 	}
 	return nil, nil, errors.New("no host key to verify the host with: set the compute's ssh.host_key")
+}
+
+// pinnedKeys verifies a host against one or more public keys, one
+// authorized_keys line each (several while a host's key is rotated): the
+// host must present one of them.
+func pinnedKeys(lines string, mismatch *Error) (ssh.HostKeyCallback, []string, error) {
+	var want []ssh.PublicKey
+	var algos []string
+	for _, line := range strings.Split(lines, "\n") {
+		if strings.TrimSpace(line) == "" {
+			continue
+		}
+		k, _, _, _, err := ssh.ParseAuthorizedKey([]byte(line))
+		if err != nil {
+			// ssh-keyscan's form, with the host in front.
+			var kerr error
+			if _, _, k, _, _, kerr = ssh.ParseKnownHosts([]byte(line)); kerr != nil {
+				return nil, nil, fmt.Errorf("host_key is not a public key line (\"ssh-ed25519 AAAA…\"): %v", err)
+			}
+		}
+		want = append(want, k)
+		for _, a := range algorithmsFor(k.Type()) {
+			if !slices.Contains(algos, a) {
+				algos = append(algos, a)
+			}
+		}
+	}
+	cb := func(_ string, _ net.Addr, got ssh.PublicKey) error {
+		for _, k := range want {
+			if bytes.Equal(got.Marshal(), k.Marshal()) {
+				return nil
+			}
+		}
+		fps := make([]string, len(want))
+		for i, k := range want {
+			fps[i] = ssh.FingerprintSHA256(k)
+		}
+		*mismatch = Error{Class: ClassHostKeyMismatch, Want: strings.Join(fps, " or "), Got: ssh.FingerprintSHA256(got)}
+		return mismatch
+	}
+	return cb, algos, nil
 }
 
 // algorithmsFor lists the host key algorithms that verify a key type.
@@ -275,31 +403,98 @@ func (p *Pool) dial(ctx context.Context, t Target) (*Conn, error) {
 	if err != nil {
 		return nil, fail(ClassConfig, err)
 	}
+	// Settings errors before any connection: the host's key, and the
+	// bastion's.
+	var ignored Error
+	if _, _, err := hostKeyCheck(t, &ignored); err != nil {
+		return nil, fail(ClassConfig, err)
+	}
+	if b := t.Bastion; b != nil {
+		if _, _, err := hostKeyCheck(Target{HostKey: b.HostKey}, &ignored); err != nil {
+			return nil, &Error{Class: ClassConfig, Addr: b.Addr(), User: b.User, Op: "connect to the bastion", Err: fmt.Errorf("bastion.%v", err)}
+		}
+	}
+	dctx, cancel := context.WithTimeout(ctx, p.opts.ConnectTimeout)
+	defer cancel()
+	var jump *ssh.Client
+	var raw net.Conn
+	if b := t.Bastion; b != nil {
+		// ProxyJump: log in to the bastion, then open a TCP channel from
+		// it to the host; the host's handshake runs inside that channel.
+		bt := Target{Host: b.Host, Port: b.Port, User: b.User, HostKey: b.HostKey}
+		if bt.User == "" {
+			bt.User = t.User
+		}
+		var d net.Dialer
+		tcp, err := d.DialContext(dctx, "tcp", bt.Addr())
+		if err != nil {
+			return nil, &Error{Class: ClassUnreachable, Addr: bt.Addr(), User: bt.User, Op: "connect to the bastion", Err: err}
+		}
+		if jump, err = handshake(dctx, tcp, bt, auth, offered, "connect to the bastion", "the compute's bastion.host_key"); err != nil {
+			return nil, err
+		}
+		raw, err = jump.DialContext(dctx, "tcp", t.Addr())
+		if err != nil {
+			jump.Close()
+			return nil, fail(ClassUnreachable, fmt.Errorf("the bastion %s could not open a connection to the host: %v", bt.Addr(), err))
+		}
+	} else {
+		var d net.Dialer
+		if raw, err = d.DialContext(dctx, "tcp", t.Addr()); err != nil {
+			return nil, fail(ClassUnreachable, err)
+		}
+	}
+	client, err := handshake(dctx, raw, t, auth, offered, "connect", "")
+	if err != nil {
+		if jump != nil {
+			jump.Close()
+		}
+		return nil, err
+	}
+	c := &Conn{target: t, client: client, jump: jump, sem: make(chan struct{}, p.opts.MaxSessions),
+		dead: make(chan struct{}), keepAlive: p.opts.KeepAlive, idle: p.opts.IdleTimeout}
+	c.touch()
+	go func() {
+		_ = c.client.Wait()
+		c.markDead()
+		if jump != nil {
+			jump.Close()
+		}
+	}()
+	if jump != nil {
+		go func() {
+			_ = jump.Wait() // a lost bastion takes the host's connection with it
+			c.Close()
+		}()
+	}
+	go c.keepalive()
+	return c, nil
+}
+
+// handshake runs the SSH handshake with t over raw, within dctx, and
+// classifies what fails; op and keySetting name the hop in errors.
+func handshake(dctx context.Context, raw net.Conn, t Target, auth []ssh.AuthMethod, offered []string, op, keySetting string) (*ssh.Client, error) {
+	fail := func(class Class, err error) error {
+		return &Error{Class: class, Addr: t.Addr(), User: t.User, Op: op, Err: err}
+	}
 	var mismatch Error
 	hostKey, algos, err := hostKeyCheck(t, &mismatch)
 	if err != nil {
+		raw.Close()
 		return nil, fail(ClassConfig, err)
 	}
-	cfg := &ssh.ClientConfig{User: t.User, Auth: auth, HostKeyCallback: hostKey, HostKeyAlgorithms: algos, Timeout: p.opts.ConnectTimeout}
-
-	dctx, cancel := context.WithTimeout(ctx, p.opts.ConnectTimeout)
-	defer cancel()
-	var d net.Dialer
-	tcp, err := d.DialContext(dctx, "tcp", t.Addr())
-	if err != nil {
-		return nil, fail(ClassUnreachable, err)
-	}
+	cfg := &ssh.ClientConfig{User: t.User, Auth: auth, HostKeyCallback: hostKey, HostKeyAlgorithms: algos}
 	if dl, ok := dctx.Deadline(); ok {
-		_ = tcp.SetDeadline(dl)
+		_ = raw.SetDeadline(dl)
 	}
-	stop := context.AfterFunc(dctx, func() { _ = tcp.Close() })
-	cc, chans, reqs, err := ssh.NewClientConn(tcp, t.Addr(), cfg)
+	stop := context.AfterFunc(dctx, func() { _ = raw.Close() })
+	cc, chans, reqs, err := ssh.NewClientConn(raw, t.Addr(), cfg)
 	stopped := stop()
 	if err != nil {
-		tcp.Close()
+		raw.Close()
 		switch {
 		case mismatch.Class == ClassHostKeyMismatch:
-			mismatch.Addr, mismatch.User, mismatch.Op = t.Addr(), t.User, "connect"
+			mismatch.Addr, mismatch.User, mismatch.Op, mismatch.KeySetting = t.Addr(), t.User, op, keySetting
 			return nil, &mismatch
 		case strings.Contains(err.Error(), "unable to authenticate"):
 			return nil, fail(ClassAuthRefused, fmt.Errorf("the host accepted none of the offered keys (%s)", strings.Join(offered, ", ")))
@@ -312,22 +507,15 @@ func (p *Pool) dial(ctx context.Context, t Target) (*Conn, error) {
 		cc.Close()
 		return nil, fail(ClassUnreachable, fmt.Errorf("SSH handshake did not complete: %w", context.Cause(dctx)))
 	}
-	_ = tcp.SetDeadline(time.Time{})
-	c := &Conn{target: t, client: ssh.NewClient(cc, chans, reqs), sem: make(chan struct{}, p.opts.MaxSessions),
-		dead: make(chan struct{}), keepAlive: p.opts.KeepAlive, idle: p.opts.IdleTimeout}
-	c.touch()
-	go func() {
-		_ = c.client.Wait()
-		c.markDead()
-	}()
-	go c.keepalive()
-	return c, nil
+	_ = raw.SetDeadline(time.Time{})
+	return ssh.NewClient(cc, chans, reqs), nil
 }
 
 // Conn is one SSH connection to a host.
 type Conn struct {
 	target    Target
 	client    *ssh.Client
+	jump      *ssh.Client // the bastion's connection, or nil
 	sem       chan struct{}
 	dead      chan struct{}
 	deadOnce  sync.Once
@@ -352,6 +540,9 @@ func (c *Conn) markDead() { c.deadOnce.Do(func() { close(c.dead) }) }
 func (c *Conn) Close() {
 	c.markDead()
 	_ = c.client.Close()
+	if c.jump != nil {
+		_ = c.jump.Close()
+	}
 }
 
 func (c *Conn) touch() { c.lastUsed.Store(time.Now().UnixNano()) }

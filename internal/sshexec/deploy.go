@@ -66,7 +66,11 @@ func (e *Executor) target(c admission.Compute) Target {
 	if user == "" {
 		user = e.User
 	}
-	return Target{Host: c.Host, Port: int(c.Port), User: user, HostKey: c.HostKey, InsecureIgnoreHostKey: c.InsecureIgnoreHostKey}
+	t := Target{Host: c.Host, Port: int(c.Port), User: user, HostKey: c.HostKey, InsecureIgnoreHostKey: c.InsecureIgnoreHostKey}
+	if b := c.Bastion; b != nil {
+		t.Bastion = &Hop{Host: b.Host, Port: int(b.Port), User: b.User, HostKey: b.HostKey}
+	}
+	return t
 }
 
 // Prepare has nothing to prepare on a host: Deploy's preflight checks it.

@@ -48,8 +48,11 @@ type Error struct {
 	// ExitCode and Stderr (its last lines) of a failed command.
 	ExitCode int
 	Stderr   string
-	// Want and Got are the SHA256 fingerprints of a host key mismatch.
-	Want, Got string
+	// Want and Got are the SHA256 fingerprints of a host key mismatch;
+	// KeySetting names the setting that holds Want ("" is the compute's
+	// host_key).
+	Want, Got  string
+	KeySetting string
 	Err       error
 }
 
@@ -61,7 +64,11 @@ func (e *Error) Error() string {
 	}
 	switch e.Class {
 	case ClassHostKeyMismatch:
-		fmt.Fprintf(&b, ": the host presented key %s, but the compute's host_key is %s", e.Got, e.Want)
+		setting := e.KeySetting
+		if setting == "" {
+			setting = "the compute's host_key"
+		}
+		fmt.Fprintf(&b, ": the host presented key %s, but %s is %s", e.Got, setting, e.Want)
 	case ClassCommandFailed:
 		fmt.Fprintf(&b, ": exit status %d", e.ExitCode)
 		if s := strings.TrimSpace(e.Stderr); s != "" {
