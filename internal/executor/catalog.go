@@ -196,7 +196,7 @@ description: |-
 Every error the provider reports starts with one of these codes, such as
 ` + "`CRASH_LOOP: agent \"support\" revision 3 did not activate`" + `. The detail says where it
 happened, what happened, the structured fields of the startup record that held the revision (see
-[Startup probe and failure codes](startup-probe.md)), the lines that show it, whether anything
+[Startup probe and failure codes](startup-probe)), the lines that show it, whether anything
 was written, and what to do next.
 
 Sources: **admission** codes come from the plan (or apply's second admission, before any write);
