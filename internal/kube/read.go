@@ -35,6 +35,7 @@ func (e *Executor) Observe(ctx context.Context, ns, agent string, top render.Top
 		return o, fmt.Errorf("read Service %s/%s: %w", ns, render.ServiceName(agent), err)
 	default:
 		o.Exists = true
+		o.Endpoint = endpoint(agent, ns)
 		o.Revision, _ = strconv.ParseInt(svc.Annotations[AnnotationActivatedRevision], 10, 64)
 		o.RevisionID = svc.Annotations[render.AnnotationRevisionID]
 		o.ActivatedAt, _ = time.Parse(time.RFC3339, svc.Annotations[AnnotationActivatedAt])

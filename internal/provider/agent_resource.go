@@ -411,24 +411,19 @@ func (r *agentResource) Read(ctx context.Context, req resource.ReadRequest, resp
 		addFailure(&resp.Diagnostics, "", err)
 		return
 	}
-	switch {
-	case !obs.Exists && state.Revision.IsNull():
+	if !obs.Exists && state.Revision.IsNull() {
 		resp.State.RemoveResource(ctx) // imported name that does not exist
 		return
-	case obs.Drift != executor.DriftNone && obs.Drift != executor.DriftUnretired && obs.Drift != executor.DriftNetworkPolicy:
-		state.Status, state.RevisionID = types.StringValue("drifted: "+obs.DriftDetail), types.StringValue("drifted")
-	default:
+	}
+	status, drifted := observedStatus(obs)
+	state.Status = types.StringValue(status)
+	if drifted {
+		state.RevisionID = types.StringValue("drifted")
+	} else {
 		// What runs is the activated revision: state follows it. When its
 		// apply did not finish retiring earlier revisions, the status says
 		// so, and the next apply finishes it.
 		state.Revision, state.RevisionID = types.Int64Value(obs.Revision), types.StringValue(obs.RevisionID)
-		state.Status = types.StringValue("active")
-		switch obs.Drift {
-		case executor.DriftUnretired:
-			state.Status = types.StringValue(statusUnretired + obs.DriftDetail)
-		case executor.DriftNetworkPolicy:
-			state.Status = types.StringValue(statusNetworkPolicy + obs.DriftDetail)
-		}
 		if !obs.ActivatedAt.IsZero() {
 			state.ActivatedAt = types.StringValue(obs.ActivatedAt.UTC().Format(time.RFC3339))
 		}
@@ -443,46 +438,16 @@ func (r *agentResource) Read(ctx context.Context, req resource.ReadRequest, resp
 	resp.Diagnostics.Append(resp.State.Set(ctx, &state)...)
 }
 
-// locate finds an agent's executor and names the agent for it: from the
-// compute in state, or, for an import whose compute is not in state yet,
-// from the import id, which each executor is asked in turn to recognise.
-// ok is false when neither is known.
+// locate finds an agent's executor and names the agent for it
+// (locateAgent).
 func (r *agentResource) locate(ctx context.Context, m agentModel, fields map[string]any, diags *diag.Diagnostics) (executor.Executor, executor.Agent, bool) {
 	a := executor.Agent{Name: m.Name.ValueString(), Harness: m.Harness.ValueString(), ExecutionMode: m.ExecutionMode.ValueString(), Log: logTo(ctx, fields)}
-	var ignored diag.Diagnostics
-	c, known := computeFromObject(ctx, m.Compute, &ignored)
-	switch {
-	case known:
-		a.Compute = &c
-		ex, err := r.providerData().executor(ctx, c.Kind)
-		if err != nil {
-			addFailure(diags, "", err)
-			return nil, a, false
-		}
-		return ex, a, true
-	case m.Compute.IsNull():
-		a.ImportID = m.ID.ValueString()
-		ex, _, err := r.importExecutor(ctx, a.ImportID)
-		return ex, a, ex != nil && err == nil
-	}
-	return nil, a, false
+	return r.providerData().locateAgent(ctx, a, m.Compute, m.ID.ValueString(), diags)
 }
 
-// importExecutor asks the executors, in importOrder, which one an import
-// id is for, and the agent name it holds. ex is nil when none recognises
-// it; err is the *executor.Failure of an executor that cannot be built, or
-// the malformed id of a kind that recognises it.
-func (r *agentResource) importExecutor(ctx context.Context, id string) (ex executor.Executor, name string, err error) {
-	for _, kind := range importOrder {
-		if ex, err = r.providerData().executor(ctx, kind); err != nil {
-			return nil, "", err
-		}
-		name, ok, err := ex.ParseImportID(id)
-		if ok {
-			return ex, name, err
-		}
-	}
-	return nil, "", nil
+// importExecutor is the executor an import id is for (Data.importExecutor).
+func (r *agentResource) importExecutor(ctx context.Context, id string) (executor.Executor, string, error) {
+	return r.providerData().importExecutor(ctx, id)
 }
 
 func (r *agentResource) Delete(ctx context.Context, req resource.DeleteRequest, resp *resource.DeleteResponse) {
@@ -541,6 +506,22 @@ const statusUnretired = "unretired: "
 // unretired reports whether state records such an agent.
 func unretired(m agentModel) bool {
 	return strings.HasPrefix(m.Status.ValueString(), statusUnretired)
+}
+
+// observedStatus is the status attribute of an observed agent, and
+// whether what runs is not the activated revision (drifted: the plan
+// deploys a new one). Unretired and network-policy findings are not
+// drift: the activated revision serves.
+func observedStatus(obs executor.Observed) (status string, drifted bool) {
+	switch obs.Drift {
+	case executor.DriftNone:
+		return "active", false
+	case executor.DriftUnretired:
+		return statusUnretired + obs.DriftDetail, false
+	case executor.DriftNetworkPolicy:
+		return statusNetworkPolicy + obs.DriftDetail, false
+	}
+	return "drifted: " + obs.DriftDetail, true
 }
 
 // statusNetworkPolicy starts the status of an agent whose activated
