@@ -101,7 +101,7 @@ func agentSchema(ctx context.Context) schema.Schema {
 				MarkdownDescription: "The native configuration it runs with: `configuration = occ_configuration.<name>`."},
 			"harness": schema.StringAttribute{Optional: true, Computed: true,
 				Validators: []validator.String{oneOfRule("HM1", admission.Harnesses...)},
-				MarkdownDescription: "`openclaw` or `codex`: the Agent-level runtime policy. When omitted, it is resolved from the configuration's " +
+				MarkdownDescription: "`openclaw` or `codex`: the Agent-level runtime policy, an attribute of the Agent rather than a resource of its own (rule HM3). When omitted, it is resolved from the configuration's " +
 					"runtime policies and models (rule MR5); when set, it must not conflict with them (rule MR3)."},
 			"execution_mode": schema.StringAttribute{Optional: true, Computed: true,
 				Validators:    []validator.String{oneOfRule("HM1", admission.ExecutionModes...)},
