@@ -68,7 +68,7 @@ func (d *agentDataSource) Schema(_ context.Context, _ datasource.SchemaRequest, 
 			"name": schema.StringAttribute{Required: true, Validators: []validator.String{agentName()},
 				MarkdownDescription: "The Agent's name (`occ_agent.<name>.name`)."},
 			"compute": schema.ObjectAttribute{Optional: true, AttributeTypes: computeRefType(),
-				MarkdownDescription: "The Agent's compute, in the configuration that manages it: `compute = occ_compute.<name>`."},
+				MarkdownDescription: passWhole("The Agent's compute, in the configuration that manages it.", "compute", "occ_compute")},
 			"namespace": schema.StringAttribute{Optional: true, Validators: []validator.String{dnsLabel()},
 				MarkdownDescription: "The Kubernetes namespace the Agent runs in (its compute's `kubernetes.namespace`), read through the " +
 					"provider's `kubernetes` settings."},

@@ -96,9 +96,9 @@ func agentSchema(ctx context.Context) schema.Schema {
 				MarkdownDescription: "The Agent's name, a DNS-1035 label (it names the Agent's Service). On a Kubernetes compute at most " +
 					strconv.Itoa(render.MaxAgentNameLength()) + " characters, so that the names derived from it (such as `NAME-harness-rN`) fit Kubernetes' 63. Changing it replaces the Agent."},
 			"compute": schema.ObjectAttribute{Required: true, AttributeTypes: computeRefType(),
-				MarkdownDescription: "Where the Agent runs: `compute = occ_compute.<name>`."},
+				MarkdownDescription: passWhole("Where the Agent runs.", "compute", "occ_compute")},
 			"configuration": schema.ObjectAttribute{Required: true, AttributeTypes: refType(configurationSchema(), []string{"document"}, nil),
-				MarkdownDescription: "The native configuration it runs with: `configuration = occ_configuration.<name>`."},
+				MarkdownDescription: passWhole("The native configuration it runs with.", "configuration", "occ_configuration")},
 			"harness": schema.StringAttribute{Optional: true, Computed: true,
 				Validators: []validator.String{oneOfRule("HM1", admission.Harnesses...)},
 				MarkdownDescription: "`openclaw` or `codex`: the Agent-level runtime policy, an attribute of the Agent rather than a resource of its own (rule HM3). When omitted, it is resolved from the configuration's " +
@@ -115,7 +115,7 @@ func agentSchema(ctx context.Context) schema.Schema {
 						// The agent needs only the identity of the source's compute (AD1).
 						AttributeTypes: refType(credentialSourceSchema(), []string{"value_wo"},
 							map[string]attr.Type{"compute": types.ObjectType{AttrTypes: map[string]attr.Type{"id": types.StringType}}}),
-						MarkdownDescription: "`source = occ_credential_source.<name>`."},
+						MarkdownDescription: passWhole("The credential source.", "source", "occ_credential_source")},
 				}},
 			"timeouts": timeouts.Attributes(ctx, timeouts.Opts{Create: true, Update: true, Delete: true}),
 			"revision": schema.Int64Attribute{Computed: true,

@@ -88,8 +88,8 @@ func credentialSourceSchema() schema.Schema {
 				PlanModifiers:       []planmodifier.String{stringplanmodifier.RequiresReplace()},
 				MarkdownDescription: "The source's name, a DNS label. Changing it replaces the source."},
 			"compute": schema.ObjectAttribute{Optional: true, AttributeTypes: computeRefType(),
-				MarkdownDescription: "The compute the source lives in (`compute = occ_compute.prod`): required for Secret-backed and " +
-					"ServiceAccount sources, whose Secret lives in its namespace. An Agent can only use a source of its own compute (rule AD1)."},
+				MarkdownDescription: passWhole("The compute the source lives in: required for Secret-backed and "+
+					"ServiceAccount sources, whose Secret lives in its namespace. An Agent can only use a source of its own compute (rule AD1).", "compute", "occ_compute")},
 			"method": schema.StringAttribute{Required: true, Validators: []validator.String{oneOfRule("AU1 to AU5", admission.AuthMethods...)},
 				MarkdownDescription: "`api_key`, `codex_pat`, `credential_source` or `runtime`."},
 			"value_wo": schema.StringAttribute{Optional: true, Sensitive: true, WriteOnly: true,

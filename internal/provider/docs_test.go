@@ -73,3 +73,36 @@ func TestDocs_LinksWorkOnTheRegistry(t *testing.T) {
 		}
 	}
 }
+
+// The by-value references are documented as "pass the resource whole",
+// not as the referenced resource's fields, which read as if they had to be
+// written out (templates/resources, templates/data-sources).
+func TestDocs_ByValueReferencesListNoNestedFields(t *testing.T) {
+	pages := docsPages(t)
+	for page, refs := range map[string][]string{
+		"resources/agent.md":             {"compute", "configuration", "harness_auth.source"},
+		"resources/credential_source.md": {"compute"},
+		"data-sources/installation.md":   {"compute"},
+		"data-sources/agent.md":          {"compute"},
+	} {
+		text := pages[page]
+		for _, ref := range refs {
+			section := "### Nested Schema for `" + ref + "`"
+			i := strings.Index(text, section)
+			if i < 0 {
+				t.Errorf("%s: no section for %s", page, ref)
+				continue
+			}
+			body := text[i+len(section):]
+			if j := strings.Index(body, "\n### "); j >= 0 {
+				body = body[:j]
+			}
+			if !strings.Contains(body, "passed whole") || strings.Contains(body, "\n- `") {
+				t.Errorf("%s: the section for %s should say the resource is passed whole, and list no fields:%s", page, ref, body)
+			}
+			if strings.Contains(text, "### Nested Schema for `"+ref+".") {
+				t.Errorf("%s: lists nested fields of %s", page, ref)
+			}
+		}
+	}
+}
