@@ -117,7 +117,7 @@ func agentSchema(ctx context.Context) schema.Schema {
 							map[string]attr.Type{"compute": types.ObjectType{AttrTypes: map[string]attr.Type{"id": types.StringType}}}),
 						MarkdownDescription: passWhole("The credential source.", "source", "occ_credential_source")},
 				}},
-			"timeouts": timeouts.Attributes(ctx, timeouts.Opts{Create: true, Update: true, Delete: true}),
+			"timeouts": agentTimeouts(ctx),
 			"revision": schema.Int64Attribute{Computed: true,
 				MarkdownDescription: "The revision number: 1 on create, previous + 1 for every deployment that changes what runs."},
 			"revision_id":       computed("The content address of the admitted revision: equal revisions have equal ids."),
@@ -130,9 +130,51 @@ func agentSchema(ctx context.Context) schema.Schema {
 				"(the plan deploys a new revision), or `unretired: …` when the activated revision runs but the apply that activated it stopped before retiring " +
 				"earlier revisions (the plan is an in-place update that finishes the retirement and deploys nothing)."),
 			"activated_at": computed("When the current revision was activated (RFC 3339)."),
-			"endpoint":     computed("Where the Agent's gateway answers."),
+			"endpoint": computed("Where the Agent's gateway answers: on Kubernetes its Service, `http://NAME.NAMESPACE.svc:18789` (inside the " +
+				"cluster); on SSH its loopback address on the host, `http://127.0.0.1:PORT`."),
 		},
 	}
+}
+
+// How long an apply may take when the configuration's timeouts block does
+// not say.
+const (
+	defaultCreateTimeout = 15 * time.Minute
+	defaultUpdateTimeout = 15 * time.Minute
+	defaultDeleteTimeout = 5 * time.Minute
+)
+
+// agentTimeouts is the timeouts attribute, each timeout described with its
+// default and with what a failure leaves.
+func agentTimeouts(ctx context.Context) schema.Attribute {
+	a := timeouts.Attributes(ctx, timeouts.Opts{Create: true, Update: true, Delete: true,
+		CreateDescription: "How long a create may take, until the revision is activated, as a Go duration (\"30s\", \"2h45m\"; " +
+			"units s, m, h). Default " + durationText(defaultCreateTimeout) + ". A create that fails or runs out of time after it wrote to the " +
+			"cluster or host stays in state, tainted, so the next apply replaces it (destroy, then create); one that failed before any write " +
+			"(an admission refusal, a target that does not answer) leaves nothing in state.",
+		UpdateDescription: "How long an update may take until the new revision is activated, as a Go duration. Default " +
+			durationText(defaultUpdateTimeout) + ". An update that fails or runs out of time keeps the previous state, so the next plan " +
+			"shows the change again; the previous revision may have stopped serving already (an embedded replacement stops it before its " +
+			"startup probe, a dedicated one first: rules AC1, AC2).",
+		DeleteDescription: "How long a destroy may take until every object of the Agent and its Pods are gone, as a Go duration. Default " +
+			durationText(defaultDeleteTimeout) + ". A destroy that fails or runs out of time keeps the Agent in state; running it again " +
+			"removes only what is left.",
+	}).(schema.SingleNestedAttribute)
+	a.MarkdownDescription = "How long apply may wait, per operation (defaults: create " + durationText(defaultCreateTimeout) +
+		", update " + durationText(defaultUpdateTimeout) + ", delete " + durationText(defaultDeleteTimeout) + "). A create or update whose " +
+		"revision is not activated by its deadline fails with `DEADLINE_EXCEEDED`, naming the last phase reached."
+	return a
+}
+
+// durationText writes a default timeout as users write it: 15m, 90s.
+func durationText(d time.Duration) string {
+	switch {
+	case d%time.Hour == 0:
+		return fmt.Sprintf("%dh", d/time.Hour)
+	case d%time.Minute == 0:
+		return fmt.Sprintf("%dm", d/time.Minute)
+	}
+	return fmt.Sprintf("%ds", d/time.Second)
 }
 
 // ModifyPlan runs the full admission on known values and plans the revision.
@@ -309,7 +351,7 @@ func (r *agentResource) Create(ctx context.Context, req resource.CreateRequest, 
 	if resp.Diagnostics.HasError() {
 		return
 	}
-	timeout, d := plan.Timeouts.Create(ctx, 15*time.Minute)
+	timeout, d := plan.Timeouts.Create(ctx, defaultCreateTimeout)
 	resp.Diagnostics.Append(d...)
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
@@ -335,7 +377,7 @@ func (r *agentResource) Update(ctx context.Context, req resource.UpdateRequest, 
 	if resp.Diagnostics.HasError() {
 		return
 	}
-	timeout, d := plan.Timeouts.Update(ctx, 15*time.Minute)
+	timeout, d := plan.Timeouts.Update(ctx, defaultUpdateTimeout)
 	resp.Diagnostics.Append(d...)
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
@@ -456,7 +498,7 @@ func (r *agentResource) Delete(ctx context.Context, req resource.DeleteRequest, 
 	if resp.Diagnostics.HasError() {
 		return
 	}
-	timeout, d := state.Timeouts.Delete(ctx, 5*time.Minute)
+	timeout, d := state.Timeouts.Delete(ctx, defaultDeleteTimeout)
 	resp.Diagnostics.Append(d...)
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
