@@ -137,3 +137,47 @@ func TestAgentDataSource_LookupIDs(t *testing.T) {
 		}
 	}
 }
+
+// TestAccAgentDataSource_SSHByHost: on a systemd host, data.occ_agent reads
+// the agent by HOST:PORT through the provider's ssh settings (its
+// known_hosts file verifies the host, as an import does), and an agent
+// that is not on the host is NOT_FOUND, naming it and the host.
+func TestAccAgentDataSource_SSHByHost(t *testing.T) {
+	env := newSSHEnv(t)
+	host := fmt.Sprintf("127.0.0.1:%d", env.host.Port)
+	config := env.config("", env.doc("anthropic/claude-sonnet-4-5", "")) + fmt.Sprintf(`
+data "occ_agent" "by_host" {
+  name       = "support"
+  host       = %q
+  depends_on = [occ_agent.a]
+}
+`, host)
+	ds := "data.occ_agent.by_host"
+	resource.Test(t, resource.TestCase{
+		PreCheck:                 func() { testAccPreCheck(t) },
+		ProtoV6ProviderFactories: testAccProtoV6ProviderFactories,
+		Steps: []resource.TestStep{
+			{
+				Config: config,
+				ConfigStateChecks: []statecheck.StateCheck{
+					statecheck.ExpectKnownValue(ds, tfjsonpath.New("id"), knownvalue.StringExact(host+"/support")),
+					statecheck.ExpectKnownValue(ds, tfjsonpath.New("status"), knownvalue.StringExact("active")),
+					statecheck.ExpectKnownValue(ds, tfjsonpath.New("revision"), knownvalue.Int64Exact(1)),
+					statecheck.ExpectKnownValue(ds, tfjsonpath.New("endpoint"), knownvalue.StringExact(fmt.Sprintf("http://127.0.0.1:%d", env.gatewayPort))),
+					statecheck.CompareValuePairs(ds, tfjsonpath.New("revision_id"), "occ_agent.a", tfjsonpath.New("revision_id"), compare.ValuesSame()),
+					statecheck.CompareValuePairs(ds, tfjsonpath.New("activated_at"), "occ_agent.a", tfjsonpath.New("activated_at"), compare.ValuesSame()),
+				},
+			},
+			{
+				Config: config + fmt.Sprintf(`
+data "occ_agent" "ghost" {
+  name = "ghost"
+  host = %q
+}
+`, host),
+				ExpectError: mustRegexp(`NOT_FOUND: agent "ghost" not found on SSH host "` + regexp.QuoteMeta(host) + `"`),
+			},
+		},
+		CheckDestroy: env.destroyed,
+	})
+}
