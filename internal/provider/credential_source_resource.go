@@ -80,7 +80,11 @@ func credentialSourceSchema() schema.Schema {
 		MarkdownDescription: "Where an Agent's model credential comes from. The `method` is the Agent's auth binding (rules AU1 to AU5): " +
 			"`api_key` and `codex_pat` from a Kubernetes Secret (`value_wo` or `secret_ref`; `codex_pat` may also use a managed " +
 			"`service_account`), `credential_source` from the Credential Gateway (`source_type`), and `runtime` from an operator's " +
-			"credentials file on an SSH host (`environment_file`). The value never reaches state, plan output, logs or diagnostics.",
+			"credentials file on an SSH host (`environment_file`). The value never reaches state, plan output, logs or diagnostics. " +
+			"A source with `value_wo` or `secret_ref` reaches its compute's cluster on create and update: it prepares the " +
+			"namespace as an Agent's deploy does (created when missing, permissions checked), and with `value_wo` writes the value to a " +
+			"Secret of its own there (`occ-cred-NAME-vN`, one per `value_wo_version`; a rotation keeps the new and the previous " +
+			"version), which destroy deletes.",
 		Attributes: map[string]schema.Attribute{
 			"id": schema.StringAttribute{Computed: true, MarkdownDescription: "The source's identity (its name).",
 				PlanModifiers: []planmodifier.String{stringplanmodifier.UseStateForUnknown()}},
