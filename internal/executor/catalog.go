@@ -44,6 +44,7 @@ const (
 	ResourceConflict = Code(admission.ResourceConflict)
 
 	Unavailable      Code = "UNAVAILABLE"
+	NotFound         Code = "NOT_FOUND"
 	DeploymentFailed Code = "DEPLOYMENT_FAILED"
 	DeleteFailed     Code = "DELETE_FAILED"
 	Stale            Code = "STALE_REVISION"
@@ -87,6 +88,9 @@ var Catalog = []Entry{
 	{Unavailable, SourceProvider, nil,
 		"Something the operation depends on did not answer: the Kubernetes API server, the SSH host, or the compute's sandbox driver (for which provisioning waits until the deadline). As a runtime's held startup code (source runtime) the same word means the model provider was unavailable through the probe's retry.",
 		"Check that the cluster or host is reachable with the provider's settings, then apply again; nothing the provider could not reach was changed."},
+	{NotFound, SourceProvider, nil,
+		"The occ_agent data source found no agent of that name where it looked: no Service or workload of it in the Kubernetes namespace, no unit of it on the SSH host.",
+		"Check the data source's name and namespace or host (or compute) against the agent's own configuration, and that the configuration that manages the agent has been applied."},
 	{DeploymentFailed, SourceProvider, nil,
 		"The target refused a write or a read in the middle of a deploy (the API server's or the host's own error is quoted).",
 		"Fix what the quoted error names and apply again; the revision is deployed again from the start."},
@@ -196,7 +200,7 @@ description: |-
 Every error the provider reports starts with one of these codes, such as
 ` + "`CRASH_LOOP: agent \"support\" revision 3 did not activate`" + `. The detail says where it
 happened, what happened, the structured fields of the startup record that held the revision (see
-[Startup probe and failure codes](startup-probe.md)), the lines that show it, whether anything
+[Startup probe and failure codes](startup-probe)), the lines that show it, whether anything
 was written, and what to do next.
 
 Sources: **admission** codes come from the plan (or apply's second admission, before any write);

@@ -96,12 +96,12 @@ func agentSchema(ctx context.Context) schema.Schema {
 				MarkdownDescription: "The Agent's name, a DNS-1035 label (it names the Agent's Service). On a Kubernetes compute at most " +
 					strconv.Itoa(render.MaxAgentNameLength()) + " characters, so that the names derived from it (such as `NAME-harness-rN`) fit Kubernetes' 63. Changing it replaces the Agent."},
 			"compute": schema.ObjectAttribute{Required: true, AttributeTypes: computeRefType(),
-				MarkdownDescription: "Where the Agent runs: `compute = occ_compute.<name>`."},
+				MarkdownDescription: passWhole("Where the Agent runs.", "compute", "occ_compute")},
 			"configuration": schema.ObjectAttribute{Required: true, AttributeTypes: refType(configurationSchema(), []string{"document"}, nil),
-				MarkdownDescription: "The native configuration it runs with: `configuration = occ_configuration.<name>`."},
+				MarkdownDescription: passWhole("The native configuration it runs with.", "configuration", "occ_configuration")},
 			"harness": schema.StringAttribute{Optional: true, Computed: true,
 				Validators: []validator.String{oneOfRule("HM1", admission.Harnesses...)},
-				MarkdownDescription: "`openclaw` or `codex`: the Agent-level runtime policy. When omitted, it is resolved from the configuration's " +
+				MarkdownDescription: "`openclaw` or `codex`: the Agent-level runtime policy, an attribute of the Agent rather than a resource of its own (rule HM3). When omitted, it is resolved from the configuration's " +
 					"runtime policies and models (rule MR5); when set, it must not conflict with them (rule MR3)."},
 			"execution_mode": schema.StringAttribute{Optional: true, Computed: true,
 				Validators:    []validator.String{oneOfRule("HM1", admission.ExecutionModes...)},
@@ -115,9 +115,9 @@ func agentSchema(ctx context.Context) schema.Schema {
 						// The agent needs only the identity of the source's compute (AD1).
 						AttributeTypes: refType(credentialSourceSchema(), []string{"value_wo"},
 							map[string]attr.Type{"compute": types.ObjectType{AttrTypes: map[string]attr.Type{"id": types.StringType}}}),
-						MarkdownDescription: "`source = occ_credential_source.<name>`."},
+						MarkdownDescription: passWhole("The credential source.", "source", "occ_credential_source")},
 				}},
-			"timeouts": timeouts.Attributes(ctx, timeouts.Opts{Create: true, Update: true, Delete: true}),
+			"timeouts": agentTimeouts(ctx),
 			"revision": schema.Int64Attribute{Computed: true,
 				MarkdownDescription: "The revision number: 1 on create, previous + 1 for every deployment that changes what runs."},
 			"revision_id":       computed("The content address of the admitted revision: equal revisions have equal ids."),
@@ -134,6 +134,47 @@ func agentSchema(ctx context.Context) schema.Schema {
 				"or, with the compute's `service.type = \"LoadBalancer\"`, `http://ADDRESS:18789` once the load balancer has an address. Over SSH: the gateway's loopback address on the host."),
 		},
 	}
+}
+
+// How long an apply may take when the configuration's timeouts block does
+// not say.
+const (
+	defaultCreateTimeout = 15 * time.Minute
+	defaultUpdateTimeout = 15 * time.Minute
+	defaultDeleteTimeout = 5 * time.Minute
+)
+
+// agentTimeouts is the timeouts attribute, each timeout described with its
+// default and with what a failure leaves.
+func agentTimeouts(ctx context.Context) schema.Attribute {
+	a := timeouts.Attributes(ctx, timeouts.Opts{Create: true, Update: true, Delete: true,
+		CreateDescription: "How long a create may take, until the revision is activated, as a Go duration (\"30s\", \"2h45m\"; " +
+			"units s, m, h). Default " + durationText(defaultCreateTimeout) + ". A create that fails or runs out of time after it wrote to the " +
+			"cluster or host stays in state, tainted, so the next apply replaces it (destroy, then create); one that failed before any write " +
+			"(an admission refusal, a target that does not answer) leaves nothing in state.",
+		UpdateDescription: "How long an update may take until the new revision is activated, as a Go duration. Default " +
+			durationText(defaultUpdateTimeout) + ". An update that fails or runs out of time keeps the previous state, so the next plan " +
+			"shows the change again; the previous revision may have stopped serving already (an embedded replacement stops it before its " +
+			"startup probe, a dedicated one first: rules AC1, AC2).",
+		DeleteDescription: "How long a destroy may take until every object of the Agent and its Pods are gone, as a Go duration. Default " +
+			durationText(defaultDeleteTimeout) + ". A destroy that fails or runs out of time keeps the Agent in state; running it again " +
+			"removes only what is left.",
+	}).(schema.SingleNestedAttribute)
+	a.MarkdownDescription = "How long apply may wait, per operation (defaults: create " + durationText(defaultCreateTimeout) +
+		", update " + durationText(defaultUpdateTimeout) + ", delete " + durationText(defaultDeleteTimeout) + "). A create or update whose " +
+		"revision is not activated by its deadline fails with `DEADLINE_EXCEEDED`, naming the last phase reached."
+	return a
+}
+
+// durationText writes a default timeout as users write it: 15m, 90s.
+func durationText(d time.Duration) string {
+	switch {
+	case d%time.Hour == 0:
+		return fmt.Sprintf("%dh", d/time.Hour)
+	case d%time.Minute == 0:
+		return fmt.Sprintf("%dm", d/time.Minute)
+	}
+	return fmt.Sprintf("%ds", d/time.Second)
 }
 
 // ModifyPlan runs the full admission on known values and plans the revision.
@@ -314,7 +355,7 @@ func (r *agentResource) Create(ctx context.Context, req resource.CreateRequest, 
 	if resp.Diagnostics.HasError() {
 		return
 	}
-	timeout, d := plan.Timeouts.Create(ctx, 15*time.Minute)
+	timeout, d := plan.Timeouts.Create(ctx, defaultCreateTimeout)
 	resp.Diagnostics.Append(d...)
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
@@ -340,7 +381,7 @@ func (r *agentResource) Update(ctx context.Context, req resource.UpdateRequest, 
 	if resp.Diagnostics.HasError() {
 		return
 	}
-	timeout, d := plan.Timeouts.Update(ctx, 15*time.Minute)
+	timeout, d := plan.Timeouts.Update(ctx, defaultUpdateTimeout)
 	resp.Diagnostics.Append(d...)
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
@@ -420,26 +461,19 @@ func (r *agentResource) Read(ctx context.Context, req resource.ReadRequest, resp
 		addFailure(&resp.Diagnostics, "", err)
 		return
 	}
-	switch {
-	case !obs.Exists && state.Revision.IsNull():
+	if !obs.Exists && state.Revision.IsNull() {
 		resp.State.RemoveResource(ctx) // imported name that does not exist
 		return
-	case obs.Drift != executor.DriftNone && obs.Drift != executor.DriftUnretired && obs.Drift != executor.DriftNetworkPolicy && obs.Drift != executor.DriftExposure:
-		state.Status, state.RevisionID = types.StringValue("drifted: "+obs.DriftDetail), types.StringValue("drifted")
-	default:
+	}
+	status, drifted := observedStatus(obs)
+	state.Status = types.StringValue(status)
+	if drifted {
+		state.RevisionID = types.StringValue("drifted")
+	} else {
 		// What runs is the activated revision: state follows it. When its
 		// apply did not finish retiring earlier revisions, the status says
 		// so, and the next apply finishes it.
 		state.Revision, state.RevisionID = types.Int64Value(obs.Revision), types.StringValue(obs.RevisionID)
-		state.Status = types.StringValue("active")
-		switch obs.Drift {
-		case executor.DriftUnretired:
-			state.Status = types.StringValue(statusUnretired + obs.DriftDetail)
-		case executor.DriftNetworkPolicy:
-			state.Status = types.StringValue(statusNetworkPolicy + obs.DriftDetail)
-		case executor.DriftExposure:
-			state.Status = types.StringValue(statusExposure + obs.DriftDetail)
-		}
 		if !obs.ActivatedAt.IsZero() {
 			state.ActivatedAt = types.StringValue(obs.ActivatedAt.UTC().Format(time.RFC3339))
 		}
@@ -454,46 +488,16 @@ func (r *agentResource) Read(ctx context.Context, req resource.ReadRequest, resp
 	resp.Diagnostics.Append(resp.State.Set(ctx, &state)...)
 }
 
-// locate finds an agent's executor and names the agent for it: from the
-// compute in state, or, for an import whose compute is not in state yet,
-// from the import id, which each executor is asked in turn to recognise.
-// ok is false when neither is known.
+// locate finds an agent's executor and names the agent for it
+// (locateAgent).
 func (r *agentResource) locate(ctx context.Context, m agentModel, fields map[string]any, diags *diag.Diagnostics) (executor.Executor, executor.Agent, bool) {
 	a := executor.Agent{Name: m.Name.ValueString(), Harness: m.Harness.ValueString(), ExecutionMode: m.ExecutionMode.ValueString(), Log: logTo(ctx, fields)}
-	var ignored diag.Diagnostics
-	c, known := computeFromObject(ctx, m.Compute, &ignored)
-	switch {
-	case known:
-		a.Compute = &c
-		ex, err := r.providerData().executor(ctx, c.Kind)
-		if err != nil {
-			addFailure(diags, "", err)
-			return nil, a, false
-		}
-		return ex, a, true
-	case m.Compute.IsNull():
-		a.ImportID = m.ID.ValueString()
-		ex, _, err := r.importExecutor(ctx, a.ImportID)
-		return ex, a, ex != nil && err == nil
-	}
-	return nil, a, false
+	return r.providerData().locateAgent(ctx, a, m.Compute, m.ID.ValueString(), diags)
 }
 
-// importExecutor asks the executors, in importOrder, which one an import
-// id is for, and the agent name it holds. ex is nil when none recognises
-// it; err is the *executor.Failure of an executor that cannot be built, or
-// the malformed id of a kind that recognises it.
-func (r *agentResource) importExecutor(ctx context.Context, id string) (ex executor.Executor, name string, err error) {
-	for _, kind := range importOrder {
-		if ex, err = r.providerData().executor(ctx, kind); err != nil {
-			return nil, "", err
-		}
-		name, ok, err := ex.ParseImportID(id)
-		if ok {
-			return ex, name, err
-		}
-	}
-	return nil, "", nil
+// importExecutor is the executor an import id is for (Data.importExecutor).
+func (r *agentResource) importExecutor(ctx context.Context, id string) (executor.Executor, string, error) {
+	return r.providerData().importExecutor(ctx, id)
 }
 
 func (r *agentResource) Delete(ctx context.Context, req resource.DeleteRequest, resp *resource.DeleteResponse) {
@@ -502,7 +506,7 @@ func (r *agentResource) Delete(ctx context.Context, req resource.DeleteRequest, 
 	if resp.Diagnostics.HasError() {
 		return
 	}
-	timeout, d := state.Timeouts.Delete(ctx, 5*time.Minute)
+	timeout, d := state.Timeouts.Delete(ctx, defaultDeleteTimeout)
 	resp.Diagnostics.Append(d...)
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
@@ -552,6 +556,24 @@ const statusUnretired = "unretired: "
 // unretired reports whether state records such an agent.
 func unretired(m agentModel) bool {
 	return strings.HasPrefix(m.Status.ValueString(), statusUnretired)
+}
+
+// observedStatus is the status attribute of an observed agent, and
+// whether what runs is not the activated revision (drifted: the plan
+// deploys a new one). Unretired and network-policy findings are not
+// drift: the activated revision serves.
+func observedStatus(obs executor.Observed) (status string, drifted bool) {
+	switch obs.Drift {
+	case executor.DriftNone:
+		return "active", false
+	case executor.DriftUnretired:
+		return statusUnretired + obs.DriftDetail, false
+	case executor.DriftNetworkPolicy:
+		return statusNetworkPolicy + obs.DriftDetail, false
+	case executor.DriftExposure:
+		return statusExposure + obs.DriftDetail, false
+	}
+	return "drifted: " + obs.DriftDetail, true
 }
 
 // statusNetworkPolicy starts the status of an agent whose activated

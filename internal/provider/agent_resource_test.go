@@ -3,6 +3,7 @@ package provider
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/planmodifier"
 	"github.com/hashicorp/terraform-plugin-framework/tfsdk"
@@ -287,5 +288,14 @@ func TestHM2_ExecutionModePlanModifier(t *testing.T) {
 				t.Fatalf("planned mode = %q, want %q", got, tc.want)
 			}
 		})
+	}
+}
+
+// The timeouts' descriptions write their defaults as users write them.
+func TestAgentTimeouts_DefaultsAsWritten(t *testing.T) {
+	for d, want := range map[time.Duration]string{15 * time.Minute: "15m", 10 * time.Minute: "10m", 90 * time.Second: "90s", 2 * time.Hour: "2h"} {
+		if got := durationText(d); got != want {
+			t.Errorf("durationText(%v) = %q, want %q", d, got, want)
+		}
 	}
 }

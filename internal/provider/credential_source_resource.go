@@ -80,7 +80,11 @@ func credentialSourceSchema() schema.Schema {
 		MarkdownDescription: "Where an Agent's model credential comes from. The `method` is the Agent's auth binding (rules AU1 to AU5): " +
 			"`api_key` and `codex_pat` from a Kubernetes Secret (`value_wo` or `secret_ref`; `codex_pat` may also use a managed " +
 			"`service_account`), `credential_source` from the Credential Gateway (`source_type`), and `runtime` from an operator's " +
-			"credentials file on an SSH host (`environment_file`). The value never reaches state, plan output, logs or diagnostics.",
+			"credentials file on an SSH host (`environment_file`). The value never reaches state, plan output, logs or diagnostics. " +
+			"A source with `value_wo` or `secret_ref` reaches its compute's cluster on create and update: it prepares the " +
+			"namespace as an Agent's deploy does (created when missing, permissions checked), and with `value_wo` writes the value to a " +
+			"Secret of its own there (`occ-cred-NAME-vN`, one per `value_wo_version`; a rotation keeps the new and the previous " +
+			"version), which destroy deletes.",
 		Attributes: map[string]schema.Attribute{
 			"id": schema.StringAttribute{Computed: true, MarkdownDescription: "The source's identity (its name).",
 				PlanModifiers: []planmodifier.String{stringplanmodifier.UseStateForUnknown()}},
@@ -88,8 +92,8 @@ func credentialSourceSchema() schema.Schema {
 				PlanModifiers:       []planmodifier.String{stringplanmodifier.RequiresReplace()},
 				MarkdownDescription: "The source's name, a DNS label. Changing it replaces the source."},
 			"compute": schema.ObjectAttribute{Optional: true, AttributeTypes: computeRefType(),
-				MarkdownDescription: "The compute the source lives in (`compute = occ_compute.prod`): required for Secret-backed and " +
-					"ServiceAccount sources, whose Secret lives in its namespace. An Agent can only use a source of its own compute (rule AD1)."},
+				MarkdownDescription: passWhole("The compute the source lives in: required for Secret-backed and "+
+					"ServiceAccount sources, whose Secret lives in its namespace. An Agent can only use a source of its own compute (rule AD1).", "compute", "occ_compute")},
 			"method": schema.StringAttribute{Required: true, Validators: []validator.String{oneOfRule("AU1 to AU5", admission.AuthMethods...)},
 				MarkdownDescription: "`api_key`, `codex_pat`, `credential_source` or `runtime`."},
 			"value_wo": schema.StringAttribute{Optional: true, Sensitive: true, WriteOnly: true,

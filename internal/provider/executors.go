@@ -11,6 +11,7 @@ import (
 
 	"github.com/hashicorp/terraform-plugin-framework/diag"
 	"github.com/hashicorp/terraform-plugin-framework/path"
+	"github.com/hashicorp/terraform-plugin-framework/types"
 	"github.com/hashicorp/terraform-plugin-log/tflog"
 
 	"github.com/occ-platform/terraform-provider-occ/internal/admission"
@@ -138,4 +139,55 @@ func addExecutorWarnings(diags *diag.Diagnostics, ws []executor.Warning) {
 	for _, w := range ws {
 		diags.AddWarning(w.Summary, w.Detail)
 	}
+}
+
+// locateAgent finds an agent's executor and completes a for it: from its
+// compute (a by-value reference, as the resource's state holds it), or,
+// when compute is null (an import, whose compute is not in state yet, or
+// the occ_agent data source read by namespace or host), from importID,
+// which each executor is asked in turn to recognise. ok is false when
+// neither is known, or when the executor cannot be built or the id is
+// malformed (diags then says so).
+func (d *Data) locateAgent(ctx context.Context, a executor.Agent, compute types.Object, importID string, diags *diag.Diagnostics) (executor.Executor, executor.Agent, bool) {
+	var ignored diag.Diagnostics
+	c, known := computeFromObject(ctx, compute, &ignored)
+	switch {
+	case known:
+		a.Compute = &c
+		ex, err := d.executor(ctx, c.Kind)
+		if err != nil {
+			addFailure(diags, "", err)
+			return nil, a, false
+		}
+		return ex, a, true
+	case compute.IsNull():
+		a.ImportID = importID
+		ex, _, err := d.importExecutor(ctx, a.ImportID)
+		var f *executor.Failure
+		switch {
+		case errors.As(err, &f):
+			addFailure(diags, "", err)
+		case err != nil:
+			diags.AddError("INVALID_REQUEST: unexpected agent id", err.Error())
+		}
+		return ex, a, ex != nil && err == nil
+	}
+	return nil, a, false
+}
+
+// importExecutor asks the executors, in importOrder, which one an import
+// id is for, and the agent name it holds. ex is nil when none recognises
+// it; err is the *executor.Failure of an executor that cannot be built, or
+// the malformed id of a kind that recognises it.
+func (d *Data) importExecutor(ctx context.Context, id string) (ex executor.Executor, name string, err error) {
+	for _, kind := range importOrder {
+		if ex, err = d.executor(ctx, kind); err != nil {
+			return nil, "", err
+		}
+		name, ok, err := ex.ParseImportID(id)
+		if ok {
+			return ex, name, err
+		}
+	}
+	return nil, "", nil
 }

@@ -48,7 +48,7 @@ func (d *installationDataSource) Schema(_ context.Context, _ datasource.SchemaRe
 			"without a driver the capabilities follow from the compute's settings.",
 		Attributes: map[string]schema.Attribute{
 			"compute": schema.ObjectAttribute{Required: true, AttributeTypes: computeRefType(),
-				MarkdownDescription: "The compute: `compute = occ_compute.<name>`."},
+				MarkdownDescription: passWhole("The compute.", "compute", "occ_compute")},
 			"execution_modes": schema.ListAttribute{Computed: true, ElementType: types.StringType,
 				MarkdownDescription: "The OpenClaw execution modes an Agent can deploy in."},
 			"native_workers_support": schema.StringAttribute{Computed: true,

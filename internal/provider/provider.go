@@ -289,7 +289,7 @@ func (p *occProvider) Resources(context.Context) []func() resource.Resource {
 }
 
 func (p *occProvider) DataSources(context.Context) []func() datasource.DataSource {
-	return []func() datasource.DataSource{NewInstallationDataSource}
+	return []func() datasource.DataSource{NewInstallationDataSource, NewAgentDataSource}
 }
 
 func (p *occProvider) Functions(context.Context) []func() function.Function {

@@ -62,3 +62,13 @@ func importLogicalByName(ctx context.Context, req resource.ImportStateRequest, r
 		resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("generation"), gen)...)
 	}
 }
+
+// passWhole is the description of a by-value reference attribute: what it
+// is, then how to write it, `attr = <resource type>.<name>`, the resource
+// passed whole. Its nested fields are the referenced resource's own; the
+// docs pages do not list them (templates/), since nobody writes them out.
+func passWhole(what, attr, resourceType string) string {
+	return fmt.Sprintf("%s Pass the `%s` resource whole, `%s = %s.<name>`; do not write its attributes out. Terraform converts the "+
+		"resource to this attribute's type and drops what the type does not declare, so the attribute always follows the resource's "+
+		"current values.", what, resourceType, attr, resourceType)
+}

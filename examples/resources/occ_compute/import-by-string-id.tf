@@ -1,5 +1,5 @@
-# A compute is a logical object: import records its name, and the plan
-# fills its settings from configuration without writing anything remote.
+# A compute's settings live in state: import records its name, and the next
+# apply fills them in from configuration as an in-place update.
 import {
   to = occ_compute.prod
   id = "prod"

@@ -1,3 +1,3 @@
-# A compute is a logical object: import records its name, and the next plan
-# fills its settings from configuration without writing anything remote.
+# A compute's settings live in state: import records its name, and the next
+# apply fills them in from configuration as an in-place update.
 terraform import occ_compute.prod prod
