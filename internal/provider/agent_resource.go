@@ -58,6 +58,7 @@ type agentModel struct {
 	AdmittedDocument types.String   `tfsdk:"admitted_document"`
 	GatewayDocument  types.String   `tfsdk:"gateway_document"`
 	HarnessVersion   types.String   `tfsdk:"harness_version"`
+	RevisionReason   types.String   `tfsdk:"revision_reason"`
 	MaxConcurrent    types.Int64    `tfsdk:"max_concurrent"`
 	Status           types.String   `tfsdk:"status"`
 	ActivatedAt      types.String   `tfsdk:"activated_at"`
@@ -124,6 +125,9 @@ func agentSchema(ctx context.Context) schema.Schema {
 			"admitted_document": computed("The frozen document the revision runs, as canonical JSON: the configuration after the sandbox driver's transform (AD2), the platform logging stamp (AD4) and the admitted `maxConcurrent` (HM7)."),
 			"gateway_document":  computed("The private gateway configuration compiled from `admitted_document`: with a custom Codex endpoint, codex model references name the openai-compatible provider (MR4); otherwise identical."),
 			"harness_version":   computed("The approved harness identity and version the revision freezes, such as `openclaw@2026.9.6`."),
+			"revision_reason": computed("Why the current revision was made, as the plan that made it said: `" + reasonFirst + "`, or what differs from the revision before it " +
+				"(for example `the compute's cpu_limit 1000m → 2000m; the configuration document at agents.defaults`), the drift it repairs, or a provider release that pins another runtime " +
+				"(which the plan also warns of, with how to hold the running version). A new revision restarts the agent; changes that keep the revision (network policy, Service exposure) restart nothing and keep this value."),
 			"max_concurrent": schema.Int64Attribute{Computed: true,
 				MarkdownDescription: "Concurrent top-level turns (`agents.defaults.maxConcurrent`): the configuration's value, or max(8, 4 × ceil(cpu_limit)) (rule HM7). Null on SSH, where the runtime computes it from the host."},
 			"status": computed("The revision's status: `active` once activated. A refresh that finds what runs is not the activated revision says `drifted: …` " +
@@ -212,7 +216,7 @@ func (r *agentResource) ModifyPlan(ctx context.Context, req resource.ModifyPlanR
 	addWarnings(&resp.Diagnostics, path.Root("configuration"), rev.Warnings)
 	applyRevision(&plan, rev, in.Compute)
 	if hasState && state.RevisionID.Equal(plan.RevisionID) && !state.Revision.IsNull() {
-		plan.Revision = state.Revision
+		plan.Revision, plan.RevisionReason = state.Revision, keepReason(state)
 		plan.Status, plan.ActivatedAt, plan.Endpoint = state.Status, state.ActivatedAt, state.Endpoint
 		if unretired(state) || networkDrifted(state) {
 			plan.Status = types.StringUnknown() // an in-place update finishes the retirement, or writes the policies or the exposure back
@@ -224,6 +228,11 @@ func (r *agentResource) ModifyPlan(ctx context.Context, req resource.ModifyPlanR
 	} else {
 		plan.Revision = types.Int64Value(state.Revision.ValueInt64() + 1)
 		plan.Status, plan.ActivatedAt, plan.Endpoint = types.StringUnknown(), types.StringUnknown(), types.StringUnknown()
+		if hasState {
+			plan.RevisionReason = types.StringValue(revisionReason(ctx, state, rev, in.Compute, &resp.Diagnostics))
+		} else {
+			plan.RevisionReason = types.StringValue(reasonFirst)
+		}
 	}
 	tflog.Debug(ctx, "agent admitted at plan", map[string]any{"work.operation": "plan", "work.outcome": "admitted",
 		"revision": plan.Revision.ValueInt64(), "revision_id": rev.ID()})
@@ -237,7 +246,7 @@ func (r *agentResource) ModifyPlan(ctx context.Context, req resource.ModifyPlanR
 func setAgentComputed(ctx context.Context, raw *tftypes.Value, m agentModel) diag.Diagnostics {
 	return setTopLevel(ctx, raw, map[string]attr.Value{
 		"id": m.ID, "harness": m.Harness, "execution_mode": m.ExecutionMode, "revision": m.Revision, "revision_id": m.RevisionID,
-		"admitted_document": m.AdmittedDocument, "gateway_document": m.GatewayDocument, "harness_version": m.HarnessVersion,
+		"admitted_document": m.AdmittedDocument, "gateway_document": m.GatewayDocument, "harness_version": m.HarnessVersion, "revision_reason": m.RevisionReason,
 		"max_concurrent": m.MaxConcurrent, "status": m.Status, "activated_at": m.ActivatedAt, "endpoint": m.Endpoint,
 	})
 }
@@ -317,7 +326,7 @@ func applyRevision(plan *agentModel, rev *admission.Revision, c admission.Comput
 func markRevisionUnknown(plan *agentModel, configHarness types.String) {
 	plan.ID, plan.RevisionID, plan.AdmittedDocument, plan.GatewayDocument = types.StringUnknown(), types.StringUnknown(), types.StringUnknown(), types.StringUnknown()
 	plan.HarnessVersion, plan.Status, plan.ActivatedAt, plan.Endpoint = types.StringUnknown(), types.StringUnknown(), types.StringUnknown(), types.StringUnknown()
-	plan.Revision, plan.MaxConcurrent = types.Int64Unknown(), types.Int64Unknown()
+	plan.Revision, plan.MaxConcurrent, plan.RevisionReason = types.Int64Unknown(), types.Int64Unknown(), types.StringUnknown()
 	if configHarness.IsNull() {
 		plan.Harness = types.StringUnknown()
 	}
