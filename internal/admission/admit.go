@@ -241,14 +241,8 @@ func Admit(in Input) (*Revision, Errors) {
 			rev.NodeWorkers = DefaultNodeWorkers
 		}
 	}
-	// HM7: the admitted maxConcurrent, frozen into the document where the
-	// CPU quota is known, so that the plan shows what will run.
-	explicit, _ := occconfig.Lookup(admitted, pathMaxConcurrent)
-	n, _ := explicit.(int64)
-	rev.MaxConcurrent = MaxConcurrent(n, in.Compute.CPUMillis)
-	if n == 0 && rev.MaxConcurrent > 0 {
-		occconfig.Set(admitted, pathMaxConcurrent, rev.MaxConcurrent)
-	}
+	// HM7: dedicated Codex's maxConcurrent, frozen into the document.
+	rev.MaxConcurrent = admitMaxConcurrent(admitted, res.Harness, mode, in.Compute.CPUMillis)
 	rev.AdmittedDocument = admitted
 	rev.GatewayDocument = GatewayDocument(admitted)
 	return rev, nil

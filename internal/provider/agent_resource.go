@@ -121,11 +121,14 @@ func agentSchema(ctx context.Context) schema.Schema {
 			"revision": schema.Int64Attribute{Computed: true,
 				MarkdownDescription: "The revision number: 1 on create, previous + 1 for every deployment that changes what runs."},
 			"revision_id":       computed("The content address of the admitted revision: equal revisions have equal ids."),
-			"admitted_document": computed("The frozen document the revision runs, as canonical JSON: the configuration after the sandbox driver's transform (AD2), the platform logging stamp (AD4) and the admitted `maxConcurrent` (HM7)."),
+			"admitted_document": computed("The frozen document the revision runs, as canonical JSON: the configuration after the sandbox driver's transform (AD2), the platform logging stamp (AD4) and, for dedicated Codex, the admitted `maxConcurrent` (HM7)."),
 			"gateway_document":  computed("The private gateway configuration compiled from `admitted_document`: with a custom Codex endpoint, codex model references name the openai-compatible provider (MR4); otherwise identical."),
 			"harness_version":   computed("The approved harness identity and version the revision freezes, such as `openclaw@2026.9.6`."),
 			"max_concurrent": schema.Int64Attribute{Computed: true,
-				MarkdownDescription: "Concurrent top-level turns (`agents.defaults.maxConcurrent`): the configuration's value, or max(8, 4 × ceil(cpu_limit)) (rule HM7). Null on SSH, where the runtime computes it from the host."},
+				MarkdownDescription: "Concurrent top-level turns (`agents.defaults.maxConcurrent`, rule HM7). Dedicated Codex: the configuration's value, or the platform's default " +
+					"max(8, 4 × available parallelism), where the parallelism honours the compute's CPU quota: `cpu_limit` in whole CPUs, rounded down, at least 1 " +
+					"(`2` and `2.5` give 8, `3` gives 12); the default is written into `admitted_document`. Other topologies (embedded OpenClaw, a native node host, SSH): " +
+					"the configuration's value when it sets one, else null: the document keeps no value and the runtime applies its own default."},
 			"status": computed("The revision's status: `active` once activated. A refresh that finds what runs is not the activated revision says `drifted: …` " +
 				"(the plan deploys a new revision), or `unretired: …` when the activated revision runs but the apply that activated it stopped before retiring " +
 				"earlier revisions (the plan is an in-place update that finishes the retirement and deploys nothing)."),

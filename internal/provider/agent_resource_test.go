@@ -60,15 +60,16 @@ func TestAccAgent_PlanShowsAdmittedRevision(t *testing.T) {
 			PlanOnly:           true,
 			ExpectNonEmptyPlan: true,
 			ConfigPlanChecks: resource.ConfigPlanChecks{PostApplyPostRefresh: []plancheck.PlanCheck{
-				// rule AD4: the platform logging stamp; rule HM7: maxConcurrent from cpu_limit = 2.
+				// rule AD4: the platform logging stamp; rule HM7: no maxConcurrent
+				// outside dedicated Codex (the runtime's own default).
 				plancheck.ExpectKnownValue("occ_agent.a", tfjsonpath.New("admitted_document"), knownvalue.StringExact(
-					`{"agents":{"defaults":{"maxConcurrent":8,"model":"anthropic/claude-sonnet-4-5"}},"diagnostics":{"otel":{"logs":false}},"logging":{"consoleLevel":"info","consoleStyle":"json","level":"info"}}`)),
+					`{"agents":{"defaults":{"model":"anthropic/claude-sonnet-4-5"}},"diagnostics":{"otel":{"logs":false}},"logging":{"consoleLevel":"info","consoleStyle":"json","level":"info"}}`)),
 				plancheck.ExpectKnownValue("occ_agent.a", tfjsonpath.New("harness"), knownvalue.StringExact("openclaw")),
 				// rule HM2: embedded on create.
 				plancheck.ExpectKnownValue("occ_agent.a", tfjsonpath.New("execution_mode"), knownvalue.StringExact("embedded")),
 				plancheck.ExpectKnownValue("occ_agent.a", tfjsonpath.New("revision"), knownvalue.Int64Exact(1)),
 				plancheck.ExpectKnownValue("occ_agent.a", tfjsonpath.New("harness_version"), knownvalue.StringExact("openclaw@"+admission.PinnedOpenClawVersion)),
-				plancheck.ExpectKnownValue("occ_agent.a", tfjsonpath.New("max_concurrent"), knownvalue.Int64Exact(8)),
+				plancheck.ExpectKnownValue("occ_agent.a", tfjsonpath.New("max_concurrent"), knownvalue.Null()),
 				plancheck.ExpectKnownValue("occ_agent.a", tfjsonpath.New("id"), knownvalue.StringExact("occ-acme/support")),
 				plancheck.ExpectUnknownValue("occ_agent.a", tfjsonpath.New("status")),
 			}},

@@ -104,7 +104,7 @@ func computeSchema() schema.Schema {
 						MarkdownDescription: fmt.Sprintf("The Codex app-server image for dedicated Codex. Default: `%s`.", admission.PinnedCodexImage)},
 					"cpu_limit": schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString(defaultCPULimit),
 						Validators:          []validator.String{quantity{what: "CPU"}},
-						MarkdownDescription: "CPU limit of each runtime container. It sets the startup probe's budget (20 s plus 45 CPU-seconds at this limit, rule PR1) and the default `maxConcurrent` (max(8, 4 × ceil(cpu)), rule HM7). Default `2`."},
+						MarkdownDescription: "CPU limit of each runtime container. It sets the startup probe's budget (20 s plus 45 CPU-seconds at this limit, rule PR1) and dedicated Codex's default `maxConcurrent` (max(8, 4 × parallelism), the parallelism being this limit in whole CPUs rounded down, at least 1; rule HM7). Default `2`."},
 					"memory_limit": schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString(defaultMemoryLimit),
 						Validators:          []validator.String{quantity{what: "memory"}},
 						MarkdownDescription: "Memory limit of each runtime container. Default `4Gi`."},
