@@ -206,6 +206,10 @@ func Admit(in Input) (*Revision, Errors) {
 	if len(errs) > 0 {
 		return nil, errs
 	}
+	// AD3: the platform's wiring is part of what the revision freezes and
+	// the plan shows; CheckPlatformKeys passed, so nothing of the user's
+	// is replaced.
+	StampPlatformKeys(admitted, in.Compute.Kind, res.Harness, mode)
 
 	rev := &Revision{
 		Agent:                   in.Agent.Name,

@@ -120,10 +120,13 @@ func agentSchema(ctx context.Context) schema.Schema {
 			"timeouts": timeouts.Attributes(ctx, timeouts.Opts{Create: true, Update: true, Delete: true}),
 			"revision": schema.Int64Attribute{Computed: true,
 				MarkdownDescription: "The revision number: 1 on create, previous + 1 for every deployment that changes what runs."},
-			"revision_id":       computed("The content address of the admitted revision: equal revisions have equal ids."),
-			"admitted_document": computed("The frozen document the revision runs, as canonical JSON: the configuration after the sandbox driver's transform (AD2), the platform logging stamp (AD4) and, for dedicated Codex, the admitted `maxConcurrent` (HM7)."),
-			"gateway_document":  computed("The private gateway configuration compiled from `admitted_document`: with a custom Codex endpoint, codex model references name the openai-compatible provider (MR4); otherwise identical."),
-			"harness_version":   computed("The approved harness identity and version the revision freezes, such as `openclaw@2026.9.6`."),
+			"revision_id": computed("The content address of the admitted revision: equal revisions have equal ids."),
+			"admitted_document": computed("The frozen document the revision runs, as canonical JSON: the configuration after the sandbox driver's transform (AD2), the platform logging stamp (AD4), " +
+				"for dedicated Codex the admitted `maxConcurrent` (HM7), and the deployment wiring the platform owns (gateway listener and auth, the offline start, the Codex plugin's app-server wiring; rule AD3). " +
+				"Only the address of a dedicated Codex revision's own harness is added when the gateway's file is written; see the Configuration keys guide."),
+			"gateway_document": computed("The private gateway configuration compiled from `admitted_document`, which the gateway runs: with a custom Codex endpoint, codex model references name the openai-compatible provider (MR4); otherwise identical. " +
+				"Writing it adds only a dedicated Codex harness's `appServer.url` and, for a native node host, removes the model credentials (ND2)."),
+			"harness_version": computed("The approved harness identity and version the revision freezes, such as `openclaw@2026.9.6`."),
 			"max_concurrent": schema.Int64Attribute{Computed: true,
 				MarkdownDescription: "Concurrent top-level turns (`agents.defaults.maxConcurrent`, rule HM7). Dedicated Codex: the configuration's value, or the platform's default " +
 					"max(8, 4 × available parallelism), where the parallelism honours the compute's CPU quota: `cpu_limit` in whole CPUs, rounded down, at least 1 " +
