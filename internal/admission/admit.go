@@ -183,6 +183,7 @@ func Admit(in Input) (*Revision, Errors) {
 		errs = append(errs, withAttr(checkProbeTransport(admitted, res.Primary), "configuration")...)
 	}
 	errs = append(errs, CheckSandbox(res.Harness, mode, in.Compute)...)
+	errs = append(errs, CheckLoggingOwnership(in.Compute)...)
 
 	primaryProvider := ""
 	if res.Primary != nil {

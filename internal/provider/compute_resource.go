@@ -182,7 +182,7 @@ func computeSchema() schema.Schema {
 						Optional: true, Computed: true,
 						Default: objectdefault.StaticValue(types.ObjectValueMust(loggingAttrTypes, map[string]attr.Value{
 							"ownership": types.StringValue(admission.LoggingPlatform), "level": types.StringValue("info")})),
-						MarkdownDescription: "Who owns runtime logging. `platform` (default): admission stamps `logging.level`, a matching `consoleLevel`, JSON console style and disabled native OTLP log export (rule AD4). `driver`: a trusted compute driver owns logging and the document's logging is kept as written (rule AD5).",
+						MarkdownDescription: "Who owns runtime logging. `platform` (default): admission stamps `logging.level`, a matching `consoleLevel`, JSON console style and disabled native OTLP log export (rule AD4). `driver`: the compute driver owns logging and the document's logging is kept as written, and the Codex app server gets no LOG_FORMAT, RUST_LOG or [otel] settings (rules AD5, LG3). Only a compute driver the platform trusts may declare it: the Kubernetes compute, whose operator sets it here (an SSH host has no `logging`).",
 						Attributes: map[string]schema.Attribute{
 							"ownership": schema.StringAttribute{Required: true, Validators: []validator.String{oneOfRule("AD5", admission.LoggingPlatform, admission.LoggingDriver)},
 								MarkdownDescription: "`platform` or `driver`."},
