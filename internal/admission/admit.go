@@ -209,8 +209,10 @@ func Admit(in Input) (*Revision, Errors) {
 	}
 	// AD3: the platform's wiring is part of what the revision freezes and
 	// the plan shows; CheckPlatformKeys passed, so nothing of the user's
-	// is replaced.
-	StampPlatformKeys(admitted, in.Compute.Kind, res.Harness, mode)
+	// is replaced (the stamp checks again and refuses rather than skip).
+	if errs := StampPlatformKeys(admitted, in.Compute.Kind, res.Harness, mode); len(errs) > 0 {
+		return nil, withAttr(errs, "configuration")
+	}
 
 	rev := &Revision{
 		Agent:                   in.Agent.Name,

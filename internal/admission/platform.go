@@ -113,18 +113,23 @@ func PlatformKeys(kind, harness, mode string) []PlatformKey {
 }
 
 // StampPlatformKeys writes the platform's wiring (PlatformKeys) into an
-// admitted document, after CheckPlatformKeys passed: fixed values set,
-// removed keys deleted. So the admitted document is what the gateway runs
-// (AD3), and the plan shows it: render writes the same values again and
-// adds only the computed ones. On an SSH host gateway.port is the user's;
-// where the document has none, OpenClaw's default is written, the port
-// the unit's gateway listens on and readiness is read at.
-func StampPlatformKeys(doc occconfig.Document, kind, harness, mode string) {
+// admitted document: fixed values set, removed keys deleted. So the
+// admitted document is what the gateway runs (AD3), and the plan shows it:
+// render writes the same values again and adds only the computed ones. On
+// an SSH host gateway.port is the user's; where the document has none,
+// OpenClaw's default is written, the port the unit's gateway listens on
+// and readiness is read at. A document the wiring cannot be written into
+// (CheckPlatformKeys refuses it) is refused, never stamped in part.
+func StampPlatformKeys(doc occconfig.Document, kind, harness, mode string) Errors {
+	if errs := CheckPlatformKeys(doc, kind, harness, mode); len(errs) > 0 {
+		return errs
+	}
 	for _, k := range PlatformKeys(kind, harness, mode) {
 		switch {
 		case k.Remove:
 			occconfig.Delete(doc, k.Path)
 		case !k.Computed:
+			// CheckPlatformKeys found no non-object on the way: Set lands.
 			occconfig.Set(doc, k.Path, k.Value)
 		}
 	}
@@ -133,6 +138,7 @@ func StampPlatformKeys(doc occconfig.Document, kind, harness, mode string) {
 			occconfig.Set(doc, PathGatewayPort, int64(GatewayPort))
 		}
 	}
+	return nil
 }
 
 // CheckPlatformKeys refuses a configuration that sets a key the platform
@@ -161,6 +167,15 @@ func CheckPlatformKeys(doc occconfig.Document, kind, harness, mode string) Error
 			msg += fmt.Sprintf(" (or set it to %s)", jsonish(k.Value))
 		}
 		errs = append(errs, invalid("AD3", nil, k.Path, "%s", msg))
+	}
+	if kind == KindSSH && len(errs) == 0 {
+		// The user's port, which the unit's gateway listens on and
+		// readiness is read at: refused at plan, not at render.
+		if v, ok := occconfig.Lookup(doc, PathGatewayPort); ok {
+			if p, isInt := v.(int64); !isInt || p < 1 || p > 65535 {
+				errs = append(errs, invalid("AD3", nil, PathGatewayPort, "on an SSH host the gateway listens on the loopback at gateway.port, which must be a whole number between 1 and 65535, not %s; set a free port or remove gateway.port for OpenClaw's default %d", jsonish(v), GatewayPort))
+			}
+		}
 	}
 	return errs
 }

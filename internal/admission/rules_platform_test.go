@@ -69,6 +69,10 @@ func TestAD3_PlatformOwnedKeys(t *testing.T) {
 		{"ssh mdns", sshInput(), anthropicModel, `discovery: {mdns: {mode: "full"}}`, "discovery.mdns.mode", "mDNS"},
 		{"ssh gateway auth stays the user's", sshInput(), anthropicModel, `gateway: {auth: {mode: "token", token: "${OPENCLAW_GATEWAY_TOKEN}"}}`, "", ""},
 		{"ssh gateway not an object", sshInput(), anthropicModel, `gateway: "x"`, "gateway", "must be an object"},
+		// SSH: the user's port is checked at plan, not first at render.
+		{"ssh gateway.port out of range", sshInput(), anthropicModel, `gateway: {port: 99999}`, "gateway.port", "between 1 and 65535, not 99999"},
+		{"ssh gateway.port a string", sshInput(), anthropicModel, `gateway: {port: "18790"}`, "gateway.port", "remove gateway.port for OpenClaw's default 18789"},
+		{"ssh gateway.port zero", sshInput(), anthropicModel, `gateway: {port: 0}`, "gateway.port", "whole number"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			in := withExtraDoc(tc.in, tc.model, tc.extra)
@@ -180,6 +184,29 @@ func TestAD3_AdmittedDocumentHoldsThePlatformWiring(t *testing.T) {
 			// Unchanged inputs, unchanged revision.
 			if again := admitOK(t, in); again.ID() != rev.ID() {
 				t.Errorf("revision id %s, then %s for the same inputs", rev.ID(), again.ID())
+			}
+		})
+	}
+}
+
+// rule AD3: the stamp never writes the wiring in part: a document it
+// cannot take is refused naming the key, as CheckPlatformKeys refuses it.
+func TestAD3_StampRefusesWhatItCannotWrite(t *testing.T) {
+	for _, tc := range []struct{ kind, src, key string }{
+		{KindKubernetes, `{gateway: "x"}`, "gateway"},
+		{KindKubernetes, `{discovery: 5}`, "discovery"},
+		{KindSSH, `{gateway: "x"}`, "gateway"},
+		{KindSSH, `{discovery: 5}`, "discovery"},
+	} {
+		t.Run(tc.kind+" "+tc.src, func(t *testing.T) {
+			doc := mustDoc(tc.src)
+			before := canon(doc)
+			errs := StampPlatformKeys(doc, tc.kind, HarnessOpenClaw, ModeEmbedded)
+			if len(errs) == 0 || errs[0].Rule != "AD3" || errs[0].DocPath.String() != tc.key {
+				t.Fatalf("stamp of %s: %v, want an AD3 refusal at %s", tc.src, errs, tc.key)
+			}
+			if canon(doc) != before {
+				t.Errorf("a refused stamp changed the document: %s", canon(doc))
 			}
 		})
 	}
