@@ -183,6 +183,7 @@ func Admit(in Input) (*Revision, Errors) {
 		errs = append(errs, withAttr(checkProbeTransport(admitted, res.Primary), "configuration")...)
 	}
 	errs = append(errs, CheckSandbox(res.Harness, mode, in.Compute)...)
+	errs = append(errs, CheckLoggingOwnership(in.Compute)...)
 
 	primaryProvider := ""
 	if res.Primary != nil {
@@ -205,6 +206,12 @@ func Admit(in Input) (*Revision, Errors) {
 	}
 	if len(errs) > 0 {
 		return nil, errs
+	}
+	// AD3: the platform's wiring is part of what the revision freezes and
+	// the plan shows; CheckPlatformKeys passed, so nothing of the user's
+	// is replaced (the stamp checks again and refuses rather than skip).
+	if errs := StampPlatformKeys(admitted, in.Compute.Kind, res.Harness, mode); len(errs) > 0 {
+		return nil, withAttr(errs, "configuration")
 	}
 
 	rev := &Revision{
@@ -241,14 +248,8 @@ func Admit(in Input) (*Revision, Errors) {
 			rev.NodeWorkers = DefaultNodeWorkers
 		}
 	}
-	// HM7: the admitted maxConcurrent, frozen into the document where the
-	// CPU quota is known, so that the plan shows what will run.
-	explicit, _ := occconfig.Lookup(admitted, pathMaxConcurrent)
-	n, _ := explicit.(int64)
-	rev.MaxConcurrent = MaxConcurrent(n, in.Compute.CPUMillis)
-	if n == 0 && rev.MaxConcurrent > 0 {
-		occconfig.Set(admitted, pathMaxConcurrent, rev.MaxConcurrent)
-	}
+	// HM7: dedicated Codex's maxConcurrent, frozen into the document.
+	rev.MaxConcurrent = admitMaxConcurrent(admitted, res.Harness, mode, in.Compute.CPUMillis)
 	rev.AdmittedDocument = admitted
 	rev.GatewayDocument = GatewayDocument(admitted)
 	return rev, nil

@@ -3,6 +3,8 @@ package admission
 import (
 	"fmt"
 	"slices"
+
+	"github.com/occ-platform/terraform-provider-occ/internal/occconfig"
 )
 
 // Pinned runtime: the images and harness versions OCC approves by default.
@@ -81,10 +83,14 @@ func modeAdvice(harness string) string {
 }
 
 // MaxConcurrent applies HM7: an explicit agents.defaults.maxConcurrent wins;
-// otherwise max(8, 4 × available parallelism), where parallelism is the
-// workload's CPU limit rounded up. It returns 0 when the parallelism is not
-// known before runtime (no CPU limit, as on an SSH host): the runtime then
-// computes the same formula from what it sees.
+// otherwise max(8, 4 × available parallelism), where parallelism honours
+// the workload's CPU quota: the CPU limit in whole CPUs, rounded down and
+// at least 1, as a quota-aware count of available parallelism counts it
+// (a quota of 2.5 CPUs keeps 2 threads busy at once; Node's
+// os.availableParallelism, which OpenClaw runs on, truncates the quota the
+// same way). It returns 0 when the parallelism is not known before
+// runtime (no CPU limit): the runtime then computes the same formula from
+// what it sees.
 func MaxConcurrent(explicit int64, cpuMillis int64) int64 {
 	if explicit > 0 {
 		return explicit
@@ -92,8 +98,28 @@ func MaxConcurrent(explicit int64, cpuMillis int64) int64 {
 	if cpuMillis <= 0 {
 		return 0
 	}
-	cores := (cpuMillis + 999) / 1000
+	cores := max(1, cpuMillis/1000)
 	return max(8, 4*cores)
+}
+
+// admitMaxConcurrent is the bound on concurrent top-level turns a revision
+// freezes (HM7). The platform defines the default for dedicated Codex
+// only: there it is frozen into the admitted document (where the CPU
+// quota is known), so that the plan shows what will run. Elsewhere
+// (embedded OpenClaw, a native node host, an SSH host) the document keeps
+// what the configuration says, and an unset value is the runtime's own
+// default: the result is the explicit value, or 0.
+func admitMaxConcurrent(doc occconfig.Document, harness, mode string, cpuMillis int64) int64 {
+	v, _ := occconfig.Lookup(doc, pathMaxConcurrent)
+	explicit, _ := v.(int64)
+	if harness != HarnessCodex || mode != ModeDedicated {
+		return explicit
+	}
+	n := MaxConcurrent(explicit, cpuMillis)
+	if explicit == 0 && n > 0 {
+		occconfig.Set(doc, pathMaxConcurrent, n)
+	}
+	return n
 }
 
 // HarnessVersion is the approved harness identity and version the revision

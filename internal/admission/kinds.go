@@ -32,6 +32,13 @@ type KindSupport struct {
 	// before serving, so the primary provider's transport settings must be
 	// literal (PR1, PR11). An SSH host is checked for readiness only (SS2).
 	StartupProbe bool
+	// DriverLogging is true when the kind's compute driver is one the
+	// platform trusts to declare driver-managed runtime logging (AD5): the
+	// bundled Kubernetes compute, whose runtime Pods the cluster's own
+	// collection reads and whose operator sets logging.ownership on the
+	// compute (never an Agent or a Configuration). Elsewhere the platform
+	// owns logging and a declaration of driver ownership is refused.
+	DriverLogging bool
 	// Settings is what a revision freezes of a compute of the kind (AD3).
 	Settings func(Compute) ComputeSettings
 	// Words name the kind in refusals.
@@ -72,6 +79,7 @@ var kindTable = []KindSupport{
 		SecretBindings: true,
 		SandboxDriver:  true,
 		StartupProbe:   true,
+		DriverLogging:  true,
 		Settings:       kubernetesSettings,
 		Words:          KindWords{Title: "Kubernetes", Noun: "a Kubernetes compute", Is: "Kubernetes"},
 	},

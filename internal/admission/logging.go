@@ -15,6 +15,21 @@ func StampPlatformLogging(doc occconfig.Document, level string) {
 	force(doc, pathOTelLogs, false)
 }
 
+// CheckLoggingOwnership applies AD5's trust: only a compute driver the
+// platform trusts (a kind whose row has DriverLogging) may declare
+// driver-managed runtime logging; on any other kind the declaration is
+// refused rather than silently turned into platform-owned logging.
+func CheckLoggingOwnership(c Compute) Errors {
+	row := kindRow(c.Kind)
+	if c.LoggingOwnership != LoggingDriver || row.DriverLogging {
+		return nil
+	}
+	trusted := kindsWhere(func(k KindSupport) bool { return k.DriverLogging })
+	return Errors{conflict("AD5", []string{"compute"},
+		"logging.ownership = %q may be declared only by a compute driver the platform trusts to own runtime logging (%s); on %s the platform owns logging: remove logging or set ownership = %q",
+		LoggingDriver, nouns(trusted), row.Words.Noun, LoggingPlatform)}
+}
+
 // force writes value at path, replacing any non-object on the way, so that
 // the stamp always lands.
 func force(doc occconfig.Document, p occconfig.Path, value any) {

@@ -22,8 +22,10 @@ type PlatformKey struct {
 	Value any
 	// Remove: render deletes the key; any value is refused.
 	Remove bool
-	// Computed: render computes the value per revision (an address, a
-	// reference to a variable it sets); any value is refused.
+	// Computed: render computes the value per revision number, which is
+	// given only at apply (the address of the revision's own sandboxed
+	// harness), so it is the one kind of key the admitted document does
+	// not hold; any value is refused.
 	Computed bool
 	// Why says what the platform does with the key, in a refusal.
 	Why string
@@ -59,6 +61,13 @@ var offlineKeys = []PlatformKey{
 	{Path: PathCatalogRefresh, Value: false, Why: "the platform starts every gateway offline; it keeps the model catalog of the runtime the revision was admitted against"},
 }
 
+// AppServerTokenEnv carries the dedicated Codex harness's app-server token
+// into the gateway, where the Codex plugin resolves it as the env
+// SecretRef of appServer.authToken and sends the value as
+// "Authorization: Bearer <token>", which the app server's capability-token
+// mode checks.
+const AppServerTokenEnv = "OCC_APP_SERVER_TOKEN"
+
 // PlatformKeys is the wiring render writes into the gateway document of a
 // revision on a compute of kind running harness in mode. An SSH host's
 // gateway.port is the user's (agents sharing a host need distinct ports)
@@ -84,7 +93,7 @@ func PlatformKeys(kind, harness, mode string) []PlatformKey {
 				PlatformKey{Path: PathCodexPluginEnabled, Value: true, Why: "dedicated Codex reaches its harness through the Codex plugin, which the platform enables"},
 				PlatformKey{Path: PathCodexTransport, Value: "websocket", Why: "the platform connects the Codex plugin to the harness's app server over websocket"},
 				PlatformKey{Path: PathCodexAppServerURL, Computed: true, Why: "the platform points the Codex plugin at the revision's own harness"},
-				PlatformKey{Path: PathCodexAppServerToken, Computed: true, Why: "the platform supplies the app server's capability token from the agent's Secret"},
+				PlatformKey{Path: PathCodexAppServerToken, Value: "${" + AppServerTokenEnv + "}", Why: "the platform supplies the app server's capability token from the agent's Secret, as the variable " + AppServerTokenEnv},
 			)
 		case harness == HarnessOpenClaw && mode == ModeDedicated:
 			keys = append(keys,
@@ -101,6 +110,35 @@ func PlatformKeys(kind, harness, mode string) []PlatformKey {
 		keys = append(keys, offlineKeys...)
 	}
 	return keys
+}
+
+// StampPlatformKeys writes the platform's wiring (PlatformKeys) into an
+// admitted document: fixed values set, removed keys deleted. So the
+// admitted document is what the gateway runs (AD3), and the plan shows it:
+// render writes the same values again and adds only the computed ones. On
+// an SSH host gateway.port is the user's; where the document has none,
+// OpenClaw's default is written, the port the unit's gateway listens on
+// and readiness is read at. A document the wiring cannot be written into
+// (CheckPlatformKeys refuses it) is refused, never stamped in part.
+func StampPlatformKeys(doc occconfig.Document, kind, harness, mode string) Errors {
+	if errs := CheckPlatformKeys(doc, kind, harness, mode); len(errs) > 0 {
+		return errs
+	}
+	for _, k := range PlatformKeys(kind, harness, mode) {
+		switch {
+		case k.Remove:
+			occconfig.Delete(doc, k.Path)
+		case !k.Computed:
+			// CheckPlatformKeys found no non-object on the way: Set lands.
+			occconfig.Set(doc, k.Path, k.Value)
+		}
+	}
+	if kind == KindSSH {
+		if _, ok := occconfig.Lookup(doc, PathGatewayPort); !ok {
+			occconfig.Set(doc, PathGatewayPort, int64(GatewayPort))
+		}
+	}
+	return nil
 }
 
 // CheckPlatformKeys refuses a configuration that sets a key the platform
@@ -124,11 +162,20 @@ func CheckPlatformKeys(doc occconfig.Document, kind, harness, mode string) Error
 		if !ok || (!k.Remove && !k.Computed && equalValue(v, k.Value)) {
 			continue
 		}
-		msg := fmt.Sprintf("the platform owns this key on %s and sets it at render time: %s; remove %s", title, k.Why, k.Path)
+		msg := fmt.Sprintf("the platform owns this key on %s and sets it in every revision it admits: %s; remove %s", title, k.Why, k.Path)
 		if !k.Remove && !k.Computed {
 			msg += fmt.Sprintf(" (or set it to %s)", jsonish(k.Value))
 		}
 		errs = append(errs, invalid("AD3", nil, k.Path, "%s", msg))
+	}
+	if kind == KindSSH && len(errs) == 0 {
+		// The user's port, which the unit's gateway listens on and
+		// readiness is read at: refused at plan, not at render.
+		if v, ok := occconfig.Lookup(doc, PathGatewayPort); ok {
+			if p, isInt := v.(int64); !isInt || p < 1 || p > 65535 {
+				errs = append(errs, invalid("AD3", nil, PathGatewayPort, "on an SSH host the gateway listens on the loopback at gateway.port, which must be a whole number between 1 and 65535, not %s; set a free port or remove gateway.port for OpenClaw's default %d", jsonish(v), GatewayPort))
+			}
+		}
 	}
 	return errs
 }

@@ -1,6 +1,7 @@
 package admission
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/occ-platform/terraform-provider-occ/internal/occconfig"
@@ -88,7 +89,7 @@ func TestAD2_DriverTransformLeavesSourceUnchanged(t *testing.T) {
 	for _, tc := range noTransform {
 		t.Run(tc.name, func(t *testing.T) {
 			rev := admitOK(t, tc.in)
-			if _, ok := occconfig.Lookup(rev.AdmittedDocument, occconfig.Keys("models")); ok {
+			if _, ok := occconfig.Lookup(rev.AdmittedDocument, occconfig.Keys("models", "providers")); ok {
 				t.Errorf("admitted document was transformed: %s", canon(rev.AdmittedDocument))
 			}
 		})
@@ -317,6 +318,45 @@ func TestAD5_DriverLoggingKeptAsWritten(t *testing.T) {
 	d.Compute.LoggingOwnership = LoggingDriver
 	if admitOK(t, d).ID() == p.ID() {
 		t.Errorf("logging ownership change kept the revision")
+	}
+}
+
+// rule AD5: only a compute driver the platform trusts may declare
+// driver-managed logging: the Kubernetes compute, in every topology it
+// runs. Elsewhere (an SSH host) the declaration is refused with
+// RESOURCE_CONFLICT at compute, naming the setting and the fix, instead of
+// being turned into platform-owned logging without a word.
+func TestAD5_DriverLoggingOnlyFromATrustedComputeDriver(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		in      Input
+		trusted bool
+	}{
+		{"kubernetes embedded", k8sEmbeddedInput(), true},
+		{"kubernetes dedicated codex", dedicatedCodexInput(), true},
+		{"kubernetes native openclaw", dedicatedOpenClawInput(), true},
+		{"ssh", sshInput(), false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			in := tc.in
+			in.Compute.LoggingOwnership = LoggingDriver
+			rev, errs := Admit(in)
+			if tc.trusted {
+				if len(errs) > 0 || rev.LoggingOwnership != LoggingDriver {
+					t.Fatalf("driver logging refused on a trusted compute: %v", errs)
+				}
+				return
+			}
+			checkRefusal(t, errs, refusal{ResourceConflict, "AD5", attrCompute, ""})
+			for _, want := range []string{`logging.ownership = "driver"`, "a Kubernetes compute", "an SSH compute", `set ownership = "platform"`} {
+				if !strings.Contains(errs[0].Detail(), want) {
+					t.Errorf("refusal %q does not say %q", errs[0].Detail(), want)
+				}
+			}
+			// Platform-owned logging on the same host is admitted.
+			in.Compute.LoggingOwnership = LoggingPlatform
+			admitOK(t, in)
+		})
 	}
 }
 

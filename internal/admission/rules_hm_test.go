@@ -196,20 +196,25 @@ func TestHM6_NodeWorkersDefault(t *testing.T) {
 	checkRefusal(t, errs, refusal{ResourceConflict, "ND5", attrCompute, ""})
 }
 
-// rule HM7
+// rule HM7: the default is max(8, 4 × available parallelism), where the
+// parallelism honours the CPU quota: the limit in whole CPUs, rounded
+// down, at least 1.
 func TestHM7_MaxConcurrentDefault(t *testing.T) {
 	tests := []struct {
 		explicit, cpuMillis, want int64
 	}{
 		{0, 0, 0},     // parallelism unknown before runtime
 		{0, -1, 0},    // no limit
-		{0, 250, 8},   // 1 core -> max(8, 4)
-		{0, 1000, 8},  // 1 core
-		{0, 1500, 8},  // 2 cores (rounded up) -> max(8, 8)
-		{0, 2000, 8},  // 2 cores
-		{0, 2001, 12}, // 3 cores
-		{0, 3000, 12}, // 3 cores
-		{0, 4000, 16}, // 4 cores
+		{0, 250, 8},   // below one CPU: parallelism 1 -> max(8, 4)
+		{0, 1000, 8},  // 1 CPU
+		{0, 1500, 8},  // 1.5 CPUs: parallelism 1
+		{0, 2000, 8},  // 2 CPUs
+		{0, 2001, 8},  // just over 2 CPUs: parallelism 2, not 3
+		{0, 2500, 8},  // 2.5 CPUs: parallelism 2
+		{0, 2999, 8},  // still parallelism 2
+		{0, 3000, 12}, // 3 CPUs
+		{0, 3500, 12}, // 3.5 CPUs: parallelism 3
+		{0, 4000, 16}, // 4 CPUs
 		{0, 16000, 64},
 		{5, 4000, 5}, // explicit wins, even below the default
 		{32, 0, 32},  // explicit wins without a limit
@@ -220,28 +225,41 @@ func TestHM7_MaxConcurrentDefault(t *testing.T) {
 			t.Errorf("MaxConcurrent(%d, %d) = %d, want %d", tc.explicit, tc.cpuMillis, got, tc.want)
 		}
 	}
+}
 
-	withCPU := func(cpu int64, doc string) Input {
-		in := dedicatedCodexInput()
+// rule HM7: the platform defines maxConcurrent's default for dedicated
+// Codex, from the workload's CPU quota; admission freezes it into that
+// revision's document (the plan shows what runs). Every other topology
+// keeps the document as written: an explicit value is reported, an unset
+// one is the runtime's own default (max_concurrent is null).
+func TestHM7_MaxConcurrentFrozenForDedicatedCodexOnly(t *testing.T) {
+	with := func(in Input, cpu int64, doc string) Input {
 		in.Compute.CPUMillis = cpu
 		if doc != "" {
 			in.Configuration.Document = mustDoc(doc)
 		}
 		return in
 	}
-	admitTests := []struct {
+	codex := dedicatedCodexInput()
+	tests := []struct {
 		name    string
 		in      Input
 		want    int64
 		wantDoc any // agents.defaults.maxConcurrent in the admitted document; nil: absent
 	}{
-		{"default frozen from the cpu limit", withCPU(4000, ""), 16, int64(16)},
-		{"default floor of eight", withCPU(500, ""), 8, int64(8)},
-		{"explicit setting kept", withCPU(4000, `{agents: {defaults: {model: "codex/gpt-5-codex", maxConcurrent: 3}}}`), 3, int64(3)},
-		{"no cpu limit: runtime computes it", withCPU(0, ""), 0, nil},
-		{"no cpu limit, explicit", withCPU(0, `{agents: {defaults: {model: "codex/gpt-5-codex", maxConcurrent: 24}}}`), 24, int64(24)},
+		{"codex: default frozen from the cpu limit", with(codex, 4000, ""), 16, int64(16)},
+		{"codex: default floor of eight", with(codex, 500, ""), 8, int64(8)},
+		{"codex: fractional limit rounds down", with(codex, 3500, ""), 12, int64(12)},
+		{"codex: explicit setting kept", with(codex, 4000, `{agents: {defaults: {model: "codex/gpt-5-codex", maxConcurrent: 3}}}`), 3, int64(3)},
+		{"codex: no cpu limit, runtime computes it", with(codex, 0, ""), 0, nil},
+		{"codex: no cpu limit, explicit", with(codex, 0, `{agents: {defaults: {model: "codex/gpt-5-codex", maxConcurrent: 24}}}`), 24, int64(24)},
+		{"embedded: not written", with(k8sEmbeddedInput(), 4000, ""), 0, nil},
+		{"embedded: explicit kept", with(k8sEmbeddedInput(), 4000, `{agents: {defaults: {model: "anthropic/claude-sonnet-4-5", maxConcurrent: 5}}}`), 5, int64(5)},
+		{"native openclaw: not written", with(dedicatedOpenClawInput(), 4000, ""), 0, nil},
+		{"ssh: not written", sshInput(), 0, nil},
+		{"ssh: explicit kept", with(sshInput(), 0, `{agents: {defaults: {model: "anthropic/claude-sonnet-4-5", maxConcurrent: 6}}}`), 6, int64(6)},
 	}
-	for _, tc := range admitTests {
+	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			stored := canon(tc.in.Configuration.Document)
 			rev := admitOK(t, tc.in)

@@ -3,6 +3,8 @@ package admission
 import (
 	"strings"
 	"testing"
+
+	"github.com/occ-platform/terraform-provider-occ/internal/occconfig"
 )
 
 // withDoc is an input whose document is the primary model plus extra root
@@ -67,6 +69,10 @@ func TestAD3_PlatformOwnedKeys(t *testing.T) {
 		{"ssh mdns", sshInput(), anthropicModel, `discovery: {mdns: {mode: "full"}}`, "discovery.mdns.mode", "mDNS"},
 		{"ssh gateway auth stays the user's", sshInput(), anthropicModel, `gateway: {auth: {mode: "token", token: "${OPENCLAW_GATEWAY_TOKEN}"}}`, "", ""},
 		{"ssh gateway not an object", sshInput(), anthropicModel, `gateway: "x"`, "gateway", "must be an object"},
+		// SSH: the user's port is checked at plan, not first at render.
+		{"ssh gateway.port out of range", sshInput(), anthropicModel, `gateway: {port: 99999}`, "gateway.port", "between 1 and 65535, not 99999"},
+		{"ssh gateway.port a string", sshInput(), anthropicModel, `gateway: {port: "18790"}`, "gateway.port", "remove gateway.port for OpenClaw's default 18789"},
+		{"ssh gateway.port zero", sshInput(), anthropicModel, `gateway: {port: 0}`, "gateway.port", "whole number"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			in := withExtraDoc(tc.in, tc.model, tc.extra)
@@ -125,5 +131,83 @@ func TestAD3_PlatformKeysList(t *testing.T) {
 	// gateway.port is saved, and refused only by the agent on Kubernetes.
 	if errs := CheckDocument(mustDoc(`{gateway: {port: 18790}}`)); len(errs) > 0 {
 		t.Errorf("save time refuses a gateway.port: %v", errs)
+	}
+}
+
+// rule AD3: the admitted document is what runs. The platform's wiring
+// (every fixed value of PlatformKeys, removed keys gone) is frozen into the
+// admitted document and the gateway document, so the plan's
+// admitted_document shows it; only the computed address of the revision's
+// own harness (it names the revision number, given at apply) is left to
+// render. On an SSH host gateway.port is the user's, and OpenClaw's default
+// where the document has none. The stored configuration is never changed.
+func TestAD3_AdmittedDocumentHoldsThePlatformWiring(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		in       Input
+		model    string
+		extra    string
+		wantPort int64 // 0: no gateway.port beyond the platform's list
+	}{
+		{"k8s embedded", k8sEmbeddedInput(), anthropicModel, "", 0},
+		{"k8s embedded, platform's own values written", k8sEmbeddedInput(), anthropicModel, `gateway: {port: 18789, bind: "lan"}`, 0},
+		{"dedicated codex", dedicatedCodexInput(), codexModel, "", 0},
+		{"native openclaw", dedicatedOpenClawInput(), openaiModel, "", 0},
+		{"ssh, default port", sshInput(), anthropicModel, "", int64(GatewayPort)},
+		{"ssh, own port", sshInput(), anthropicModel, `gateway: {port: 18790}`, 18790},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			in := withExtraDoc(tc.in, tc.model, tc.extra)
+			stored := canon(in.Configuration.Document)
+			rev := admitOK(t, in)
+			for name, doc := range map[string]map[string]any{"admitted": rev.AdmittedDocument, "gateway": rev.GatewayDocument} {
+				for _, k := range PlatformKeys(rev.ComputeKind, rev.Harness, rev.ExecutionMode) {
+					v, ok := occconfig.Lookup(doc, k.Path)
+					switch {
+					case k.Remove || k.Computed:
+						if ok {
+							t.Errorf("%s document holds %s = %v, want it absent", name, k.Path, v)
+						}
+					case !ok || canon(v) != canon(k.Value):
+						t.Errorf("%s document %s = %v (present %v), want the platform's %v", name, k.Path, v, ok, k.Value)
+					}
+				}
+				if tc.wantPort != 0 {
+					if p, _ := occconfig.Lookup(doc, PathGatewayPort); p != tc.wantPort {
+						t.Errorf("%s document gateway.port = %v, want %d", name, p, tc.wantPort)
+					}
+				}
+			}
+			if canon(in.Configuration.Document) != stored {
+				t.Errorf("the stored configuration changed: %s", canon(in.Configuration.Document))
+			}
+			// Unchanged inputs, unchanged revision.
+			if again := admitOK(t, in); again.ID() != rev.ID() {
+				t.Errorf("revision id %s, then %s for the same inputs", rev.ID(), again.ID())
+			}
+		})
+	}
+}
+
+// rule AD3: the stamp never writes the wiring in part: a document it
+// cannot take is refused naming the key, as CheckPlatformKeys refuses it.
+func TestAD3_StampRefusesWhatItCannotWrite(t *testing.T) {
+	for _, tc := range []struct{ kind, src, key string }{
+		{KindKubernetes, `{gateway: "x"}`, "gateway"},
+		{KindKubernetes, `{discovery: 5}`, "discovery"},
+		{KindSSH, `{gateway: "x"}`, "gateway"},
+		{KindSSH, `{discovery: 5}`, "discovery"},
+	} {
+		t.Run(tc.kind+" "+tc.src, func(t *testing.T) {
+			doc := mustDoc(tc.src)
+			before := canon(doc)
+			errs := StampPlatformKeys(doc, tc.kind, HarnessOpenClaw, ModeEmbedded)
+			if len(errs) == 0 || errs[0].Rule != "AD3" || errs[0].DocPath.String() != tc.key {
+				t.Fatalf("stamp of %s: %v, want an AD3 refusal at %s", tc.src, errs, tc.key)
+			}
+			if canon(doc) != before {
+				t.Errorf("a refused stamp changed the document: %s", canon(doc))
+			}
+		})
 	}
 }

@@ -121,15 +121,21 @@ func agentSchema(ctx context.Context) schema.Schema {
 			"timeouts": agentTimeouts(ctx),
 			"revision": schema.Int64Attribute{Computed: true,
 				MarkdownDescription: "The revision number: 1 on create, previous + 1 for every deployment that changes what runs."},
-			"revision_id":       computed("The content address of the admitted revision: equal revisions have equal ids."),
-			"admitted_document": computed("The frozen document the revision runs, as canonical JSON: the configuration after the sandbox driver's transform (AD2), the platform logging stamp (AD4) and the admitted `maxConcurrent` (HM7)."),
-			"gateway_document":  computed("The private gateway configuration compiled from `admitted_document`: with a custom Codex endpoint, codex model references name the openai-compatible provider (MR4); otherwise identical."),
-			"harness_version":   computed("The approved harness identity and version the revision freezes, such as `openclaw@2026.9.6`."),
+			"revision_id": computed("The content address of the admitted revision: equal revisions have equal ids."),
+			"admitted_document": computed("The frozen document the revision runs, as canonical JSON: the configuration after the sandbox driver's transform (AD2), the platform logging stamp (AD4), " +
+				"for dedicated Codex the admitted `maxConcurrent` (HM7), and the deployment wiring the platform owns (gateway listener and auth, the offline start, the Codex plugin's app-server wiring; rule AD3). " +
+				"Only the address of a dedicated Codex revision's own harness is added when the gateway's file is written; see the Configuration keys guide."),
+			"gateway_document": computed("The private gateway configuration compiled from `admitted_document`, which the gateway runs: with a custom Codex endpoint, codex model references name the openai-compatible provider (MR4); otherwise identical. " +
+				"Writing it adds only a dedicated Codex harness's `appServer.url` and, for a native node host, removes the model credentials (ND2)."),
+			"harness_version": computed("The approved harness identity and version the revision freezes, such as `openclaw@2026.9.6`."),
 			"revision_reason": computed("Why the current revision was made, as the plan that made it said: `" + reasonFirst + "`, or what differs from the revision before it " +
 				"(for example `the compute's cpu_limit 1000m → 2000m; the configuration document at agents.defaults`), the drift it repairs, or a provider release that pins another runtime " +
 				"(which the plan also warns of, with how to hold the running version). A new revision restarts the agent; changes that keep the revision (network policy, Service exposure) restart nothing and keep this value."),
 			"max_concurrent": schema.Int64Attribute{Computed: true,
-				MarkdownDescription: "Concurrent top-level turns (`agents.defaults.maxConcurrent`): the configuration's value, or max(8, 4 × ceil(cpu_limit)) (rule HM7). Null on SSH, where the runtime computes it from the host."},
+				MarkdownDescription: "Concurrent top-level turns (`agents.defaults.maxConcurrent`, rule HM7). Dedicated Codex: the configuration's value, or the platform's default " +
+					"max(8, 4 × available parallelism), where the parallelism honours the compute's CPU quota: `cpu_limit` in whole CPUs, rounded down, at least 1 " +
+					"(`2` and `2.5` give 8, `3` gives 12); the default is written into `admitted_document`. Other topologies (embedded OpenClaw, a native node host, SSH): " +
+					"the configuration's value when it sets one, else null: the document keeps no value and the runtime applies its own default."},
 			"status": computed("The revision's status: `active` once activated. A refresh that finds what runs is not the activated revision says `drifted: …` " +
 				"(the plan deploys a new revision), or `unretired: …` when the activated revision runs but the apply that activated it stopped before retiring " +
 				"earlier revisions (the plan is an in-place update that finishes the retirement and deploys nothing)."),

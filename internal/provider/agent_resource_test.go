@@ -61,15 +61,19 @@ func TestAccAgent_PlanShowsAdmittedRevision(t *testing.T) {
 			PlanOnly:           true,
 			ExpectNonEmptyPlan: true,
 			ConfigPlanChecks: resource.ConfigPlanChecks{PostApplyPostRefresh: []plancheck.PlanCheck{
-				// rule AD4: the platform logging stamp; rule HM7: maxConcurrent from cpu_limit = 2.
+				// rule AD4: the platform logging stamp; rule AD3: the platform's
+				// Kubernetes wiring, which runs, is in the plan; rule HM7: no
+				// maxConcurrent outside dedicated Codex (the runtime's default).
 				plancheck.ExpectKnownValue("occ_agent.a", tfjsonpath.New("admitted_document"), knownvalue.StringExact(
-					`{"agents":{"defaults":{"maxConcurrent":8,"model":"anthropic/claude-sonnet-4-5"}},"diagnostics":{"otel":{"logs":false}},"logging":{"consoleLevel":"info","consoleStyle":"json","level":"info"}}`)),
+					`{"agents":{"defaults":{"model":"anthropic/claude-sonnet-4-5"}},"diagnostics":{"otel":{"logs":false}},"discovery":{"mdns":{"mode":"off"}},`+
+						`"gateway":{"auth":{"mode":"token"},"bind":"lan","controlUi":{"enabled":false},"mode":"local","port":18789},`+
+						`"logging":{"consoleLevel":"info","consoleStyle":"json","level":"info"},"models":{"catalogRefresh":{"enabled":false}},"update":{"checkOnStart":false}}`)),
 				plancheck.ExpectKnownValue("occ_agent.a", tfjsonpath.New("harness"), knownvalue.StringExact("openclaw")),
 				// rule HM2: embedded on create.
 				plancheck.ExpectKnownValue("occ_agent.a", tfjsonpath.New("execution_mode"), knownvalue.StringExact("embedded")),
 				plancheck.ExpectKnownValue("occ_agent.a", tfjsonpath.New("revision"), knownvalue.Int64Exact(1)),
 				plancheck.ExpectKnownValue("occ_agent.a", tfjsonpath.New("harness_version"), knownvalue.StringExact("openclaw@"+admission.PinnedOpenClawVersion)),
-				plancheck.ExpectKnownValue("occ_agent.a", tfjsonpath.New("max_concurrent"), knownvalue.Int64Exact(8)),
+				plancheck.ExpectKnownValue("occ_agent.a", tfjsonpath.New("max_concurrent"), knownvalue.Null()),
 				plancheck.ExpectKnownValue("occ_agent.a", tfjsonpath.New("id"), knownvalue.StringExact("occ-acme/support")),
 				plancheck.ExpectUnknownValue("occ_agent.a", tfjsonpath.New("status")),
 			}},
@@ -177,6 +181,14 @@ func TestAccAgent_RuleFamiliesRefuseAtPlan(t *testing.T) {
 		"ND6 custom image": {agentConfig(testComputeCustomImage, `{ agents = { defaults = { model = "openai/gpt-5" } } }`, testSourceSecretRef, `harness = "openclaw"
   execution_mode = "dedicated"`),
 			`INVALID_REQUEST: the custom runtime image "registry.example/openclaw:custom" does not declare native worker support[\s\S]*Rule ND6`},
+		// rule AD3: a key the platform owns on Kubernetes is refused, naming
+		// the key and the fix, at the configuration attribute.
+		"AD3 user gateway.port on kubernetes": {agentConfig(testComputeK8s, `{ agents = { defaults = { model = "anthropic/claude-sonnet-4-5" } }, gateway = { port = 8080 } }`, testSourceSecretRef, ""),
+			`INVALID_REQUEST: the platform owns this key on Kubernetes[\s\S]*Attribute configuration[\s\S]*at gateway.port[\s\S]*remove gateway.port[\s\S]*18789\)[\s\S]*Rule AD3`},
+		// rule AD3: a non-object where the platform's wiring goes is refused,
+		// never skipped at render time.
+		"AD3 gateway not an object": {agentConfig(testComputeK8s, `{ agents = { defaults = { model = "anthropic/claude-sonnet-4-5" } }, gateway = "x" }`, testSourceSecretRef, ""),
+			`INVALID_REQUEST: must be an object[\s\S]*Attribute configuration[\s\S]*at gateway: must be an[\s\S]*Rule AD3`},
 		// rule AD1: the source must live in the agent's compute.
 		"AD1 source of another compute": {testComputeK8s + `
 resource "occ_compute" "other" {

@@ -104,7 +104,7 @@ func computeSchema() schema.Schema {
 						MarkdownDescription: fmt.Sprintf("The Codex app-server image for dedicated Codex. Default: `%s`.", admission.PinnedCodexImage)},
 					"cpu_limit": schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString(defaultCPULimit),
 						Validators:          []validator.String{quantity{what: "CPU"}},
-						MarkdownDescription: "CPU limit of each runtime container. It sets the startup probe's budget (20 s plus 45 CPU-seconds at this limit, rule PR1) and the default `maxConcurrent` (max(8, 4 × ceil(cpu)), rule HM7). Default `2`."},
+						MarkdownDescription: "CPU limit of each runtime container. It sets the startup probe's budget (20 s plus 45 CPU-seconds at this limit, rule PR1) and dedicated Codex's default `maxConcurrent` (max(8, 4 × parallelism), the parallelism being this limit in whole CPUs rounded down, at least 1; rule HM7). Default `2`."},
 					"memory_limit": schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString(defaultMemoryLimit),
 						Validators:          []validator.String{quantity{what: "memory"}},
 						MarkdownDescription: "Memory limit of each runtime container. Default `4Gi`."},
@@ -182,7 +182,7 @@ func computeSchema() schema.Schema {
 						Optional: true, Computed: true,
 						Default: objectdefault.StaticValue(types.ObjectValueMust(loggingAttrTypes, map[string]attr.Value{
 							"ownership": types.StringValue(admission.LoggingPlatform), "level": types.StringValue("info")})),
-						MarkdownDescription: "Who owns runtime logging. `platform` (default): admission stamps `logging.level`, a matching `consoleLevel`, JSON console style and disabled native OTLP log export (rule AD4). `driver`: a trusted compute driver owns logging and the document's logging is kept as written (rule AD5).",
+						MarkdownDescription: "Who owns runtime logging. `platform` (default): admission stamps `logging.level`, a matching `consoleLevel`, JSON console style and disabled native OTLP log export (rule AD4). `driver`: the compute driver owns logging and the document's logging is kept as written, and the Codex app server gets no LOG_FORMAT, RUST_LOG or [otel] settings (rules AD5, LG3). Only a compute driver the platform trusts may declare it: the Kubernetes compute, whose operator sets it here (an SSH host has no `logging`).",
 						Attributes: map[string]schema.Attribute{
 							"ownership": schema.StringAttribute{Required: true, Validators: []validator.String{oneOfRule("AD5", admission.LoggingPlatform, admission.LoggingDriver)},
 								MarkdownDescription: "`platform` or `driver`."},

@@ -74,7 +74,7 @@ func configurationSchema() schema.Schema {
 			"Root keys: OpenClaw's root object is strict (an unknown root key makes the gateway exit with code 78), so the provider " +
 			"accepts exactly the root keys of the pinned runtime's schema (OpenClaw " + admission.PinnedOpenClawVersion + "): " +
 			"`" + strings.Join(admission.RootKeys, "`, `") + "`. Inside them the document is passed through as written, except " +
-			"where admission transforms the revision (platform logging, `maxConcurrent`, the retired `agents.defaults.agentRuntime`); " +
+			"where admission transforms the revision (platform logging, dedicated Codex's `maxConcurrent`, the retired `agents.defaults.agentRuntime`); " +
 			"see `occ_agent.admitted_document`.",
 		Attributes: map[string]schema.Attribute{
 			"id": schema.StringAttribute{Computed: true, MarkdownDescription: "The configuration's identity (its name).",

@@ -89,7 +89,7 @@ func TestAccFault_FailedUpdateThenFix(t *testing.T) {
 		PreCheck:                 func() { testAccPreCheck(t) },
 		ProtoV6ProviderFactories: testAccProtoV6ProviderFactories,
 		Steps: []resource.TestStep{
-			{Config: faultAgentConfig(env, "", anthropicDoc, "support"), Check: runs("1", `"maxConcurrent":8`)},
+			{Config: faultAgentConfig(env, "", anthropicDoc, "support"), Check: runs("1", `"model":"anthropic/claude-sonnet-4-5"`)},
 			{
 				Config:      faultAgentConfig(env, neverUp, brokenDoc, "support"),
 				ExpectError: mustRegexp(`DEADLINE_EXCEEDED: agent "support" revision 2 did not activate`),

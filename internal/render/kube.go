@@ -78,7 +78,7 @@ const (
 	AppServerTokenKey = "token"
 	// AppServerTokenEnv carries the token into the gateway, where the Codex
 	// plugin resolves it as the env SecretRef of appServer.authToken.
-	AppServerTokenEnv = "OCC_APP_SERVER_TOKEN"
+	AppServerTokenEnv = admission.AppServerTokenEnv
 )
 
 // Objects is one revision's Kubernetes objects, in apply order. The Service
@@ -430,6 +430,10 @@ func GatewayTokenEnvVar(agent string) *corev1ac.EnvVarApplyConfiguration {
 // catalog.openclaw.ai up), and for dedicated Codex the Codex plugin pointed
 // at the harness over websocket. Which keys those are is
 // admission.PlatformKeys, the list admission refuses user values of (AD3).
+// Admission already froze the fixed ones into the revision's documents
+// (admission.StampPlatformKeys); render writes them again (a revision of
+// an older provider lacks them) and adds the computed one, the address of
+// the revision's own harness, which names its revision number n.
 func GatewayDocument(rev *admission.Revision, n int64) (occconfig.Document, error) {
 	d := occconfig.Clone(rev.GatewayDocument)
 	computed := map[string]any{}
@@ -439,10 +443,6 @@ func GatewayDocument(rev *admission.Revision, n int64) (occconfig.Document, erro
 			host = HarnessSandboxName(rev.Agent, n)
 		}
 		computed[admission.PathCodexAppServerURL.String()] = fmt.Sprintf("ws://%s:%d", host, AppServerPort)
-		// The plugin resolves this env SecretRef shorthand and sends the
-		// value as "Authorization: Bearer <token>", which the app server's
-		// capability-token mode checks.
-		computed[admission.PathCodexAppServerToken.String()] = "${" + AppServerTokenEnv + "}"
 	}
 	if err := writePlatformKeys(d, admission.PlatformKeys(admission.KindKubernetes, rev.Harness, rev.ExecutionMode), computed); err != nil {
 		return nil, err

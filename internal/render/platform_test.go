@@ -150,3 +150,51 @@ func TestAD6_RenderFailsClosedOnANonObjectPlatformPath(t *testing.T) {
 		})
 	}
 }
+
+// rule AD3: the gateway runs the document the plan shows. Admission froze
+// the platform's wiring into the revision, so render's file is the
+// revision's gateway document plus only the computed keys (the address of
+// the revision's own Codex harness, which names the revision number) and,
+// with a native node, minus the inference credentials (ND2: the gateway
+// never holds them).
+func TestAD3_RenderedGatewayIsTheAdmittedDocument(t *testing.T) {
+	for name, in := range map[string]admission.Input{
+		"embedded":        embeddedInput(t, "anthropic/claude-sonnet-4-5"),
+		"dedicated codex": codexInput(t, admission.MethodAPIKey),
+		"sandboxed codex": sandboxedCodexInput(t),
+		"native openclaw": nativeInput(t, admission.MethodAPIKey),
+		"ssh":             sshInput(t, anthropicSSH),
+	} {
+		t.Run(name, func(t *testing.T) {
+			rev := admit(t, in)
+			got, err := renderedGateway(t, rev)
+			if err != nil {
+				t.Fatal(err)
+			}
+			computed := map[string]bool{}
+			for _, k := range admission.PlatformKeys(rev.ComputeSettings.Kind, rev.Harness, rev.ExecutionMode) {
+				if k.Computed {
+					computed[k.Path.String()] = true
+				}
+			}
+			before, after := map[string]string{}, map[string]string{}
+			leaves(rev.GatewayDocument, nil, before)
+			leaves(got, nil, after)
+			for p, v := range after {
+				if before[p] != v && !computed[p] {
+					t.Errorf("render wrote %s = %s, which the revision's document does not hold (%q)", p, v, before[p])
+				}
+			}
+			for p := range computed {
+				if _, ok := after[p]; !ok {
+					t.Errorf("render did not write the computed %s", p)
+				}
+			}
+			for p, v := range before {
+				if _, kept := after[p]; !kept && !strings.HasSuffix(p, ".apiKey") {
+					t.Errorf("render dropped %s = %s", p, v)
+				}
+			}
+		})
+	}
+}

@@ -15,12 +15,15 @@ var updateGolden = flag.Bool("update-golden", false, "rewrite testdata/unset fro
 // pinnedRevisionIDs are the revision ids of topologyCases' revisions as
 // this provider has always admitted them: a new compute setting that is
 // left unset must change none of them, or every existing agent would plan
-// a new revision (and a Recreate restart) on upgrade (rule AD3).
+// a new revision (and a Recreate restart) on upgrade (rule AD3). The ids
+// change only with a change meant to change what existing agents run, noted
+// in CHANGELOG.md (embedded and native: maxConcurrent is dedicated Codex's;
+// all: the admitted document holds the platform's wiring).
 var pinnedRevisionIDs = map[string]string{
-	"embedded":        "26eb88d4a98ae819",
-	"dedicated codex": "c9433781ba3abbe6",
-	"sandboxed codex": "a8ca79a8c9eb4002",
-	"native openclaw": "ddede1d5e756e143",
+	"embedded":        "420a5bcee837ce43",
+	"dedicated codex": "bc5f52debc44b7fc",
+	"sandboxed codex": "cf6c21d5c0b05f72",
+	"native openclaw": "213fbbeb7599ce43",
 }
 
 // rule AD3: with no new setting set, every topology renders exactly what
