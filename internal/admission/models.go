@@ -121,13 +121,14 @@ func runtimePolicy(doc occconfig.Document, base occconfig.Path, where string, er
 		return nil
 	}
 	id, _ := raw.(string)
-	harness, known := runtimeAliases[id]
+	harness, known := runtimeIDs[id]
 	if !known {
+		if instead, alias := upstreamRuntimeAliases[id]; alias {
+			*errs = append(*errs, invalid("MR3", nil, p, "agentRuntime.id %q is not supported by OCC, which accepts only the platform's \"openclaw\" and \"codex\": %q is %s", id, id, instead))
+			return nil
+		}
 		*errs = append(*errs, invalid("MR3", nil, p, "agentRuntime.id %s is not supported by OCC; use \"openclaw\" or \"codex\"", jsonish(raw)))
 		return nil
-	}
-	if harness == "" {
-		return nil // "auto"/"default": the default selection, no explicit policy
 	}
 	return &policy{Harness: harness, Path: p, Where: where}
 }
