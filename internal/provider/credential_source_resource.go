@@ -107,7 +107,8 @@ func credentialSourceSchema() schema.Schema {
 					"key":  schema.StringAttribute{Required: true, Validators: []validator.String{stringvalidator.LengthAtLeast(1)}, MarkdownDescription: "The key inside it."},
 				}},
 			"service_account": schema.StringAttribute{Optional: true, Validators: []validator.String{dnsLabel()},
-				MarkdownDescription: "`codex_pat` only: a managed ServiceAccount whose token authenticates Codex (rule AU2)."},
+				MarkdownDescription: "`codex_pat` only: a managed ServiceAccount whose token authenticates Codex (rule AU2). The revision pins the ServiceAccount, not one token: " +
+					"the kubelet projects a one-hour token for it and rotates it, and a restarted harness logs in with the token current then (see the revisions guide)."},
 			"source_type": schema.StringAttribute{Optional: true, Validators: []validator.String{oneOfRule("AU3", admission.SourceTypes...)},
 				MarkdownDescription: "`credential_source` only: `openai_api_key`. `codex_oauth` can be declared but an Agent that uses it is refused at plan: Codex would get neither a key nor a ChatGPT login, so its startup probe could never pass (rule AU3)."},
 			"environment_file": schema.StringAttribute{Optional: true, Validators: []validator.String{absolutePath{}},
