@@ -237,9 +237,20 @@ func TestMR3_RuntimePolicyConflicts(t *testing.T) {
 		{"entry selects another primary",
 			withDoc(k8sEmbeddedInput(), `{agents: {defaults: {model: "anthropic/claude-sonnet-4-5"}, entries: {main: {model: "anthropic/claude-opus-4-1"}}}}`),
 			"", &refusal{InvalidRequest, "MR3", attrConfig, "agents.entries.main.model"}},
+		// rule MR3: without agents.defaults.model, the entries' own primary
+		// is the Agent's when every entry selects the same one.
 		{"entry primary without defaults primary",
 			withDoc(k8sEmbeddedInput(), `{agents: {entries: {main: {model: {primary: "anthropic/claude-sonnet-4-5"}}}}}`),
-			"", &refusal{InvalidRequest, "MR3", attrConfig, "agents.entries.main.model.primary"}},
+			HarnessOpenClaw, nil},
+		{"entries agree without defaults primary",
+			withDoc(k8sEmbeddedInput(), `{agents: {ownership: "explicit", entries: {main: {model: "anthropic/claude-sonnet-4-5"}, ops: {model: {primary: "anthropic/claude-sonnet-4-5"}}}}}`),
+			HarnessOpenClaw, nil},
+		{"entries disagree without defaults primary",
+			withDoc(k8sEmbeddedInput(), `{agents: {ownership: "explicit", entries: {main: {model: "anthropic/claude-sonnet-4-5"}, ops: {model: "anthropic/claude-opus-4-1"}}}}`),
+			"", &refusal{InvalidRequest, "MR3", attrConfig, "agents.entries.ops.model"}},
+		{"an entry without a model beside one with, without defaults primary",
+			withDoc(k8sEmbeddedInput(), `{agents: {ownership: "explicit", entries: {main: {model: "anthropic/claude-sonnet-4-5"}, ops: {}}}}`),
+			"", &refusal{InvalidRequest, "MR3", attrConfig, "agents.entries.ops"}},
 		{"fallbacks without primary",
 			withDoc(k8sEmbeddedInput(), `{agents: {defaults: {model: {fallbacks: ["anthropic/claude-sonnet-4-5"]}}}}`),
 			"", &refusal{InvalidRequest, "MR3", attrConfig, "agents.defaults.model"}},
@@ -681,5 +692,30 @@ func TestMR3_UpstreamRuntimeAliasesNameTheFix(t *testing.T) {
 		if msg := errs[0].Message; !strings.Contains(msg, want) || !strings.Contains(msg, `"openclaw" and "codex"`) {
 			t.Errorf("%s: message %q does not name the fix %q", id, msg, want)
 		}
+	}
+}
+
+// rule MR3: an Agent whose only primary model is its entry's (no
+// agents.defaults.model) runs with it as with the defaults': the probe
+// calls it, the credential follows its provider (AU1), its fallbacks keep
+// their order (MR10) and pass the same checks (MR8).
+func TestMR3_EntryPrimaryIsTheAgentsPrimary(t *testing.T) {
+	in := withDoc(k8sEmbeddedInput(), `{agents: {entries: {main: {model: {primary: "anthropic/claude-sonnet-4-5", fallbacks: ["anthropic/claude-opus-4-1"]}}}},
+		models: {providers: {anthropic: {agentRuntime: {id: "openclaw"}, models: [{id: "claude-sonnet-4-5"}, {id: "claude-opus-4-1"}]}}}}`)
+	rev := admitOK(t, in)
+	if rev.PrimaryModel == nil || rev.PrimaryModel.String() != "anthropic/claude-sonnet-4-5" || rev.Probe.Model != "anthropic/claude-sonnet-4-5" {
+		t.Errorf("primary %v, probe model %q; want the entry's", rev.PrimaryModel, rev.Probe.Model)
+	}
+	if rev.Credential.EnvVar != EnvAnthropicAPIKey {
+		t.Errorf("credential variable %q, want %s for the entry's anthropic primary", rev.Credential.EnvVar, EnvAnthropicAPIKey)
+	}
+	if len(rev.Fallbacks) != 1 || rev.Fallbacks[0].String() != "anthropic/claude-opus-4-1" {
+		t.Errorf("fallbacks %v, want the entry's", rev.Fallbacks)
+	}
+	// The entry's fallback leaving the provider is refused once, at its path.
+	bad := withDoc(k8sEmbeddedInput(), `{agents: {entries: {main: {model: {primary: "anthropic/claude-sonnet-4-5", fallbacks: ["openai/gpt-5"]}}}}}`)
+	_, errs := Admit(bad)
+	if len(errs) != 1 || errs[0].Rule != "MR8" || errs[0].DocPath.String() != "agents.entries.main.model.fallbacks[0]" {
+		t.Errorf("errs = %v, want one MR8 refusal at the entry's fallback", errs)
 	}
 }
