@@ -63,7 +63,7 @@ func parseArgs(args []string, stderr io.Writer) (wrapperArgs, error) {
 	fs.StringVar(&o.Container, "container", "", "container name: gateway, harness or node")
 	fs.StringVar(&o.Harness, "harness", "", "harness: openclaw or codex")
 	fs.StringVar(&o.ProbeFile, "probe", "", "admitted probe settings (JSON); none: no model probe")
-	fs.StringVar(&o.WaitPeer, "wait-peer", "", "peer a dedicated gateway waits for (the gateway waits itself, PR10)")
+	fs.StringVar(&o.WaitPeer, "wait-peer", "", "peer the container waits for before the runtime starts: harness (a dedicated Codex gateway waits, with no deadline of its own, until its harness answers /readyz; the peer_status phase, PR10); none: no wait")
 	fs.StringVar(&o.CgroupDir, "cgroup", "/sys/fs/cgroup", "cgroup directory for the CPU limit and throttling")
 	fs.StringVar(&o.CodexBin, "codex", "", "codex binary for login and probe (default: the runtime command)")
 	fs.IntVar(&o.HealthPort, "health-port", 0, "port of the runtime's /healthz and /readyz; while held the wrapper answers there (alive, not ready); 0: nothing listens")

@@ -80,7 +80,7 @@ func TestPR1_OpenClawReadySpawnsRuntime(t *testing.T) {
 			}
 			got := sequence(p.records())
 			wantSeq := []string{"login:skipped", "openclaw.model_probe#1=READY(final)", "model_probe:ok", "peer_status:skipped",
-				"plugin_install:skipped", "state_migration:skipped", "workspace_setup:ok", "process_spawn:ok"}
+				"workspace_setup:ok", "process_spawn:ok"}
 			if !slices.Equal(got, wantSeq) {
 				t.Errorf("records %v\nwant %v", got, wantSeq)
 			}

@@ -222,7 +222,11 @@ func checkBindingsCompute(bindings []SecretBindingEnv, c Compute) Errors {
 	}
 	instead := ""
 	if row.Words.BindingsInstead != "" {
-		instead = " and " + row.Words.BindingsInstead
+		vars := make([]string, len(bindings))
+		for i, b := range bindings {
+			vars[i] = b.EnvVar + "=…"
+		}
+		instead = " and " + row.Words.BindingsInstead + " (here: " + strings.Join(vars, ", ") + ")"
 	}
 	return Errors{{Class: ResourceConflict, Rule: "AU6", Attribute: []string{"configuration"},
 		Message: fmt.Sprintf("the configuration has secret_bindings (%s), which are Kubernetes Secrets; %s cannot project them. "+

@@ -26,9 +26,10 @@ func CheckDocument(doc occconfig.Document) Errors {
 	errs = append(errs, checkMaxConcurrent(doc)...)
 	errs = append(errs, literalKeys(doc)...)
 
-	sel, e := readModelSelection(doc, pathDefaultModel)
+	_, e := readModelSelection(doc, pathDefaultModel)
 	errs = append(errs, e...)
-	errs = append(errs, checkEntriesPrimary(doc, sel.Primary)...)
+	sel := agentSelection(doc)
+	errs = append(errs, checkEntriesPrimary(doc, sel)...)
 
 	// Every runtime policy value must be a supported harness (MR3), and the
 	// document's own policies for the primary must agree.
@@ -367,6 +368,9 @@ func checkProviderConsistency(doc occconfig.Document, sel modelSelection) Errors
 	var errs Errors
 	primary := *sel.Primary
 	for i, fb := range sel.Fallbacks {
+		if sel.Entry != "" {
+			break // an entry's fallbacks are checkEntriesPrimary's
+		}
 		if fb.Provider != primary.Provider {
 			errs = append(errs, invalid("MR8", nil, sel.FallbackPaths[i], "fallback %s leaves the selected provider %s; fallbacks must keep the primary model's provider", fb, primary.Provider))
 		}
@@ -429,10 +433,14 @@ func allowedList(primary ModelRef, fallbacks []ModelRef) string {
 	return fmt.Sprintf("[%s]", strings.Join(parts, ", "))
 }
 
-// checkEntriesPrimary makes every Agent entry with its own model resolve to
-// the defaults' primary (MR3: one primary model per Agent).
-func checkEntriesPrimary(doc occconfig.Document, primary *ModelRef) Errors {
+// checkEntriesPrimary makes every Agent entry resolve to the Agent's one
+// primary model (MR3): an entry with its own model selects the Agent's
+// primary (agentSelection: the defaults', or without one the entries'
+// own); without agents.defaults.model, an entry that selects none would
+// resolve to no model, so every entry must then select the same one.
+func checkEntriesPrimary(doc occconfig.Document, agent modelSelection) Errors {
 	var errs Errors
+	primary := agent.Primary
 	for _, id := range sortedKeys(occconfig.Object(doc, pathEntries)) {
 		base := pathEntries.Key(id).Key("model")
 		sel, e := readModelSelection(doc, base)
@@ -445,14 +453,17 @@ func checkEntriesPrimary(doc occconfig.Document, primary *ModelRef) Errors {
 			}
 		}
 		if sel.Primary == nil {
+			if agent.Entry != "" && len(e) == 0 {
+				errs = append(errs, invalid("MR3", nil, pathEntries.Key(id), "agent entry %q selects no model and agents.defaults.model is unset, so it resolves to no primary model, while entry %q selects %s; every entry must resolve to one primary model: set agents.defaults.model = %q (or the same model on every entry)", id, agent.Entry, primary, primary.String()))
+			}
 			continue
 		}
-		if primary == nil || *sel.Primary != *primary {
-			want := "no primary model"
-			if primary != nil {
-				want = primary.String()
+		if *sel.Primary != *primary {
+			what := "the agent's primary model is"
+			if agent.Entry != "" {
+				what = fmt.Sprintf("agent entry %q selects", agent.Entry)
 			}
-			errs = append(errs, invalid("MR3", nil, sel.PrimaryPath, "agent entry %q selects %s but the agent's primary model is %s; every entry must resolve to one primary model", id, sel.Primary, want))
+			errs = append(errs, invalid("MR3", nil, sel.PrimaryPath, "agent entry %q selects %s but %s %s; every entry must resolve to one primary model", id, sel.Primary, what, primary))
 		}
 	}
 	return errs

@@ -89,8 +89,10 @@ var kindTable = []KindSupport{
 		AuthMethods: []string{MethodRuntime},
 		Settings:    sshSettings,
 		Words: KindWords{Title: "SSH", Noun: "an SSH compute", Is: "an SSH host",
-			CredentialNote:  "systemd loads the operator's credentials file",
-			BindingsInstead: "put the channel credentials in the host's environment file"},
+			CredentialNote: "systemd loads the operator's credentials file",
+			BindingsInstead: "add each as a NAME=value line to the environment_file of the agent's runtime credential source, " +
+				"which systemd loads at every start of the unit (outside version immutability, like the model credential); " +
+				"the document keeps referring to it as ${NAME}"},
 	},
 }
 

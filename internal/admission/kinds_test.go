@@ -167,7 +167,7 @@ func TestKinds_RefusalMessagesKept(t *testing.T) {
 		{"AU4 runtime with a gateway", runtimeWithGateway,
 			`compute "edge" selects credential gateway "cg-main", which serves only credential_source bindings of a dedicated harness in the OpenShell sandbox on Kubernetes; method "runtime" would bypass it. Remove credential_gateway from the SSH compute`},
 		{"AU6 bindings on ssh", checkBindingsCompute(bindings, sshCompute()),
-			`the configuration has secret_bindings (telegram), which are Kubernetes Secrets; an SSH compute cannot project them. Remove them and put the channel credentials in the host's environment file, or run the Agent on a Kubernetes compute`},
+			`the configuration has secret_bindings (telegram), which are Kubernetes Secrets; an SSH compute cannot project them. Remove them and add each as a NAME=value line to the environment_file of the agent's runtime credential source, which systemd loads at every start of the unit (outside version immutability, like the model credential); the document keeps referring to it as ${NAME} (here: TELEGRAM=…), or run the Agent on a Kubernetes compute`},
 		{"ND4 driver on ssh", CheckSandbox(HarnessOpenClaw, ModeEmbedded, withDriver),
 			`a sandbox driver needs a Kubernetes compute; remove sandbox_driver or use a kubernetes compute`},
 	} {
@@ -256,7 +256,7 @@ func TestKinds_HypotheticalRowChangesAdmission(t *testing.T) {
 		{"api_key only", runtimeSrc, &refusal{ResourceConflict, "AU5", attrSource, ""},
 			`a VM compute accepts only method "api_key"; "runtime" is not available there`},
 		{"no secret bindings", bound, &refusal{ResourceConflict, "AU6", attrConfig, ""},
-			`the configuration has secret_bindings (telegram), which are Kubernetes Secrets; a VM compute cannot project them. Remove them and put the channel credentials in the VM's image, or run the Agent on a Kubernetes compute`},
+			`the configuration has secret_bindings (telegram), which are Kubernetes Secrets; a VM compute cannot project them. Remove them and put the channel credentials in the VM's image (here: TELEGRAM=…), or run the Agent on a Kubernetes compute`},
 		{"no sandbox driver", sandboxed, &refusal{ResourceConflict, "ND4", attrCompute, ""}, ""},
 		{"no startup probe, so no PR11", envURL, nil, ""},
 	} {

@@ -56,7 +56,7 @@ func DriverTransform(driver string, doc occconfig.Document, c Compute, s Credent
 	if driver != DriverOpenShell || s.Method != MethodCredentialSource || c.CredentialGateway == nil {
 		return doc
 	}
-	sel, _ := readModelSelection(doc, pathDefaultModel)
+	sel := agentSelection(doc)
 	if sel.Primary == nil {
 		return doc
 	}

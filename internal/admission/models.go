@@ -28,6 +28,30 @@ type modelSelection struct {
 	Fallbacks   []ModelRef
 	// FallbackPaths are parallel to Fallbacks.
 	FallbackPaths []occconfig.Path
+	// Entry is the Agent entry the selection comes from (agentSelection);
+	// "" for agents.defaults.model.
+	Entry string
+}
+
+// agentSelection is the Agent's primary model and its fallbacks (MR3:
+// "all Agent entries must resolve to one primary model"):
+// agents.defaults.model, or, when that selects no primary, the primary the
+// Agent entries select for themselves when they all select the same one
+// (checkEntriesPrimary refuses entries that disagree or that would
+// resolve to no model), with the fallbacks of the first entry that
+// selects it. Entry is that entry's id ("" for the defaults).
+func agentSelection(doc occconfig.Document) modelSelection {
+	sel, _ := readModelSelection(doc, pathDefaultModel)
+	if sel.Primary != nil {
+		return sel
+	}
+	for _, id := range sortedKeys(occconfig.Object(doc, pathEntries)) {
+		if e, _ := readModelSelection(doc, pathEntries.Key(id).Key("model")); e.Primary != nil {
+			e.Entry = id
+			return e
+		}
+	}
+	return sel
 }
 
 // readModelSelection reads agents.defaults.model (a string, or an object
@@ -121,13 +145,14 @@ func runtimePolicy(doc occconfig.Document, base occconfig.Path, where string, er
 		return nil
 	}
 	id, _ := raw.(string)
-	harness, known := runtimeAliases[id]
+	harness, known := runtimeIDs[id]
 	if !known {
+		if instead, alias := upstreamRuntimeAliases[id]; alias {
+			*errs = append(*errs, invalid("MR3", nil, p, "agentRuntime.id %q is not supported by OCC, which accepts only the platform's \"openclaw\" and \"codex\": %q is %s", id, id, instead))
+			return nil
+		}
 		*errs = append(*errs, invalid("MR3", nil, p, "agentRuntime.id %s is not supported by OCC; use \"openclaw\" or \"codex\"", jsonish(raw)))
 		return nil
-	}
-	if harness == "" {
-		return nil // "auto"/"default": the default selection, no explicit policy
 	}
 	return &policy{Harness: harness, Path: p, Where: where}
 }

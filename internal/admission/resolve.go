@@ -111,7 +111,7 @@ func Resolve(doc occconfig.Document, agentHarness string) (Resolution, Errors) {
 	var errs Errors
 	// Reference syntax, entries and provider consistency are CheckDocument's
 	// (save time); resolution reads what it can and judges harnesses only.
-	sel, _ := readModelSelection(doc, pathDefaultModel)
+	sel := agentSelection(doc)
 	res := Resolution{Primary: sel.Primary, Fallbacks: sel.Fallbacks}
 
 	if sel.Primary == nil {
@@ -127,7 +127,11 @@ func Resolve(doc occconfig.Document, agentHarness string) (Resolution, Errors) {
 		return res, errs
 	}
 
-	fallbacks, paths := slices.Clone(sel.Fallbacks), slices.Clone(sel.FallbackPaths)
+	var fallbacks []ModelRef
+	var paths []occconfig.Path
+	if sel.Entry == "" { // an entry's own fallbacks come with every entry's below
+		fallbacks, paths = slices.Clone(sel.Fallbacks), slices.Clone(sel.FallbackPaths)
+	}
 	entryRefs, entryPaths := entryFallbacks(doc)
 	fallbacks, paths = append(fallbacks, entryRefs...), append(paths, entryPaths...)
 	for i, fb := range fallbacks {

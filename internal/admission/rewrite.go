@@ -61,7 +61,7 @@ func GatewayDocument(admitted occconfig.Document) occconfig.Document {
 		}
 	}
 	selected := ""
-	if sel, _ := readModelSelection(out, pathDefaultModel); sel.Primary != nil {
+	if sel := agentSelection(out); sel.Primary != nil {
 		selected = sel.Primary.Provider
 	}
 	rewriteSelection(pathDefaultModel)

@@ -192,9 +192,16 @@ func TestMR3_RuntimePolicyConflicts(t *testing.T) {
 	}{
 		{"provider and model agree", noHarness(withDoc(dedicatedCodexInput(), codexPolicies)), HarnessCodex, nil},
 		{"agent harness agrees with document", withDoc(dedicatedCodexInput(), codexPolicies), HarnessCodex, nil},
-		{"alias codex-app-server", noHarness(withDoc(dedicatedCodexInput(), `{agents: {defaults: {model: "codex/gpt-5-codex", models: {"codex/gpt-5-codex": {agentRuntime: {id: "codex-app-server"}}}}}}`)), HarnessCodex, nil},
-		{"alias pi is openclaw", withDoc(k8sEmbeddedInput(), `{agents: {defaults: {model: "openai/gpt-5", models: {"openai/gpt-5": {agentRuntime: {id: "pi"}}}}}}`), HarnessOpenClaw, nil},
-		{"auto is no policy", withDoc(k8sEmbeddedInput(), `{agents: {defaults: {model: "anthropic/claude-sonnet-4-5", models: {"anthropic/claude-sonnet-4-5": {agentRuntime: {id: "auto"}}}}}}`), HarnessOpenClaw, nil},
+		// rule MR3: the platform names only openclaw and codex; upstream's
+		// aliases are refused with the id to write instead.
+		{"upstream alias codex-app-server is refused", noHarness(withDoc(dedicatedCodexInput(), `{agents: {defaults: {model: "codex/gpt-5-codex", models: {"codex/gpt-5-codex": {agentRuntime: {id: "codex-app-server"}}}}}}`)),
+			"", &refusal{InvalidRequest, "MR3", attrConfig, `agents.defaults.models["codex/gpt-5-codex"].agentRuntime.id`}},
+		{"upstream alias pi is refused", withDoc(k8sEmbeddedInput(), `{agents: {defaults: {model: "openai/gpt-5", models: {"openai/gpt-5": {agentRuntime: {id: "pi"}}}}}}`),
+			"", &refusal{InvalidRequest, "MR3", attrConfig, `agents.defaults.models["openai/gpt-5"].agentRuntime.id`}},
+		{"upstream auto is refused", withDoc(k8sEmbeddedInput(), `{agents: {defaults: {model: "anthropic/claude-sonnet-4-5", models: {"anthropic/claude-sonnet-4-5": {agentRuntime: {id: "auto"}}}}}}`),
+			"", &refusal{InvalidRequest, "MR3", attrConfig, `agents.defaults.models["anthropic/claude-sonnet-4-5"].agentRuntime.id`}},
+		{"upstream default is refused on a provider", withDoc(k8sEmbeddedInput(), `{models: {providers: {anthropic: {agentRuntime: {id: "default"}}}}, agents: {defaults: {model: "anthropic/claude-sonnet-4-5"}}}`),
+			"", &refusal{InvalidRequest, "MR3", attrConfig, "models.providers.anthropic.agentRuntime.id"}},
 		{"entry repeats the primary", withDoc(k8sEmbeddedInput(), `{agents: {defaults: {model: "anthropic/claude-sonnet-4-5"}, entries: {main: {model: "anthropic/claude-sonnet-4-5"}}}}`), HarnessOpenClaw, nil},
 		{"provider vs model conflict",
 			noHarness(withDoc(dedicatedCodexInput(), `{models: {providers: {codex: {agentRuntime: {id: "codex"}}}}, agents: {defaults: {model: "codex/gpt-5-codex", models: {"codex/gpt-5-codex": {agentRuntime: {id: "openclaw"}}}}}}`)),
@@ -230,9 +237,20 @@ func TestMR3_RuntimePolicyConflicts(t *testing.T) {
 		{"entry selects another primary",
 			withDoc(k8sEmbeddedInput(), `{agents: {defaults: {model: "anthropic/claude-sonnet-4-5"}, entries: {main: {model: "anthropic/claude-opus-4-1"}}}}`),
 			"", &refusal{InvalidRequest, "MR3", attrConfig, "agents.entries.main.model"}},
+		// rule MR3: without agents.defaults.model, the entries' own primary
+		// is the Agent's when every entry selects the same one.
 		{"entry primary without defaults primary",
 			withDoc(k8sEmbeddedInput(), `{agents: {entries: {main: {model: {primary: "anthropic/claude-sonnet-4-5"}}}}}`),
-			"", &refusal{InvalidRequest, "MR3", attrConfig, "agents.entries.main.model.primary"}},
+			HarnessOpenClaw, nil},
+		{"entries agree without defaults primary",
+			withDoc(k8sEmbeddedInput(), `{agents: {ownership: "explicit", entries: {main: {model: "anthropic/claude-sonnet-4-5"}, ops: {model: {primary: "anthropic/claude-sonnet-4-5"}}}}}`),
+			HarnessOpenClaw, nil},
+		{"entries disagree without defaults primary",
+			withDoc(k8sEmbeddedInput(), `{agents: {ownership: "explicit", entries: {main: {model: "anthropic/claude-sonnet-4-5"}, ops: {model: "anthropic/claude-opus-4-1"}}}}`),
+			"", &refusal{InvalidRequest, "MR3", attrConfig, "agents.entries.ops.model"}},
+		{"an entry without a model beside one with, without defaults primary",
+			withDoc(k8sEmbeddedInput(), `{agents: {ownership: "explicit", entries: {main: {model: "anthropic/claude-sonnet-4-5"}, ops: {}}}}`),
+			"", &refusal{InvalidRequest, "MR3", attrConfig, "agents.entries.ops"}},
 		{"fallbacks without primary",
 			withDoc(k8sEmbeddedInput(), `{agents: {defaults: {model: {fallbacks: ["anthropic/claude-sonnet-4-5"]}}}}`),
 			"", &refusal{InvalidRequest, "MR3", attrConfig, "agents.defaults.model"}},
@@ -655,5 +673,49 @@ func TestMR5_ExplicitlyConfiguredProviders(t *testing.T) {
 	doc := mustDoc(`{` + model + `, models: {providers: {anthropic: {apiKey: "` + PlaceholderCredential + `"}}}}`)
 	if customProvider(doc, "anthropic") {
 		t.Errorf("the OpenShell placeholder made anthropic explicitly configured")
+	}
+}
+
+// rule MR3: upstream's other runtime ids are refused at save time, and the
+// refusal says which of the platform's ids to write instead.
+func TestMR3_UpstreamRuntimeAliasesNameTheFix(t *testing.T) {
+	for id, want := range map[string]string{
+		"pi":               `write "openclaw"`,
+		"codex-app-server": `write "codex"`,
+		"auto":             "remove agentRuntime and let the resolver choose",
+		"default":          "remove agentRuntime and let the resolver choose",
+	} {
+		errs := CheckDocument(mustDoc(`{agents: {defaults: {model: "anthropic/claude-sonnet-4-5", models: {"anthropic/claude-sonnet-4-5": {agentRuntime: {id: "` + id + `"}}}}}}`))
+		if len(errs) != 1 || errs[0].Rule != "MR3" {
+			t.Fatalf("%s: errs = %v, want one MR3 refusal", id, errs)
+		}
+		if msg := errs[0].Message; !strings.Contains(msg, want) || !strings.Contains(msg, `"openclaw" and "codex"`) {
+			t.Errorf("%s: message %q does not name the fix %q", id, msg, want)
+		}
+	}
+}
+
+// rule MR3: an Agent whose only primary model is its entry's (no
+// agents.defaults.model) runs with it as with the defaults': the probe
+// calls it, the credential follows its provider (AU1), its fallbacks keep
+// their order (MR10) and pass the same checks (MR8).
+func TestMR3_EntryPrimaryIsTheAgentsPrimary(t *testing.T) {
+	in := withDoc(k8sEmbeddedInput(), `{agents: {entries: {main: {model: {primary: "anthropic/claude-sonnet-4-5", fallbacks: ["anthropic/claude-opus-4-1"]}}}},
+		models: {providers: {anthropic: {agentRuntime: {id: "openclaw"}, models: [{id: "claude-sonnet-4-5"}, {id: "claude-opus-4-1"}]}}}}`)
+	rev := admitOK(t, in)
+	if rev.PrimaryModel == nil || rev.PrimaryModel.String() != "anthropic/claude-sonnet-4-5" || rev.Probe.Model != "anthropic/claude-sonnet-4-5" {
+		t.Errorf("primary %v, probe model %q; want the entry's", rev.PrimaryModel, rev.Probe.Model)
+	}
+	if rev.Credential.EnvVar != EnvAnthropicAPIKey {
+		t.Errorf("credential variable %q, want %s for the entry's anthropic primary", rev.Credential.EnvVar, EnvAnthropicAPIKey)
+	}
+	if len(rev.Fallbacks) != 1 || rev.Fallbacks[0].String() != "anthropic/claude-opus-4-1" {
+		t.Errorf("fallbacks %v, want the entry's", rev.Fallbacks)
+	}
+	// The entry's fallback leaving the provider is refused once, at its path.
+	bad := withDoc(k8sEmbeddedInput(), `{agents: {entries: {main: {model: {primary: "anthropic/claude-sonnet-4-5", fallbacks: ["openai/gpt-5"]}}}}}`)
+	_, errs := Admit(bad)
+	if len(errs) != 1 || errs[0].Rule != "MR8" || errs[0].DocPath.String() != "agents.entries.main.model.fallbacks[0]" {
+		t.Errorf("errs = %v, want one MR8 refusal at the entry's fallback", errs)
 	}
 }

@@ -45,3 +45,42 @@ func TestPR11_ProbeTransportIsLiteral(t *testing.T) {
 		})
 	}
 }
+
+// rule PR11, kept beyond embedded revisions on purpose: the platform words
+// PR11 for the embedded probe, but a dedicated harness runs a native model
+// probe before serving too (PR1 on the native node, PR2 for Codex) and
+// reads its provider's transport settings as written, in an environment
+// that holds only its model credential (secret bindings reach the gateway
+// alone, AU6): a ${VAR} baseUrl or api would resolve to nothing there. So
+// dedicated revisions are refused the same way, and their model key may
+// refer only to the alias harness_auth fills.
+func TestPR11_DedicatedRevisionsToo(t *testing.T) {
+	codex := func(doc string) Input { return withDoc(dedicatedCodexInput(), doc) }
+	native := func(doc string) Input { return withDoc(dedicatedOpenClawInput(), doc) }
+	tests := []struct {
+		name string
+		in   Input
+		want *refusal
+	}{
+		{"codex: literal baseUrl", codex(`{agents: {defaults: {model: "codex/gpt-5-codex"}}, models: {providers: {codex: {baseUrl: "https://llm.internal/v1"}}}}`), nil},
+		{"codex: baseUrl from the environment", codex(`{agents: {defaults: {model: "codex/gpt-5-codex"}}, models: {providers: {codex: {baseUrl: "${LLM_URL}"}}}}`),
+			&refusal{InvalidRequest, "PR11", attrConfig, "models.providers.codex.baseUrl"}},
+		{"native: literal baseUrl, the alias as key", native(`{agents: {defaults: {model: "openai/gpt-5"}}, models: {providers: {openai: {baseUrl: "https://llm.internal/v1", apiKey: "${OPENAI_API_KEY}"}}}}`), nil},
+		{"native: baseUrl from the environment", native(`{agents: {defaults: {model: "openai/gpt-5"}}, models: {providers: {openai: {baseUrl: "${LLM_URL}"}}}}`),
+			&refusal{InvalidRequest, "PR11", attrConfig, "models.providers.openai.baseUrl"}},
+		{"native: key from another variable", native(`{agents: {defaults: {model: "openai/gpt-5"}}, models: {providers: {openai: {apiKey: "${OTHER_KEY}"}}}}`),
+			&refusal{InvalidRequest, "PR11", attrConfig, "models.providers.openai.apiKey"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			_, errs := Admit(tc.in)
+			if tc.want == nil {
+				if len(errs) > 0 {
+					t.Fatalf("refused: %v", errs)
+				}
+				return
+			}
+			checkRefusal(t, errs, *tc.want)
+		})
+	}
+}

@@ -33,15 +33,24 @@ var BuiltinProviders = []string{
 	"xiaomi-token-plan", "z.ai", "z-ai", "zai",
 }
 
-// runtimeAliases maps upstream runtime ids to OCC harnesses; "" means the
-// id asks for the default selection, which is no explicit policy.
-var runtimeAliases = map[string]string{
-	"openclaw":         HarnessOpenClaw,
-	"pi":               HarnessOpenClaw,
-	"codex":            HarnessCodex,
-	"codex-app-server": HarnessCodex,
-	"auto":             "",
-	"default":          "",
+// runtimeIDs are the agentRuntime.id values OCC accepts, the platform's
+// two (MR3: "Supported agentRuntime.id values are openclaw and codex"),
+// and the harness each selects.
+var runtimeIDs = map[string]string{
+	"openclaw": HarnessOpenClaw,
+	"codex":    HarnessCodex,
+}
+
+// upstreamRuntimeAliases are the other ids upstream OpenClaw 2026.9.6
+// accepts, refused by OCC (MR3), each with what to write instead: "pi"
+// and "codex-app-server" are upstream's names of the two harnesses;
+// "auto" and "default" ask for upstream's own selection, which is no
+// policy at all.
+var upstreamRuntimeAliases = map[string]string{
+	"pi":               `upstream's alias of "openclaw"; write "openclaw"`,
+	"codex-app-server": `upstream's alias of "codex"; write "codex"`,
+	"auto":             `upstream's request for its default selection, which is no policy: remove agentRuntime and let the resolver choose (rule MR5), or write "openclaw" or "codex"`,
+	"default":          `upstream's request for its default selection, which is no policy: remove agentRuntime and let the resolver choose (rule MR5), or write "openclaw" or "codex"`,
 }
 
 // Roster is a document location OCC refuses when it is not empty (MR9).

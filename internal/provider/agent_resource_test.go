@@ -211,6 +211,42 @@ resource "occ_agent" "a" {
   configuration = occ_configuration.c
   harness_auth  = { source = occ_credential_source.s }
 }`, `RESOURCE_CONFLICT: credential source "anthropic" lives in compute "other"[\s\S]*Rule AD1`},
+		// rule MR5: credentials alone make a built-in provider explicitly configured.
+		"MR5 apiKey alone without policy": {agentConfig(testComputeK8s, `{ agents = { defaults = { model = "anthropic/claude-sonnet-4-5" } }, models = { providers = { anthropic = { apiKey = "$${ANTHROPIC_API_KEY}" } } } }`, testSourceSecretRef, ""),
+			`INVALID_REQUEST: anthropic/claude-sonnet-4-5 needs an explicit runtime policy[\s\S]*explicitly configured[\s\S]*Rule MR5`},
+		// rules AU3, PR2: the codex_oauth source is refused, naming the fix.
+		"AU3 codex_oauth": {agentConfig(testComputeGateway, `{ agents = { defaults = { model = "codex/gpt-5-codex" } } }`, `
+resource "occ_credential_source" "s" {
+  name        = "gw"
+  method      = "credential_source"
+  source_type = "codex_oauth"
+}`, `harness = "codex"
+  execution_mode = "dedicated"`),
+			`INVALID_REQUEST: source_type "codex_oauth"[\s\S]*is not supported by this provider[\s\S]*source_type = "openai_api_key"[\s\S]*Rule AU3`},
+		// rule AU6: an SSH host takes no secret bindings; the refusal names
+		// the environment file the unit loads.
+		"AU6 secret bindings on ssh": {`
+resource "occ_compute" "k" {
+  name = "edge"
+  ssh  = { host = "10.0.0.5", host_key = "` + testHostKey + `" }
+}
+resource "occ_configuration" "c" {
+  name            = "support"
+  document        = jsonencode({ agents = { defaults = { model = "anthropic/claude-sonnet-4-5" } } })
+  secret_bindings = { telegram = { secret = "tg-bot", key = "token" } }
+}
+resource "occ_credential_source" "s" {
+  name             = "host"
+  compute          = occ_compute.k
+  method           = "runtime"
+  environment_file = "/etc/occ/openclaw.env"
+}
+resource "occ_agent" "a" {
+  name          = "support"
+  compute       = occ_compute.k
+  configuration = occ_configuration.c
+  harness_auth  = { source = occ_credential_source.s }
+}`, `RESOURCE_CONFLICT: the configuration has secret_bindings \(telegram\)[\s\S]*environment_file of the agent's runtime credential source[\s\S]*TELEGRAM=[\s\S]*Rule AU6`},
 		// rule AU5 / SS1: an SSH compute runs embedded OpenClaw with runtime only.
 		"HM1 dedicated on ssh": {`
 resource "occ_compute" "k" {
@@ -260,6 +296,8 @@ resource "occ_credential_source" "s" {
 }`, `harness = "openclaw"
   execution_mode = "dedicated"`),
 		"embedded openclaw on ssh": sshAgentConfig("10.0.0.5"),
+		// rule MR3: without agents.defaults.model, the one entry's primary is the agent's.
+		"embedded openclaw with only an entry's primary": agentConfig(testComputeK8s, `{ agents = { entries = { main = { model = "anthropic/claude-sonnet-4-5" } } } }`, testSourceSecretRef, ""),
 	}
 	for name, config := range cases {
 		t.Run(name, func(t *testing.T) {

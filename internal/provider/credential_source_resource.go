@@ -111,11 +111,15 @@ func credentialSourceSchema() schema.Schema {
 					"key":  schema.StringAttribute{Required: true, Validators: []validator.String{stringvalidator.LengthAtLeast(1)}, MarkdownDescription: "The key inside it."},
 				}},
 			"service_account": schema.StringAttribute{Optional: true, Validators: []validator.String{dnsLabel()},
-				MarkdownDescription: "`codex_pat` only: a managed ServiceAccount whose token authenticates Codex (rule AU2)."},
+				MarkdownDescription: "`codex_pat` only: a managed ServiceAccount whose token authenticates Codex (rule AU2). The revision pins the ServiceAccount, not one token: " +
+					"the kubelet projects a one-hour token for it and rotates it, and a restarted harness logs in with the token current then (see the revisions guide)."},
 			"source_type": schema.StringAttribute{Optional: true, Validators: []validator.String{oneOfRule("AU3", admission.SourceTypes...)},
 				MarkdownDescription: "`credential_source` only: `openai_api_key`. `codex_oauth` can be declared but an Agent that uses it is refused at plan: Codex would get neither a key nor a ChatGPT login, so its startup probe could never pass (rule AU3)."},
 			"environment_file": schema.StringAttribute{Optional: true, Validators: []validator.String{absolutePath{}},
-				MarkdownDescription: "`runtime` only: the operator's credentials file on the SSH host that systemd loads (`EnvironmentFile=`). The provider never reads or writes it (rule AU5)."},
+				MarkdownDescription: "`runtime` only, and required there: the operator's credentials file on the SSH host that systemd loads (`EnvironmentFile=`) at every start of the agent's unit, " +
+					"outside version immutability: the model key and any channel credentials, as `NAME=value` lines (the document refers to them as `${NAME}`; SSH takes no `secret_bindings`). " +
+					"It is required because the provider checks only the gateway's readiness on an SSH host: a missing file fails the start instead of every turn (an empty file is fine for a model that needs no key). " +
+					"The provider never reads or writes it (rule AU5)."},
 			"generation": schema.Int64Attribute{Computed: true,
 				PlanModifiers:       []planmodifier.Int64{int64planmodifier.UseStateForUnknown()},
 				MarkdownDescription: "Starts at 1 and grows when the method, the value version or the reference changes."},
@@ -164,6 +168,18 @@ func (r *credentialSourceResource) ValidateConfig(ctx context.Context, req resou
 		if set[a] {
 			count++
 		}
+	}
+	if count == 0 && method == admission.MethodRuntime {
+		// AU5, SS2: kept on purpose (the platform names no file): the
+		// provider checks only the gateway's readiness on an SSH host, so a
+		// unit without its credentials would be reported ready and fail only
+		// at its first turn; a named file systemd must read fails the start
+		// instead, and it is where channel credentials go too.
+		addAttrError(&resp.Diagnostics, path.Root("environment_file"), "INVALID_REQUEST: method \"runtime\" needs environment_file",
+			"Name the credentials file systemd loads for the agent's unit (EnvironmentFile=), for example environment_file = \"/etc/occ/NAME.env\": "+
+				"the model key and any channel credentials as NAME=value lines, root-owned, mode 0600. The provider checks only the gateway's readiness on an SSH host (rule SS2), "+
+				"so without a file it could not tell a host that has the credentials from one that has none. A model that needs no key can use an empty file (rule AU5).")
+		return
 	}
 	if count != 1 {
 		addAttrError(&resp.Diagnostics, path.Root("method"), fmt.Sprintf("INVALID_REQUEST: method %q needs exactly one of %s", method, orList(shape.oneOf)),

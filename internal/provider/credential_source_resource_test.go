@@ -114,6 +114,12 @@ resource "occ_credential_source" "s" {
   method           = "runtime"
   environment_file = "/etc/x.env"
 }`, `RESOURCE_CONFLICT: Kubernetes rejects the runtime method[\s\S]*AU5`},
+		// rules AU5, SS2: kept on purpose; the detail says why and what to write.
+		"AU5 runtime without environment_file": {`
+resource "occ_credential_source" "s" {
+  name   = "x"
+  method = "runtime"
+}`, `INVALID_REQUEST: method "runtime" needs environment_file[\s\S]*only the gateway's readiness`},
 		"relative environment file": {`
 resource "occ_credential_source" "s" {
   name             = "x"

@@ -473,3 +473,35 @@ func TestAccAgent_RealNodeDedicatedCodex(t *testing.T) {
 	}
 	checkLogs(append([]string{testSentinel}, tokens...)...)
 }
+
+// rule MR3: an agent whose only primary model is its one entry's (no
+// agents.defaults.model) runs on the real node: the real gateway starts
+// with it and the wrapper probes that model with the agent's key.
+func TestAccAgent_RealNodeEntryPrimary(t *testing.T) {
+	env := newRealEnv(t)
+	srv := env.model(t, fakemodel.Step{Kind: fakemodel.OK})
+	t.Setenv("TF_VAR_key", testSentinel)
+	config := strings.Replace(realAgentConfig(env, srv.URL, "6m"),
+		`agents = { defaults = { model = "anthropic/claude-sonnet-4-5" } }`,
+		`agents = { entries = { main = { model = "anthropic/claude-sonnet-4-5" } } }`, 1)
+	if !strings.Contains(config, "entries = { main") {
+		t.Fatal("the configuration was not rewritten")
+	}
+	resource.Test(t, resource.TestCase{
+		PreCheck:                 func() { testAccPreCheck(t) },
+		ProtoV6ProviderFactories: testAccProtoV6ProviderFactories,
+		Steps: []resource.TestStep{{
+			Config: config,
+			ConfigStateChecks: []statecheck.StateCheck{
+				statecheck.ExpectKnownValue("occ_agent.a", tfjsonpath.New("status"), knownvalue.StringExact("active")),
+			},
+			Check: func(*terraform.State) error {
+				probes := srv.ProbeRequests()
+				if len(probes) != 1 || probes[0].Credential != testSentinel {
+					return fmt.Errorf("%d probe requests reached the model, want 1 with the agent's key", len(probes))
+				}
+				return nil
+			},
+		}},
+	})
+}

@@ -317,10 +317,24 @@ func TestAU2_CodexPATFromManagedServiceAccount(t *testing.T) {
 	for _, v := range harness.Volumes {
 		if v.Projected != nil && *v.Projected.Sources[0].ServiceAccountToken.Audience == CodexTokenAudience {
 			found = true
+			// AU7, kept on purpose (docs: the revisions guide): the revision
+			// pins the account, not a token. The kubelet issues a token of
+			// one hour for this ServiceAccount and Pod and rotates it, so a
+			// restarted container logs in with the token current then (read
+			// at each start: TestAU2_ManagedServiceAccountTokenIsReadAtEachStart).
+			if exp := v.Projected.Sources[0].ServiceAccountToken.ExpirationSeconds; exp == nil || *exp != 3600 {
+				t.Errorf("token expiration = %v, want 3600 s", exp)
+			}
 		}
 	}
 	if !found {
 		t.Error("no projected ServiceAccount token volume")
+	}
+	// The account is frozen: another ServiceAccount is another revision.
+	other := in
+	other.Source.ServiceAccount = "codex-login-2"
+	if admit(t, other).ID() == rev.ID() {
+		t.Error("a revision with another ServiceAccount has the same id")
 	}
 }
 

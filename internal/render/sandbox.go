@@ -331,13 +331,17 @@ type Enrollment struct {
 }
 
 // NativeGatewayDocument is the gateway's configuration with a native node:
-// the Kubernetes gateway document without any model credential (ND3: the
-// gateway never infers; AU6), with token auth (the token is
-// OPENCLAW_GATEWAY_TOKEN, never in the file: OpenClaw refuses, exit 78,
-// to bind beyond loopback without a shared secret), no Control UI (OCC
-// serves none; the Pod network reaches the gateway's port), and node
-// pairing only through the platform's setup code: no silent pairing of
-// local clients and no SSH probes back to a connecting node.
+// the Kubernetes gateway document without models.providers (ND4: "Compute
+// places model metadata and the credential reference only in the native
+// node's configuration"; ND3: the gateway never infers; AU6), with token
+// auth (the token is OPENCLAW_GATEWAY_TOKEN, never in the file: OpenClaw
+// refuses, exit 78, to bind beyond loopback without a shared secret), no
+// Control UI (OCC serves none; the Pod network reaches the gateway's
+// port), and node pairing only through the platform's setup code: no
+// silent pairing of local clients and no SSH probes back to a connecting
+// node. The model selection (agents.defaults.model, the catalogs and the
+// entries' models) stays: it is session policy, which the gateway keeps
+// (ND2), and names a model without describing or reaching it.
 // The pairing keys are in admission.PlatformKeys for native OpenClaw, so
 // GatewayDocument writes them.
 func NativeGatewayDocument(rev *admission.Revision, n int64) (occconfig.Document, error) {
@@ -345,7 +349,7 @@ func NativeGatewayDocument(rev *admission.Revision, n int64) (occconfig.Document
 	if err != nil {
 		return nil, err
 	}
-	stripInferenceCredentials(d)
+	stripModelProviders(d)
 	return d, nil
 }
 
@@ -387,19 +391,13 @@ func NodeDocument(rev *admission.Revision, n int64) occconfig.Document {
 	return d
 }
 
-// stripInferenceCredentials removes every model credential reference from
-// a gateway document: with a native node the gateway never infers (ND3)
-// and cannot read the credential (ND2, AU6).
-func stripInferenceCredentials(d occconfig.Document) {
-	v, ok := occconfig.Lookup(d, occconfig.Keys("models", "providers"))
-	if !ok {
-		return
-	}
-	providers, _ := v.(map[string]any)
-	for name := range providers {
-		occconfig.Delete(d, occconfig.Keys("models", "providers", name, "apiKey"))
-		occconfig.Delete(d, occconfig.Keys("models", "providers", name, "headers"))
-	}
+// stripModelProviders removes models.providers from a gateway document:
+// with a native node the provider definitions (endpoints, APIs, model
+// metadata) and credential references are the node's alone (ND4), the
+// gateway never infers (ND3) and cannot read the credential (ND2, AU6).
+// The rest of models (the platform's catalogRefresh) stays.
+func stripModelProviders(d occconfig.Document) {
+	occconfig.Delete(d, occconfig.Keys("models", "providers"))
 }
 
 // internalGatewayService is the Agent's gateway address for its node host:

@@ -382,13 +382,16 @@ func leafPaths(prefix string, v any) []string {
 	return out
 }
 
-// rules ND2, ND3, AU6: the native gateway runs as the pinned runtime needs
-// beyond loopback (token auth from the environment, no Control UI) and
-// pairs nodes only through the platform's setup code; it holds no model
-// credential and no token in its file.
+// rules ND2, ND3, ND4, AU6: the native gateway runs as the pinned runtime
+// needs beyond loopback (token auth from the environment, no Control UI)
+// and pairs nodes only through the platform's setup code; it holds no
+// token in its file, and no models.providers: model metadata and the
+// credential reference are only in the node's configuration (ND4). The
+// model selection, session policy the gateway keeps, stays.
 func TestND2_NativeGatewayDocument(t *testing.T) {
 	in := nativeInput(t, admission.MethodAPIKey)
-	in.Configuration.Document = doc(t, `{agents: {defaults: {model: "openai/gpt-5"}}, models: {providers: {openai: {apiKey: "${OPENAI_API_KEY}"}}}}`)
+	in.Configuration.Document = doc(t, `{agents: {defaults: {model: "openai/gpt-5"}}, models: {providers: {openai: {
+		apiKey: "${OPENAI_API_KEY}", baseUrl: "https://llm.example/v1", api: "openai-responses", models: [{id: "gpt-5", contextWindow: 200000}]}}}}`)
 	rev := admit(t, in)
 	d, err := NativeGatewayDocument(rev, 1)
 	if err != nil {
@@ -402,10 +405,30 @@ func TestND2_NativeGatewayDocument(t *testing.T) {
 			t.Errorf("%s = %v, want %v", path, v, want)
 		}
 	}
-	for _, path := range []string{"gateway.auth.token", "gateway.auth.password", "models.providers.openai.apiKey"} {
+	for _, path := range []string{"gateway.auth.token", "gateway.auth.password"} {
 		if v, ok := occconfig.Lookup(d, occconfig.Keys(strings.Split(path, ".")...)); ok {
 			t.Errorf("%s = %v: the gateway file holds a secret", path, v)
 		}
+	}
+	if v, ok := occconfig.Lookup(d, occconfig.Keys("models", "providers")); ok {
+		t.Errorf("the gateway file holds models.providers = %v; model metadata and the credential reference belong to the node only (ND4)", v)
+	}
+	if v, _ := occconfig.Lookup(d, occconfig.Keys("models", "catalogRefresh", "enabled")); v != false {
+		t.Errorf("models.catalogRefresh.enabled = %v: the platform's key went with the providers", v)
+	}
+	if v, _ := occconfig.Lookup(d, occconfig.Keys("agents", "defaults", "model")); v != "openai/gpt-5" {
+		t.Errorf("agents.defaults.model = %v: the gateway keeps the session's model selection", v)
+	}
+	node := NodeDocument(rev, 1)
+	for path, want := range map[string]any{
+		"models.providers.openai.baseUrl": "https://llm.example/v1", "models.providers.openai.api": "openai-responses",
+	} {
+		if v, _ := occconfig.Lookup(node, occconfig.Keys(strings.Split(path, ".")...)); v != want {
+			t.Errorf("node %s = %v, want %v", path, v, want)
+		}
+	}
+	if ref, _ := occconfig.Lookup(node, occconfig.Keys("models", "providers", "openai", "apiKey", "id")); ref != admission.EnvOpenAIAPIKey {
+		t.Errorf("node apiKey reference = %v, want the environment's %s", ref, admission.EnvOpenAIAPIKey)
 	}
 }
 

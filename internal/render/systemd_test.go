@@ -248,3 +248,26 @@ func TestCheckHostPath_JudgesTheCleanedPath(t *testing.T) {
 		}
 	}
 }
+
+// rules AU6, AU5: an SSH host takes no secret bindings (admission refuses
+// them, naming this way); a channel credential reaches the gateway as a
+// NAME=value line of the runtime source's environment file, which the unit
+// loads: the document's ${NAME} reference is written as is, for OpenClaw
+// to substitute from the unit's environment.
+func TestAU6_SSHChannelCredentialsComeFromTheEnvironmentFile(t *testing.T) {
+	rev := admit(t, sshInput(t, `{agents: {defaults: {model: "anthropic/claude-sonnet-4-5"}}, channels: {telegram: {botToken: "${TELEGRAM}"}}}`))
+	h, err := Systemd(rev, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := unitLines(h.UnitText)["EnvironmentFile"]; len(got) != 1 || got[0] != "/etc/occ/openclaw.env" {
+		t.Errorf("EnvironmentFile = %v, want the runtime source's file once", got)
+	}
+	d, err := occconfig.Parse(string(h.Config))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v, _ := occconfig.String(d, occconfig.Keys("channels", "telegram", "botToken")); v != "${TELEGRAM}" {
+		t.Errorf("channels.telegram.botToken = %q, want the reference kept for the unit's environment", v)
+	}
+}

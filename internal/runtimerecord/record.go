@@ -57,14 +57,16 @@ const (
 	PhaseLogin          Phase = "login"
 	PhaseModelProbe     Phase = "model_probe"
 	PhasePeerStatus     Phase = "peer_status"
-	PhasePluginInstall  Phase = "plugin_install"
-	PhaseStateMigration Phase = "state_migration"
 	PhaseWorkspaceSetup Phase = "workspace_setup"
 	PhaseProcessSpawn   Phase = "process_spawn"
 )
 
 // Phases is the closed set of phases, in the order the wrapper runs them.
-var Phases = []Phase{PhaseLogin, PhaseModelProbe, PhasePeerStatus, PhasePluginInstall, PhaseStateMigration, PhaseWorkspaceSetup, PhaseProcessSpawn}
+// PR9 also names plugin install and state migration; this wrapper does
+// neither (the pinned images bundle their plugins, and it never touches
+// the runtime's state beyond creating its directory), so it writes no
+// record for them rather than one that is always "skipped".
+var Phases = []Phase{PhaseLogin, PhaseModelProbe, PhasePeerStatus, PhaseWorkspaceSetup, PhaseProcessSpawn}
 
 // Outcome of a phase.
 type Outcome string

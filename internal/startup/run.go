@@ -1,7 +1,8 @@
 // Package startup is the runtime containers' startup wrapper
-// (cmd/occ-runtime): it runs the startup phases of PR9 in order (login,
-// model probe, peer status, plugin install, state migration, workspace
-// setup, process spawn), writes one runtime.startup_phase record per phase
+// (cmd/occ-runtime): it runs the startup phases of PR9 it performs, in
+// order (login, model probe, peer status, workspace setup, process spawn;
+// not plugin install or state migration, see runtimerecord.Phases), writes
+// one runtime.startup_phase record per phase
 // and the probe records (PR6, PR7) through the one record definition in
 // internal/runtimerecord, and either hands over to the runtime or holds
 // the container unready until it is restarted (PR5).
@@ -117,8 +118,6 @@ func Run(ctx context.Context, o Options) (Result, *Recorder, error) {
 		{runtimerecord.PhaseLogin, s.login},
 		{runtimerecord.PhaseModelProbe, s.modelProbe},
 		{runtimerecord.PhasePeerStatus, s.peerStatus},
-		{runtimerecord.PhasePluginInstall, skip},
-		{runtimerecord.PhaseStateMigration, skip},
 		{runtimerecord.PhaseWorkspaceSetup, s.workspace},
 	} {
 		began := o.Now()
@@ -152,10 +151,6 @@ type run struct {
 	probe *admission.Probe
 	held  runtimerecord.Code
 	codex *Codex
-}
-
-func skip(context.Context) (runtimerecord.Outcome, *runtimerecord.Record, error) {
-	return runtimerecord.OutcomeSkipped, nil, nil
 }
 
 func (s *run) tmpDir() string {
