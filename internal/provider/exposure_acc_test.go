@@ -47,21 +47,7 @@ func TestAccAgent_KubernetesServiceExposure(t *testing.T) {
 	service := func() (*corev1.Service, error) {
 		return cs.CoreV1().Services(env.ns).Get(ctx, render.ServiceName("support"), metav1.GetOptions{})
 	}
-	var generation int64
-	gatewayUntouched := func() error {
-		d, err := cs.AppsV1().Deployments(env.ns).Get(ctx, render.GatewayName("support"), metav1.GetOptions{})
-		if err != nil {
-			return err
-		}
-		if generation == 0 {
-			generation = d.Generation
-		}
-		if d.Generation != generation || d.Spec.Template.Labels[render.LabelRevision] != "1" {
-			return fmt.Errorf("the gateway Deployment changed (generation %d, was %d; revision %s): an exposure change must not restart the agent",
-				d.Generation, generation, d.Spec.Template.Labels[render.LabelRevision])
-		}
-		return nil
-	}
+	untouched := gatewayUntouched(cs, env.ns, "support", "an exposure change")
 	exposed := func(typ corev1.ServiceType, key string) resource.TestCheckFunc {
 		return func(*terraform.State) error {
 			s, err := service()
@@ -79,7 +65,7 @@ func TestAccAgent_KubernetesServiceExposure(t *testing.T) {
 					return fmt.Errorf("Service annotations %v: %s was removed from the compute", s.Annotations, other)
 				}
 			}
-			return gatewayUntouched()
+			return untouched(nil)
 		}
 	}
 	lbEndpoint := statecheck.ExpectKnownValue("occ_agent.a", tfjsonpath.New("endpoint"), knownvalue.StringExact("http://192.0.2.10:18789"))

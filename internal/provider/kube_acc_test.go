@@ -21,6 +21,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/occ-platform/terraform-provider-occ/internal/kube"
 	"github.com/occ-platform/terraform-provider-occ/internal/render"
@@ -652,4 +653,26 @@ resource "occ_credential_source" "s" {
 }`, ns),
 		}},
 	})
+}
+
+// gatewayUntouched returns a check that agent's gateway Deployment still
+// runs revision 1 at the generation the first call saw: a change applied
+// outside the revision (network policy, Service exposure) must not
+// restart the agent.
+func gatewayUntouched(cs kubernetes.Interface, ns, agent, what string) resource.TestCheckFunc {
+	var generation int64
+	return func(*terraform.State) error {
+		d, err := cs.AppsV1().Deployments(ns).Get(context.Background(), render.GatewayName(agent), metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if generation == 0 {
+			generation = d.Generation
+		}
+		if d.Generation != generation || d.Spec.Template.Labels[render.LabelRevision] != "1" {
+			return fmt.Errorf("the gateway Deployment changed (generation %d, was %d; revision %s): %s must not restart the agent",
+				d.Generation, generation, d.Spec.Template.Labels[render.LabelRevision], what)
+		}
+		return nil
+	}
 }

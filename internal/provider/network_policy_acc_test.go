@@ -39,21 +39,7 @@ func TestAccAgent_KubernetesNetworkPolicy(t *testing.T) {
 	policy := func() (*networkingv1.NetworkPolicy, error) {
 		return cs.NetworkingV1().NetworkPolicies(env.ns).Get(ctx, name, metav1.GetOptions{})
 	}
-	var generation int64
-	gatewayUntouched := func(*terraform.State) error {
-		d, err := cs.AppsV1().Deployments(env.ns).Get(ctx, render.GatewayName("support"), metav1.GetOptions{})
-		if err != nil {
-			return err
-		}
-		if generation == 0 {
-			generation = d.Generation
-		}
-		if d.Generation != generation || d.Spec.Template.Labels[render.LabelRevision] != "1" {
-			return fmt.Errorf("the gateway Deployment changed (generation %d, was %d; revision %s): a policy change must not restart the agent",
-				d.Generation, generation, d.Spec.Template.Labels[render.LabelRevision])
-		}
-		return nil
-	}
+	gatewayUntouched := gatewayUntouched(cs, env.ns, "support", "a policy change")
 	defaults := func(*terraform.State) error {
 		p, err := policy()
 		if err != nil {
