@@ -1,11 +1,13 @@
 package admission
 
 import (
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -90,6 +92,54 @@ func TestRules_EveryCitedRuleIsListedAndEveryEntryCited(t *testing.T) {
 	for _, r := range Rules {
 		if _, ok := cited[r.ID]; !ok {
 			t.Errorf("rule %s is listed but cited nowhere in the code, its tests or the guides", r.ID)
+		}
+	}
+}
+
+// The README's table of where the rules are enforced names only rules the
+// core has: every id it cites, ranges ("AD1 to AD5", "PR1/PR4") expanded,
+// is in Rules.
+func TestRules_READMETableNamesOnlyKnownRules(t *testing.T) {
+	b, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := string(b)
+	start := strings.Index(text, "## Where the rules are enforced")
+	if start < 0 {
+		t.Fatal("README.md has no section \"Where the rules are enforced\"")
+	}
+	section := text[start+3:]
+	if end := strings.Index(section, "\n## "); end >= 0 {
+		section = section[:end]
+	}
+	known := map[string]bool{}
+	for _, r := range Rules {
+		known[r.ID] = true
+	}
+	rangeRe := regexp.MustCompile(`\b([A-Z]{2})(\d+) to ([A-Z]{2})(\d+)\b`)
+	idRe := regexp.MustCompile(`\b[A-Z]{2}\d+\b`)
+	cited := map[string]bool{}
+	for _, m := range rangeRe.FindAllStringSubmatch(section, -1) {
+		if m[1] != m[3] {
+			t.Errorf("README range %q spans two families", m[0])
+			continue
+		}
+		from, _ := strconv.Atoi(m[2])
+		to, _ := strconv.Atoi(m[4])
+		for i := from; i <= to; i++ {
+			cited[fmt.Sprintf("%s%d", m[1], i)] = true
+		}
+	}
+	for _, id := range idRe.FindAllString(section, -1) {
+		cited[id] = true
+	}
+	if len(cited) < 20 {
+		t.Fatalf("the README's rule table cites only %d rules; the parser no longer reads it", len(cited))
+	}
+	for id := range cited {
+		if !known[id] {
+			t.Errorf("README.md's rule table cites %s, which is not in admission.Rules", id)
 		}
 	}
 }
