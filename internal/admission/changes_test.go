@@ -31,7 +31,10 @@ func TestAD3_RevisionChangesNameWhatDiffers(t *testing.T) {
 			want: []string{"the compute's cpu_limit 2000m → 1000m"}},
 		{name: "a compute map", change: func(r *Revision) { r.ComputeSettings.PodLabels = map[string]string{"team": "a"} },
 			want: []string{"the compute's pod_labels"}},
-		{name: "the runtime image", change: func(r *Revision) { r.ComputeSettings.RuntimeImage = "example.com/rt:1"; r.HarnessVersion = "openclaw@image:example.com/rt:1" },
+		{name: "the runtime image", change: func(r *Revision) {
+			r.ComputeSettings.RuntimeImage = "example.com/rt:1"
+			r.HarnessVersion = "openclaw@image:example.com/rt:1"
+		},
 			want: []string{`the harness version "openclaw@2026.9.6" → "openclaw@image:example.com/rt:1"`, `the compute's runtime_image "` + PinnedRuntimeImage + `" → "example.com/rt:1"`}},
 		{name: "the document names its keys, not its values", change: func(r *Revision) {
 			doc, _ := occconfig.Parse(`{agents: {defaults: {model: "anthropic/claude-opus-4-1"}}, channels: {telegram: {botToken: "${TG2}"}}}`)

@@ -3,6 +3,7 @@ package admission
 import (
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/occ-platform/terraform-provider-occ/internal/occconfig"
 )
@@ -124,15 +125,38 @@ func admitMaxConcurrent(doc occconfig.Document, harness, mode string, cpuMillis 
 
 // HarnessVersion is the approved harness identity and version the revision
 // freezes (AD3): the pinned version, or the custom image that carries it.
+//
+// An image of the platform's own repository names its version, whichever
+// release pinned it: a compute that holds an earlier release's image
+// (runtime_image = "registry.occ-platform.io/runtime/openclaw:V") keeps
+// "openclaw@V" and so its revisions across a provider upgrade (see the
+// upgrading guide).
 func HarnessVersion(harness string, c Compute) string {
 	switch {
-	case harness == HarnessCodex && c.CodexImage != "" && c.CodexImage != PinnedCodexImage:
+	case harness == HarnessCodex && c.CodexImage != "":
+		if v, ok := platformImageVersion(c.CodexImage, PinnedCodexImage, PinnedCodexVersion); ok {
+			return "codex@" + v
+		}
 		return fmt.Sprintf("codex@image:%s", c.CodexImage)
 	case harness == HarnessCodex:
 		return "codex@" + PinnedCodexVersion
-	case c.RuntimeImage != "" && c.RuntimeImage != PinnedRuntimeImage:
+	case c.RuntimeImage != "":
+		if v, ok := platformImageVersion(c.RuntimeImage, PinnedRuntimeImage, PinnedOpenClawVersion); ok {
+			return "openclaw@" + v
+		}
 		return fmt.Sprintf("openclaw@image:%s", c.RuntimeImage)
 	default:
 		return "openclaw@" + PinnedOpenClawVersion
 	}
+}
+
+// platformImageVersion is the tag of image when it is the pinned image's
+// repository at another (or the same) tag.
+func platformImageVersion(image, pinned, version string) (string, bool) {
+	repo := strings.TrimSuffix(pinned, version)
+	tag, ok := strings.CutPrefix(image, repo)
+	if !ok || tag == "" || strings.ContainsAny(tag, ":@/") {
+		return "", false
+	}
+	return tag, true
 }

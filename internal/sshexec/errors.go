@@ -53,7 +53,7 @@ type Error struct {
 	// host_key).
 	Want, Got  string
 	KeySetting string
-	Err       error
+	Err        error
 }
 
 func (e *Error) Error() string {
