@@ -294,8 +294,9 @@ func inClusterChild(t *testing.T, dir string) {
 						t.Fatal(err)
 					}
 				},
-				Config:      config,
-				ExpectError: mustRegexp(`in-cluster Kubernetes configuration[\s\S]*` + regexpQuote(serviceAccountDir+"/token: no such file")),
+				Config: config,
+				ExpectError: mustRegexp(`in-cluster Kubernetes configuration \(KUBERNETES_SERVICE_HOST is set[\s\S]*` +
+					regexpQuote(serviceAccountDir+"/token: no such file") + `[\s\S]*mount the Pod's ServiceAccount token`),
 			},
 			{
 				PreConfig: func() { writeSA("token", token) },
