@@ -180,7 +180,10 @@ func unshareProbe(self string) error {
 	cmd.Env = append(os.Environ(), envInCluster+"=")
 	cmd.SysProcAttr = &syscall.SysProcAttr{Unshareflags: syscall.CLONE_NEWNS}
 	if out, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("%w %s", err, strings.TrimSpace(string(out)))
+		if out := strings.TrimSpace(string(out)); out != "" {
+			return fmt.Errorf("%w: %s", err, out)
+		}
+		return err
 	}
 	return nil
 }
