@@ -56,12 +56,14 @@ const serviceAccountDir = "/var/run/secrets/kubernetes.io/serviceaccount"
 //
 //  1. a compute on the existing namespace and an embedded Agent: the Agent
 //     activates (revision 1, its Service selects it);
-//  2. the mounted token replaced by one of a ServiceAccount without any
-//     Role: the refresh is Forbidden for exactly that ServiceAccount, so the
-//     provider's identity is the mounted token's;
-//  3. the token removed: the plan fails naming in-cluster configuration and
+//  2. KUBE_TOKEN set to the token of a ServiceAccount without any Role:
+//     the refresh is Forbidden for exactly that ServiceAccount (a token
+//     setting replaces the Pod's);
+//  3. KUBE_TOKEN unset, the mounted token replaced by that other one: the
+//     same, so the provider's identity is the mounted token's;
+//  4. the token removed: the plan fails naming in-cluster configuration and
 //     the token's path;
-//  4. the token back: an empty plan, then destroy removes the Agent.
+//  5. the token back: an empty plan, then destroy removes the Agent.
 //
 // Under CI=true the test fails when it cannot create the mount namespace;
 // elsewhere it is skipped with the reason.
@@ -286,8 +288,21 @@ func inClusterChild(t *testing.T, dir string) {
 				},
 			},
 			{
+				// A token setting (here KUBE_TOKEN) replaces the mounted
+				// token; the Pod's API server and CA stay.
+				PreConfig: func() {
+					os.Setenv("KUBE_TOKEN", nobodyToken)
+					t.Cleanup(func() { os.Unsetenv("KUBE_TOKEN") })
+				},
+				Config:      config,
+				ExpectError: mustRegexp(`UNAVAILABLE: cannot refresh[\s\S]*is forbidden: User "` + regexpQuote(nobody) + `" cannot get`),
+			},
+			{
 				// The provider presents whatever token is mounted.
-				PreConfig:   func() { writeSA("token", nobodyToken) },
+				PreConfig: func() {
+					os.Unsetenv("KUBE_TOKEN")
+					writeSA("token", nobodyToken)
+				},
 				Config:      config,
 				ExpectError: mustRegexp(`UNAVAILABLE: cannot refresh[\s\S]*is forbidden: User "` + regexpQuote(nobody) + `" cannot get`),
 			},
