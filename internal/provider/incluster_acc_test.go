@@ -155,10 +155,8 @@ func TestAccProvider_InClusterConfiguration(t *testing.T) {
 		}
 		childEnv = append(childEnv, kv)
 	}
-	args := []string{"-test.run=^" + t.Name() + "$", "-test.count=1", "-test.timeout=10m"}
-	if testing.Verbose() {
-		args = append(args, "-test.v")
-	}
+	// -test.v always: the parent reads the child's verdict from its output.
+	args := []string{"-test.run=^" + t.Name() + "$", "-test.count=1", "-test.timeout=10m", "-test.v"}
 	runCtx, stop := context.WithTimeout(context.Background(), 11*time.Minute)
 	defer stop()
 	cmd := exec.CommandContext(runCtx, self, args...)
