@@ -8,6 +8,8 @@ package kube
 import (
 	"errors"
 	"fmt"
+	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -93,9 +95,11 @@ const (
 )
 
 // RESTConfig resolves the settings (after FromEnv): the kubeconfig paths
-// set, else KUBECONFIG, else ~/.kube/config, else, in a Pod, the in-cluster
-// configuration; host, token, certificates, exec, insecure, proxy, TLS
-// server name and the context's cluster and user override it. With only
+// set, else KUBECONFIG, else ~/.kube/config, else, in a Pod
+// (KUBERNETES_SERVICE_HOST set), the in-cluster configuration; host, token,
+// certificates, exec, insecure, proxy, TLS server name and the context's
+// cluster and user override a kubeconfig, and all but host and the context
+// settings the in-cluster configuration (inClusterOverrides). With only
 // host set, no kubeconfig is read.
 func RESTConfig(s Settings) (*rest.Config, error) {
 	rules := &clientcmd.ClientConfigLoadingRules{}
@@ -122,9 +126,13 @@ func RESTConfig(s Settings) (*rest.Config, error) {
 		// In a Pod (an HCP Terraform agent, Atlantis, tf-controller) with
 		// nothing configured and no ~/.kube/config: its ServiceAccount, as
 		// kubectl does.
-		cfg, err := rest.InClusterConfig()
+		cfg, err := inClusterConfig()
 		if err != nil {
-			return nil, fmt.Errorf("in-cluster Kubernetes configuration: %w", err)
+			return nil, fmt.Errorf("in-cluster Kubernetes configuration (KUBERNETES_SERVICE_HOST is set, and neither a kubeconfig nor kubernetes.host is): %w; "+
+				"mount the Pod's ServiceAccount token, or set kubernetes.config_path or kubernetes.host", err)
+		}
+		if err := inClusterOverrides(cfg, s); err != nil {
+			return nil, err
 		}
 		return tuned(cfg, s), nil
 	}
@@ -162,12 +170,7 @@ func RESTConfig(s Settings) (*rest.Config, error) {
 		overrides.AuthInfo.ClientKeyData = []byte(s.ClientKey)
 	}
 	if s.Exec != nil {
-		env := make([]clientcmdapi.ExecEnvVar, 0, len(s.Exec.Env))
-		for k, v := range s.Exec.Env {
-			env = append(env, clientcmdapi.ExecEnvVar{Name: k, Value: v})
-		}
-		overrides.AuthInfo.Exec = &clientcmdapi.ExecConfig{APIVersion: s.Exec.APIVersion, Command: s.Exec.Command, Args: s.Exec.Args, Env: env,
-			InteractiveMode: clientcmdapi.NeverExecInteractiveMode}
+		overrides.AuthInfo.Exec = execConfig(s.Exec)
 	}
 	if len(paths) == 0 && s.Host == "" {
 		return nil, errors.New("no Kubernetes connection configured: set the provider's kubernetes.config_path (or KUBE_CONFIG_PATH / KUBECONFIG), or kubernetes.host with credentials")
@@ -177,6 +180,63 @@ func RESTConfig(s Settings) (*rest.Config, error) {
 		return nil, fmt.Errorf("kubernetes connection settings: %w", err)
 	}
 	return tuned(cfg, s), nil
+}
+
+// inClusterConfig is rest.InClusterConfig but in tests: the Pod's
+// ServiceAccount token and CA under /var/run/secrets/kubernetes.io/serviceaccount/
+// and the API server at KUBERNETES_SERVICE_HOST:KUBERNETES_SERVICE_PORT.
+var inClusterConfig = rest.InClusterConfig
+
+// inClusterOverrides applies the settings to the in-cluster configuration,
+// as they apply to a kubeconfig's: a token, a client certificate or an
+// exec plugin replaces the ServiceAccount token; a CA certificate, insecure,
+// the proxy and the TLS server name replace the Pod's. The context settings
+// name kubeconfig entries, and there is no kubeconfig: an error.
+func inClusterOverrides(cfg *rest.Config, s Settings) error {
+	for _, c := range []struct{ name, value string }{
+		{"config_context", s.ConfigContext}, {"config_context_cluster", s.ConfigContextCluster}, {"config_context_auth_info", s.ConfigContextAuthInfo},
+	} {
+		if c.value != "" {
+			return fmt.Errorf("kubernetes.%s = %q names a kubeconfig entry, but no kubeconfig was found and the provider would use the Pod's ServiceAccount "+
+				"(in-cluster configuration): set kubernetes.config_path, or leave %s out", c.name, c.value, c.name)
+		}
+	}
+	if s.Token != "" || s.ClientCertificate != "" || s.ClientKey != "" || s.Exec != nil {
+		cfg.BearerToken, cfg.BearerTokenFile = s.Token, ""
+	}
+	if s.ClientCertificate != "" || s.ClientKey != "" {
+		cfg.CertData, cfg.KeyData = []byte(s.ClientCertificate), []byte(s.ClientKey)
+	}
+	if s.Exec != nil {
+		cfg.ExecProvider = execConfig(s.Exec)
+	}
+	if s.ClusterCACertificate != "" {
+		cfg.CAData, cfg.CAFile = []byte(s.ClusterCACertificate), ""
+	}
+	if s.Insecure {
+		cfg.Insecure, cfg.CAData, cfg.CAFile = true, nil, ""
+	}
+	if s.TLSServerName != "" {
+		cfg.ServerName = s.TLSServerName
+	}
+	if s.ProxyURL != "" {
+		u, err := url.Parse(s.ProxyURL)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https" && u.Scheme != "socks5") || u.Host == "" {
+			return fmt.Errorf("kubernetes.proxy_url %q is not an http, https or socks5 URL", s.ProxyURL)
+		}
+		cfg.Proxy = http.ProxyURL(u)
+	}
+	return nil
+}
+
+// execConfig is the client-go exec credential plugin of the settings.
+func execConfig(e *ExecSettings) *clientcmdapi.ExecConfig {
+	env := make([]clientcmdapi.ExecEnvVar, 0, len(e.Env))
+	for k, v := range e.Env {
+		env = append(env, clientcmdapi.ExecEnvVar{Name: k, Value: v})
+	}
+	return &clientcmdapi.ExecConfig{APIVersion: e.APIVersion, Command: e.Command, Args: e.Args, Env: env,
+		InteractiveMode: clientcmdapi.NeverExecInteractiveMode}
 }
 
 // tuned sets the client's rate limits and user agent.

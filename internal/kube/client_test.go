@@ -1,9 +1,13 @@
 package kube
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
+
+	"k8s.io/client-go/rest"
 )
 
 // The connection settings the hashicorp/kubernetes provider reads from the
@@ -73,5 +77,78 @@ current-context: ctx-a
 				t.Fatalf("proxy set %v, server name %q", cfg.Proxy != nil, cfg.TLSClientConfig.ServerName)
 			}
 		})
+	}
+}
+
+// In a Pod with no kubeconfig, the ServiceAccount's configuration, with
+// the settings that apply to it on top; a context setting, which names a
+// kubeconfig entry, is an error. (The acceptance test
+// TestAccProvider_InClusterConfiguration mounts a real ServiceAccount.)
+func TestRESTConfig_InCluster(t *testing.T) {
+	t.Setenv("KUBECONFIG", "")
+	t.Setenv("HOME", t.TempDir())
+	t.Setenv("KUBERNETES_SERVICE_HOST", "10.0.0.1")
+	t.Setenv("KUBERNETES_SERVICE_PORT", "443")
+	pod := func() (*rest.Config, error) {
+		return &rest.Config{Host: "https://10.0.0.1:443", BearerToken: "sa-token", BearerTokenFile: "/sa/token",
+			TLSClientConfig: rest.TLSClientConfig{CAFile: "/sa/ca.crt"}}, nil
+	}
+	defer func(f func() (*rest.Config, error)) { inClusterConfig = f }(inClusterConfig)
+	inClusterConfig = pod
+
+	cfg, err := RESTConfig(Settings{UserAgent: "occ-test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Host != "https://10.0.0.1:443" || cfg.BearerToken != "sa-token" || cfg.BearerTokenFile != "/sa/token" || cfg.CAFile != "/sa/ca.crt" ||
+		cfg.UserAgent != "occ-test" || cfg.QPS != QPS {
+		t.Fatalf("in-cluster configuration %+v", cfg)
+	}
+
+	cfg, err = RESTConfig(Settings{Token: "t", ClusterCACertificate: "ca-pem", ProxyURL: "http://127.0.0.1:3128", TLSServerName: "api.internal"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.BearerToken != "t" || cfg.BearerTokenFile != "" || string(cfg.CAData) != "ca-pem" || cfg.CAFile != "" || cfg.Proxy == nil || cfg.ServerName != "api.internal" {
+		t.Fatalf("overridden in-cluster configuration %+v", cfg)
+	}
+	cfg, err = RESTConfig(Settings{Insecure: true, Exec: &ExecSettings{APIVersion: "client.authentication.k8s.io/v1", Command: "get-token"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !cfg.Insecure || cfg.CAFile != "" || cfg.BearerToken != "" || cfg.BearerTokenFile != "" || cfg.ExecProvider == nil || cfg.ExecProvider.Command != "get-token" {
+		t.Fatalf("insecure, exec in-cluster configuration %+v", cfg)
+	}
+	cfg, err = RESTConfig(Settings{ClientCertificate: "cert", ClientKey: "key"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(cfg.CertData) != "cert" || string(cfg.KeyData) != "key" || cfg.BearerToken != "" || cfg.BearerTokenFile != "" {
+		t.Fatalf("client certificate in-cluster configuration %+v", cfg)
+	}
+
+	for _, tc := range []struct {
+		s    Settings
+		want string
+	}{
+		{Settings{ConfigContext: "prod"}, `kubernetes.config_context = "prod" names a kubeconfig entry, but no kubeconfig was found`},
+		{Settings{ConfigContextAuthInfo: "admin"}, `kubernetes.config_context_auth_info = "admin"`},
+		{Settings{ProxyURL: "ftp://proxy"}, `kubernetes.proxy_url "ftp://proxy" is not an http, https or socks5 URL`},
+	} {
+		if _, err := RESTConfig(tc.s); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("RESTConfig(%+v) = %v, want an error with %q", tc.s, err, tc.want)
+		}
+	}
+
+	inClusterConfig = func() (*rest.Config, error) {
+		return nil, errors.New("open /var/run/secrets/kubernetes.io/serviceaccount/token: no such file or directory")
+	}
+	if _, err := RESTConfig(Settings{}); err == nil || !strings.Contains(err.Error(), "in-cluster Kubernetes configuration (KUBERNETES_SERVICE_HOST is set") ||
+		!strings.Contains(err.Error(), "serviceaccount/token: no such file") {
+		t.Errorf("without a token: %v", err)
+	}
+	// A host, or a kubeconfig, wins over the Pod's.
+	if cfg, err := RESTConfig(Settings{Host: "https://other:6443", Token: "t"}); err != nil || cfg.Host != "https://other:6443" {
+		t.Errorf("host set: %v, %v", cfg, err)
 	}
 }

@@ -163,7 +163,11 @@ func (p *occProvider) Schema(_ context.Context, _ provider.SchemaRequest, resp *
 					"`KUBE_HOST`, `KUBE_TOKEN`, `KUBE_CLIENT_CERT_DATA`, `KUBE_CLIENT_KEY_DATA`, `KUBE_CLUSTER_CA_CERT_DATA`, `KUBE_INSECURE`, " +
 					"`KUBE_PROXY_URL`, `KUBE_TLS_SERVER_NAME`). With no kubeconfig path and no `host`, the provider then reads `KUBECONFIG` " +
 					"(unlike the hashicorp/kubernetes provider, which ignores it: agents should reach the cluster kubectl reaches unless told otherwise), " +
-					"then `~/.kube/config`, then, in a Pod, its ServiceAccount (in-cluster configuration), as kubectl does.",
+					"then `~/.kube/config`, then, in a Pod (`KUBERNETES_SERVICE_HOST` set), its ServiceAccount, as kubectl does (in-cluster configuration): " +
+					"the API server at `KUBERNETES_SERVICE_HOST` and `KUBERNETES_SERVICE_PORT`, the token and CA certificate mounted under " +
+					"`/var/run/secrets/kubernetes.io/serviceaccount/`. Over it, `token`, `client_certificate` and `client_key`, or `exec` replace the " +
+					"ServiceAccount token, and `cluster_ca_certificate`, `insecure`, `proxy_url` and `tls_server_name` apply as they do over a kubeconfig; " +
+					"the `config_context` settings name kubeconfig entries, so they are an error there.",
 				Attributes: map[string]schema.Attribute{
 					"proxy_url":                schema.StringAttribute{Optional: true, MarkdownDescription: "An HTTP(S) or SOCKS5 proxy to the API server."},
 					"tls_server_name":          schema.StringAttribute{Optional: true, MarkdownDescription: "The server name the API server's certificate is checked for."},
