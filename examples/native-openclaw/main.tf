@@ -4,7 +4,7 @@
 # gateway with a one-use target only it can read.
 terraform {
   required_providers {
-    occ = { source = "occ-platform/occ" }
+    occ = { source = "occ-platform/occ", version = "~> 0.1" }
   }
 }
 

@@ -2,7 +2,8 @@
 terraform {
   required_providers {
     occ = {
-      source = "occ-platform/occ"
+      source  = "occ-platform/occ"
+      version = "~> 0.1"
     }
   }
 }

@@ -2,7 +2,7 @@
 # supplied by the Credential Gateway: the harness sees only a placeholder.
 terraform {
   required_providers {
-    occ = { source = "occ-platform/occ" }
+    occ = { source = "occ-platform/occ", version = "~> 0.1" }
   }
 }
 
