@@ -144,9 +144,22 @@ type Deployment struct {
 type Result struct {
 	ActivatedAt time.Time
 	Endpoint    string
+	// Phases are the startup phases the revision's runtime recorded
+	// (PR9), as read by the time its gate passed, in the order first seen;
+	// nil when the runtime writes none (the pinned gateway on SSH).
+	Phases []PhaseTiming
 	// Warnings are facts the user should see although the deploy worked
 	// (an outage the deploy waited through).
 	Warnings []Warning
+}
+
+// PhaseTiming is one startup phase of one component of an activated
+// revision: its outcome and how long it took.
+type PhaseTiming struct {
+	Component  string
+	Phase      string
+	Outcome    string
+	DurationMS int64
 }
 
 // Warning is a diagnostic warning.

@@ -222,7 +222,8 @@ func (e *Executor) apply(ctx context.Context, rev *admission.Revision, c admissi
 		}
 	}
 	e.log.Print("waiting for the revision's startup probe", map[string]any{"work.operation": "gate", "revision": n})
-	if err := e.gate(ctx, rev.Agent, ns, n, rev.ID(), components, workloads, sandboxes, objs.StateClaim); err != nil {
+	phases, err := e.gate(ctx, rev.Agent, ns, n, rev.ID(), components, workloads, sandboxes, objs.StateClaim)
+	if err != nil {
 		var f *Failure
 		if errors.As(err, &f) && len(f.Lines) > 0 {
 			// The quoted log lines are the runtime's own output: withhold
@@ -235,7 +236,7 @@ func (e *Executor) apply(ctx context.Context, rev *admission.Revision, c admissi
 	if err != nil {
 		return Result{}, err
 	}
-	return Result{ActivatedAt: at, Endpoint: render.Endpoint(svc, rev.Agent, ns)}, nil
+	return Result{ActivatedAt: at, Endpoint: render.Endpoint(svc, rev.Agent, ns), Phases: phases}, nil
 }
 
 // checkNotStale refuses revision n when the Agent's Service already selects

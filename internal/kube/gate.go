@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -33,7 +34,9 @@ func revisionSelector(agent string, n int64, id string) string {
 
 // gate watches the revision's Pods until every component has a Ready Pod,
 // reading the startup records of each started container as they come.
-func (e *Executor) gate(ctx context.Context, agent, ns string, n int64, id string, components map[string]bool, workloads map[string]string, sandboxes []string, claim *corev1ac.PersistentVolumeClaimApplyConfiguration) error {
+//
+// It returns the startup phases read by the time it passed.
+func (e *Executor) gate(ctx context.Context, agent, ns string, n int64, id string, components map[string]bool, workloads map[string]string, sandboxes []string, claim *corev1ac.PersistentVolumeClaimApplyConfiguration) ([]executor.PhaseTiming, error) {
 	sel := revisionSelector(agent, n, id)
 	pods := e.Client.CoreV1().Pods(ns)
 	wctx, cancel := context.WithCancel(ctx)
@@ -93,33 +96,33 @@ func (e *Executor) gate(ctx context.Context, agent, ns string, n int64, id strin
 		// stays unready: fail at once, without waiting for a Pod event (PR8).
 		cancel()
 		<-done
-		return f
+		return nil, f
 	}
 	if err == nil {
 		// Every Pod is ready; a sandboxed revision also needs its Sandbox
 		// ready with every credential attached (AU3).
 		select {
 		case <-sandboxesReady:
-			return nil
+			return st.timings(), nil
 		case f := <-st.failures:
-			return f
+			return nil, f
 		case <-ctx.Done():
-			return st.deadline()
+			return nil, st.deadline()
 		}
 	}
 	var f *Failure
 	if errors.As(err, &f) {
-		return f
+		return nil, f
 	}
 	select {
 	case f := <-st.failures:
-		return f
+		return nil, f
 	default:
 	}
 	if ctx.Err() != nil || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
-		return st.deadline()
+		return nil, st.deadline()
 	}
-	return fmt.Errorf("watch revision %d: %w", n, err)
+	return nil, fmt.Errorf("watch revision %d: %w", n, err)
 }
 
 // gateState is what the gate has seen of one revision: books only (which
@@ -137,6 +140,9 @@ type gateState struct {
 	container  string
 	// last is the last record read (only it is reported).
 	last *runtimerecord.Record
+	// phases are the startup phase records read, by container and phase
+	// (the latest of each), in the order first seen.
+	phases []executor.PhaseTiming
 	// sandboxPhase is what the Sandbox still waits for ("" when nothing).
 	sandboxPhase string
 	// seen marks the components that have a Pod.
@@ -224,6 +230,15 @@ func (s *gateState) ready() bool {
 func (s *gateState) record(r runtimerecord.Record) {
 	s.mu.Lock()
 	s.last = &r
+	if r.Event == runtimerecord.EventStartupPhase && r.Phase != "" {
+		t := executor.PhaseTiming{Component: r.Container, Phase: string(r.Phase), Outcome: string(r.Outcome), DurationMS: r.DurationMS}
+		i := slices.IndexFunc(s.phases, func(p executor.PhaseTiming) bool { return p.Component == t.Component && p.Phase == t.Phase })
+		if i < 0 {
+			s.phases = append(s.phases, t)
+		} else {
+			s.phases[i] = t
+		}
+	}
 	if r.Phase != "" {
 		s.phase = string(r.Phase)
 	}
@@ -231,6 +246,13 @@ func (s *gateState) record(r runtimerecord.Record) {
 		s.container = r.Container
 	}
 	s.mu.Unlock()
+}
+
+// timings are the startup phases read so far.
+func (s *gateState) timings() []executor.PhaseTiming {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.phases)
 }
 
 // deadline describes what was last seen when the deadline passed.

@@ -1,6 +1,7 @@
 package kube
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -87,5 +88,37 @@ func TestAU7_BadStartupRecordQuotesNoValue(t *testing.T) {
 	}
 	if text := f.Error() + f.Detail(""); strings.Contains(text, "SENTINEL") || !strings.Contains(text, "causeDetail") {
 		t.Fatalf("diagnostic %q: must name the field, never its value", text)
+	}
+}
+
+// rule PR9: the startup phases the gate read are kept by container and
+// phase, the latest of each (a restarted container writes its phases
+// again), in the order first seen; other records do not count.
+func TestPR9_GateKeepsThePhasesItRead(t *testing.T) {
+	st := &gateState{agent: "bench", n: 1, components: map[string]bool{"gateway": true, "harness": true}, followed: map[string]bool{}, failures: make(chan *Failure, 8)}
+	phase := func(container string, p runtimerecord.Phase, outcome runtimerecord.Outcome, ms int64) string {
+		b, err := runtimerecord.Marshal(runtimerecord.Record{Event: runtimerecord.EventStartupPhase, Container: container, Phase: p, Outcome: outcome, DurationMS: ms})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b) + "\n"
+	}
+	probe, err := runtimerecord.Marshal(runtimerecord.Record{Event: runtimerecord.EventCodexProbe, Container: "harness", Attempt: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	readRecords(strings.NewReader(phase("harness", runtimerecord.PhaseLogin, runtimerecord.OutcomeOK, 40)+string(probe)+"\n"+
+		phase("harness", runtimerecord.PhaseModelProbe, runtimerecord.OutcomeOK, 900)), "harness", st, logPosition{})
+	readRecords(strings.NewReader(phase("gateway", runtimerecord.PhasePeerStatus, runtimerecord.OutcomeOK, 1200)+
+		phase("harness", runtimerecord.PhaseModelProbe, runtimerecord.OutcomeOK, 700)), "gateway", st, logPosition{})
+	got := st.timings()
+	want := []string{"harness/login=ok 40", "harness/model_probe=ok 700", "gateway/peer_status=ok 1200"}
+	if len(got) != len(want) {
+		t.Fatalf("phases %+v, want %v", got, want)
+	}
+	for i, p := range got {
+		if s := fmt.Sprintf("%s/%s=%s %d", p.Component, p.Phase, p.Outcome, p.DurationMS); s != want[i] {
+			t.Errorf("phase %d: %s, want %s", i, s, want[i])
+		}
 	}
 }

@@ -59,6 +59,7 @@ type agentModel struct {
 	GatewayDocument  types.String   `tfsdk:"gateway_document"`
 	HarnessVersion   types.String   `tfsdk:"harness_version"`
 	RevisionReason   types.String   `tfsdk:"revision_reason"`
+	StartupPhases    types.List     `tfsdk:"startup_phases"`
 	MaxConcurrent    types.Int64    `tfsdk:"max_concurrent"`
 	Status           types.String   `tfsdk:"status"`
 	ActivatedAt      types.String   `tfsdk:"activated_at"`
@@ -140,6 +141,7 @@ func agentSchema(ctx context.Context) schema.Schema {
 				"(the plan deploys a new revision), or `unretired: …` when the activated revision runs but the apply that activated it stopped before retiring " +
 				"earlier revisions (the plan is an in-place update that finishes the retirement and deploys nothing)."),
 			"activated_at": computed("When the current revision was activated (RFC 3339)."),
+			"startup_phases": startupPhasesSchema(),
 			"endpoint": computed("Where the Agent's gateway answers. On Kubernetes: the in-cluster URL of its Service (`http://NAME.NAMESPACE.svc:18789`, which only the cluster's Pods resolve), " +
 				"or, with the compute's `service.type = \"LoadBalancer\"`, `http://ADDRESS:18789` once the load balancer has an address. Over SSH: the gateway's loopback address on the host."),
 		},
@@ -222,7 +224,7 @@ func (r *agentResource) ModifyPlan(ctx context.Context, req resource.ModifyPlanR
 	addWarnings(&resp.Diagnostics, path.Root("configuration"), rev.Warnings)
 	applyRevision(&plan, rev, in.Compute)
 	if hasState && state.RevisionID.Equal(plan.RevisionID) && !state.Revision.IsNull() {
-		plan.Revision, plan.RevisionReason = state.Revision, keepReason(state)
+		plan.Revision, plan.RevisionReason, plan.StartupPhases = state.Revision, keepReason(state), keepPhases(state)
 		plan.Status, plan.ActivatedAt, plan.Endpoint = state.Status, state.ActivatedAt, state.Endpoint
 		if unretired(state) || networkDrifted(state) {
 			plan.Status = types.StringUnknown() // an in-place update finishes the retirement, or writes the policies or the exposure back
@@ -234,6 +236,7 @@ func (r *agentResource) ModifyPlan(ctx context.Context, req resource.ModifyPlanR
 	} else {
 		plan.Revision = types.Int64Value(state.Revision.ValueInt64() + 1)
 		plan.Status, plan.ActivatedAt, plan.Endpoint = types.StringUnknown(), types.StringUnknown(), types.StringUnknown()
+		plan.StartupPhases = types.ListUnknown(phaseType)
 		if hasState {
 			plan.RevisionReason = types.StringValue(revisionReason(ctx, state, rev, in.Compute, &resp.Diagnostics))
 		} else {
@@ -252,7 +255,7 @@ func (r *agentResource) ModifyPlan(ctx context.Context, req resource.ModifyPlanR
 func setAgentComputed(ctx context.Context, raw *tftypes.Value, m agentModel) diag.Diagnostics {
 	return setTopLevel(ctx, raw, map[string]attr.Value{
 		"id": m.ID, "harness": m.Harness, "execution_mode": m.ExecutionMode, "revision": m.Revision, "revision_id": m.RevisionID,
-		"admitted_document": m.AdmittedDocument, "gateway_document": m.GatewayDocument, "harness_version": m.HarnessVersion, "revision_reason": m.RevisionReason,
+		"admitted_document": m.AdmittedDocument, "gateway_document": m.GatewayDocument, "harness_version": m.HarnessVersion, "revision_reason": m.RevisionReason, "startup_phases": m.StartupPhases,
 		"max_concurrent": m.MaxConcurrent, "status": m.Status, "activated_at": m.ActivatedAt, "endpoint": m.Endpoint,
 	})
 }
@@ -333,6 +336,7 @@ func markRevisionUnknown(plan *agentModel, configHarness types.String) {
 	plan.ID, plan.RevisionID, plan.AdmittedDocument, plan.GatewayDocument = types.StringUnknown(), types.StringUnknown(), types.StringUnknown(), types.StringUnknown()
 	plan.HarnessVersion, plan.Status, plan.ActivatedAt, plan.Endpoint = types.StringUnknown(), types.StringUnknown(), types.StringUnknown(), types.StringUnknown()
 	plan.Revision, plan.MaxConcurrent, plan.RevisionReason = types.Int64Unknown(), types.Int64Unknown(), types.StringUnknown()
+	plan.StartupPhases = types.ListUnknown(phaseType)
 	if configHarness.IsNull() {
 		plan.Harness = types.StringUnknown()
 	}
@@ -385,7 +389,7 @@ func (r *agentResource) Create(ctx context.Context, req resource.CreateRequest, 
 	}
 	// A failed create that wrote stays in state (Terraform taints it), so
 	// the next apply converges.
-	plan.Status, plan.ActivatedAt, plan.Endpoint = out.Status, out.ActivatedAt, out.Endpoint
+	plan.Status, plan.ActivatedAt, plan.Endpoint, plan.StartupPhases = out.Status, out.ActivatedAt, out.Endpoint, out.Phases
 	resp.Diagnostics.Append(resp.State.Set(ctx, &plan)...)
 }
 
@@ -447,7 +451,7 @@ func (r *agentResource) Update(ctx context.Context, req resource.UpdateRequest, 
 	if diags.HasError() {
 		return // a failed update keeps the previous state: the next plan shows the change again
 	}
-	plan.Status, plan.ActivatedAt, plan.Endpoint = out.Status, out.ActivatedAt, out.Endpoint
+	plan.Status, plan.ActivatedAt, plan.Endpoint, plan.StartupPhases = out.Status, out.ActivatedAt, out.Endpoint, out.Phases
 	resp.Diagnostics.Append(resp.State.Set(ctx, &plan)...)
 }
 

@@ -21,6 +21,7 @@ type deployOutcome struct {
 	Status      types.String
 	ActivatedAt types.String
 	Endpoint    types.String
+	Phases      types.List
 	// Wrote is true when anything reached the target, so that a failed
 	// create stays in state (tainted) and the next apply converges.
 	Wrote bool
@@ -32,7 +33,7 @@ type deployOutcome struct {
 // (executor.Deployment.Finish).
 func deploy(ctx context.Context, data *Data, rev *admission.Revision, c admission.Compute, revision, serving int64, finish bool) (deployOutcome, diag.Diagnostics) {
 	var diags diag.Diagnostics
-	out := deployOutcome{Status: types.StringValue("failed"), ActivatedAt: types.StringNull(), Endpoint: types.StringNull()}
+	out := deployOutcome{Status: types.StringValue("failed"), ActivatedAt: types.StringNull(), Endpoint: types.StringNull(), Phases: types.ListNull(phaseType)}
 	fields := executor.Fields(work("agent "+rev.Agent, "deploy"), map[string]any{"revision": revision, "compute_kind": c.Kind})
 	ex, err := data.executor(ctx, c.Kind)
 	if err != nil {
@@ -50,7 +51,7 @@ func deploy(ctx context.Context, data *Data, rev *admission.Revision, c admissio
 	}
 	tflog.Info(ctx, "revision activated", executor.Fields(withOutcome(fields, "activated"), map[string]any{"elapsed_ms": time.Since(start).Milliseconds()}))
 	return deployOutcome{Wrote: true, Status: types.StringValue("active"),
-		ActivatedAt: types.StringValue(res.ActivatedAt.Format(time.RFC3339)), Endpoint: types.StringValue(res.Endpoint)}, diags
+		ActivatedAt: types.StringValue(res.ActivatedAt.Format(time.RFC3339)), Endpoint: types.StringValue(res.Endpoint), Phases: phasesValue(res.Phases)}, diags
 }
 
 // syncNetwork writes an agent's network policies and Service exposure

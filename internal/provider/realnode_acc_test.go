@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -162,7 +163,7 @@ func TestAccAgent_RealNodeEmbedded(t *testing.T) {
 				sentinelAbsentFromState{testSentinel},
 				statecheck.ExpectKnownValue("occ_agent.a", tfjsonpath.New("status"), knownvalue.StringExact("active")),
 			},
-			Check: func(*terraform.State) error {
+			Check: resource.ComposeTestCheckFunc(phaseRecorded("occ_agent.a", "gateway", "model_probe", "ok"), func(*terraform.State) error {
 				ctx := context.Background()
 				pods, err := cs.CoreV1().Pods(env.ns).List(ctx, metav1.ListOptions{LabelSelector: render.LabelAgent + "=support"})
 				if err != nil || len(pods.Items) != 1 {
@@ -209,10 +210,32 @@ func TestAccAgent_RealNodeEmbedded(t *testing.T) {
 				}
 				t.Logf("/readyz through the Service %s: %s", svc.Spec.ClusterIP, body)
 				return nil
-			},
+			}),
 		}},
 	})
 	checkLogs(testSentinel)
+}
+
+// phaseRecorded checks that an agent's startup_phases hold the phase of
+// the component with the outcome (the runtime's own records, PR9).
+func phaseRecorded(resourceName, component, phase, outcome string) resource.TestCheckFunc {
+	return func(s *terraform.State) error {
+		rs, ok := s.RootModule().Resources[resourceName]
+		if !ok {
+			return fmt.Errorf("%s is not in state", resourceName)
+		}
+		a := rs.Primary.Attributes
+		n, _ := strconv.Atoi(a["startup_phases.#"])
+		var seen []string
+		for i := 0; i < n; i++ {
+			at := func(k string) string { return a[fmt.Sprintf("startup_phases.%d.%s", i, k)] }
+			seen = append(seen, fmt.Sprintf("%s/%s=%s (%sms)", at("component"), at("phase"), at("outcome"), at("duration_ms")))
+			if at("component") == component && at("phase") == phase && at("outcome") == outcome {
+				return nil
+			}
+		}
+		return fmt.Errorf("startup_phases %v lack %s/%s=%s", seen, component, phase, outcome)
+	}
 }
 
 // realCodexConfig: a dedicated Codex agent (its own gateway beside the
