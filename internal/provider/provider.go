@@ -209,7 +209,7 @@ func (p *occProvider) Schema(_ context.Context, _ provider.SchemaRequest, resp *
 						MarkdownDescription: "An OpenSSH user certificate of `private_key` (the content of `id_ed25519-cert.pub`, signed with `ssh-keygen -s`), offered instead of the bare key to hosts that trust a user CA (`TrustedUserCAKeys`)."},
 					"connect_timeout": schema.StringAttribute{Optional: true, Validators: []validator.String{positiveDuration{}},
 						MarkdownDescription: "How long a TCP connect and SSH handshake may take, per hop (`30s`, `2m`). Default `30s`; an operation's own timeout may end it earlier."},
-					"agent": schema.BoolAttribute{Optional: true, MarkdownDescription: "Authenticate with the agent at `SSH_AUTH_SOCK` (Linux, macOS and the BSDs; not on Windows, whose OpenSSH agent is a named pipe: use `private_key` there)."},
+					"agent": schema.BoolAttribute{Optional: true, MarkdownDescription: "Authenticate with the SSH agent: at `SSH_AUTH_SOCK` (a Unix socket, or on Windows a named pipe), or, on Windows without it, the Windows OpenSSH agent service's pipe `\\\\.\\pipe\\openssh-ssh-agent`. It also logs in to a compute's `bastion`."},
 					"known_hosts_file": schema.StringAttribute{Optional: true,
 						MarkdownDescription: "A known_hosts file that verifies hosts whose compute is not in state yet: only `terraform import` of an agent uses it. Default `~/.ssh/known_hosts`."},
 				},

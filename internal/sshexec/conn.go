@@ -9,7 +9,6 @@ import (
 	"io"
 	"net"
 	"os"
-	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -211,22 +210,19 @@ func (p *Pool) authMethods() ([]ssh.AuthMethod, []string, error) {
 			p.authErr = errors.New("ssh.certificate is set without ssh.private_key: the certificate signs the private key's public half; set both")
 			return
 		}
-		if p.creds.Agent && runtime.GOOS == "windows" {
-			// The OpenSSH agent on Windows listens on a named pipe, which
-			// this provider does not speak: say so rather than fail to dial.
-			p.authErr = errors.New("ssh.agent is not supported on Windows (the OpenSSH agent there is a named pipe); set ssh.private_key instead")
-			return
-		}
 		if p.creds.Agent {
 			sock := p.creds.AgentSocket
 			if sock == "" {
 				sock = os.Getenv("SSH_AUTH_SOCK")
 			}
 			if sock == "" {
+				sock = defaultAgentSocket // "" where there is none (Unix: the agent sets SSH_AUTH_SOCK)
+			}
+			if sock == "" {
 				p.authErr = errors.New("agent = true, but SSH_AUTH_SOCK is not set")
 				return
 			}
-			conn, err := net.Dial("unix", sock)
+			conn, err := dialAgent(sock)
 			if err != nil {
 				p.authErr = fmt.Errorf("cannot reach the SSH agent at %s: %v", sock, err)
 				return
