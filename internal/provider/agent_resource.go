@@ -140,7 +140,7 @@ func agentSchema(ctx context.Context) schema.Schema {
 			"status": computed("The revision's status: `active` once activated. A refresh that finds what runs is not the activated revision says `drifted: …` " +
 				"(the plan deploys a new revision), or `unretired: …` when the activated revision runs but the apply that activated it stopped before retiring " +
 				"earlier revisions (the plan is an in-place update that finishes the retirement and deploys nothing)."),
-			"activated_at": computed("When the current revision was activated (RFC 3339)."),
+			"activated_at":   computed("When the current revision was activated (RFC 3339)."),
 			"startup_phases": startupPhasesSchema(),
 			"endpoint": computed("Where the Agent's gateway answers. On Kubernetes: the in-cluster URL of its Service (`http://NAME.NAMESPACE.svc:18789`, which only the cluster's Pods resolve), " +
 				"or, with the compute's `service.type = \"LoadBalancer\"`, `http://ADDRESS:18789` once the load balancer has an address. Over SSH: the gateway's loopback address on the host."),
