@@ -185,3 +185,28 @@ var (
 	attrMode    = []string{"execution_mode"}
 	attrHarness = []string{"harness"}
 )
+
+// admitCase is one row of a table of admissions: the input, and the
+// refusal it gets (nil: admitted).
+type admitCase struct {
+	name string
+	in   Input
+	want *refusal
+}
+
+// runAdmitCases admits each case's input and checks its refusal.
+func runAdmitCases(t *testing.T, cases []admitCase) {
+	t.Helper()
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			_, errs := Admit(tc.in)
+			if tc.want == nil {
+				if len(errs) > 0 {
+					t.Fatalf("refused: %v", errs)
+				}
+				return
+			}
+			checkRefusal(t, errs, *tc.want)
+		})
+	}
+}

@@ -481,11 +481,7 @@ func TestMR8_CatalogsAndFallbacks(t *testing.T) {
 		in.Agent.Harness = ""
 		return in
 	}
-	tests := []struct {
-		name string
-		in   Input
-		want *refusal
-	}{
+	tests := []admitCase{
 		{"fallbacks keep the provider", withDoc(emb(), `{agents: {defaults: {model: {primary: "anthropic/claude-sonnet-4-5", fallbacks: ["anthropic/claude-opus-4-1"]}}}}`), nil},
 		{"extra catalog model with matching runtime", withDoc(emb(), `{agents: {defaults: {model: "anthropic/claude-sonnet-4-5", models: {"anthropic/claude-opus-4-1": {agentRuntime: {id: "openclaw"}}}}}}`), nil},
 		{"extra catalog model with provider runtime", withDoc(emb(), `{models: {providers: {anthropic: {agentRuntime: {id: "openclaw"}}}}, agents: {defaults: {model: "anthropic/claude-sonnet-4-5", models: {"claude-opus-4-1": {}}}}}`), nil},
@@ -525,18 +521,7 @@ func TestMR8_CatalogsAndFallbacks(t *testing.T) {
 		{"models not an array", withDoc(dedicatedCodexInput(), `{models: {providers: {codex: {models: {id: "gpt-5-codex"}}}}, agents: {defaults: {model: "codex/gpt-5-codex"}}}`),
 			&refusal{InvalidRequest, "MR8", attrConfig, "models.providers.codex.models"}},
 	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			_, errs := Admit(tc.in)
-			if tc.want == nil {
-				if len(errs) > 0 {
-					t.Fatalf("refused: %v", errs)
-				}
-				return
-			}
-			checkRefusal(t, errs, *tc.want)
-		})
-	}
+	runAdmitCases(t, tests)
 }
 
 // rule MR9

@@ -18,11 +18,7 @@ func TestPR11_ProbeTransportIsLiteral(t *testing.T) {
 		in.Agent.Harness = HarnessOpenClaw
 		return in
 	}
-	tests := []struct {
-		name string
-		in   Input
-		want *refusal
-	}{
+	tests := []admitCase{
 		{"literal baseUrl and api, key from the environment", emb(`baseUrl: "https://llm.internal/v1", api: "openai-responses", apiKey: "${OPENAI_API_KEY}"`), nil},
 		{"baseUrl from the environment", emb(`baseUrl: "${LLM_URL}", api: "openai-responses"`),
 			&refusal{InvalidRequest, "PR11", attrConfig, "models.providers.openai.baseUrl"}},
@@ -32,18 +28,7 @@ func TestPR11_ProbeTransportIsLiteral(t *testing.T) {
 			&refusal{InvalidRequest, "PR11", attrConfig, "models.providers.openai.baseUrl"}},
 		{"another provider's settings are not probed", withDoc(k8sEmbeddedInput(), `{agents: {defaults: {model: "anthropic/claude-sonnet-4-5"}}, models: {providers: {other: {baseUrl: "${X}", models: []}}}}`), nil},
 	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			_, errs := Admit(tc.in)
-			if tc.want == nil {
-				if len(errs) > 0 {
-					t.Fatalf("refused: %v", errs)
-				}
-				return
-			}
-			checkRefusal(t, errs, *tc.want)
-		})
-	}
+	runAdmitCases(t, tests)
 }
 
 // rule PR11, kept beyond embedded revisions on purpose: the platform words
@@ -57,11 +42,7 @@ func TestPR11_ProbeTransportIsLiteral(t *testing.T) {
 func TestPR11_DedicatedRevisionsToo(t *testing.T) {
 	codex := func(doc string) Input { return withDoc(dedicatedCodexInput(), doc) }
 	native := func(doc string) Input { return withDoc(dedicatedOpenClawInput(), doc) }
-	tests := []struct {
-		name string
-		in   Input
-		want *refusal
-	}{
+	tests := []admitCase{
 		{"codex: literal baseUrl", codex(`{agents: {defaults: {model: "codex/gpt-5-codex"}}, models: {providers: {codex: {baseUrl: "https://llm.internal/v1"}}}}`), nil},
 		{"codex: baseUrl from the environment", codex(`{agents: {defaults: {model: "codex/gpt-5-codex"}}, models: {providers: {codex: {baseUrl: "${LLM_URL}"}}}}`),
 			&refusal{InvalidRequest, "PR11", attrConfig, "models.providers.codex.baseUrl"}},
@@ -71,16 +52,5 @@ func TestPR11_DedicatedRevisionsToo(t *testing.T) {
 		{"native: key from another variable", native(`{agents: {defaults: {model: "openai/gpt-5"}}, models: {providers: {openai: {apiKey: "${OTHER_KEY}"}}}}`),
 			&refusal{InvalidRequest, "PR11", attrConfig, "models.providers.openai.apiKey"}},
 	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			_, errs := Admit(tc.in)
-			if tc.want == nil {
-				if len(errs) > 0 {
-					t.Fatalf("refused: %v", errs)
-				}
-				return
-			}
-			checkRefusal(t, errs, *tc.want)
-		})
-	}
+	runAdmitCases(t, tests)
 }
