@@ -401,46 +401,44 @@ func (p *Pool) dial(ctx context.Context, t Target) (*Conn, error) {
 	}
 	// Settings errors before any connection: the host's key, and the
 	// bastion's.
-	var ignored Error
-	if _, _, err := hostKeyCheck(t, &ignored); err != nil {
-		return nil, fail(ClassConfig, err)
+	host, err := newHop(t, "connect", "")
+	if err != nil {
+		return nil, err
 	}
+	var jumpHop *hop
 	if b := t.Bastion; b != nil {
-		if _, _, err := hostKeyCheck(Target{HostKey: b.HostKey}, &ignored); err != nil {
-			return nil, &Error{Class: ClassConfig, Addr: b.Addr(), User: b.User, Op: "connect to the bastion", Err: fmt.Errorf("bastion.%v", err)}
+		bt := Target{Host: b.Host, Port: b.Port, User: b.User, HostKey: b.HostKey}
+		if bt.User == "" {
+			bt.User = t.User
+		}
+		if jumpHop, err = newHop(bt, "connect to the bastion", "the compute's bastion.host_key"); err != nil {
+			return nil, err
 		}
 	}
 	dctx, cancel := context.WithTimeout(ctx, p.opts.ConnectTimeout)
 	defer cancel()
 	var jump *ssh.Client
 	var raw net.Conn
-	if b := t.Bastion; b != nil {
+	var d net.Dialer
+	if jumpHop != nil {
 		// ProxyJump: log in to the bastion, then open a TCP channel from
 		// it to the host; the host's handshake runs inside that channel.
-		bt := Target{Host: b.Host, Port: b.Port, User: b.User, HostKey: b.HostKey}
-		if bt.User == "" {
-			bt.User = t.User
-		}
-		var d net.Dialer
-		tcp, err := d.DialContext(dctx, "tcp", bt.Addr())
+		tcp, err := d.DialContext(dctx, "tcp", jumpHop.t.Addr())
 		if err != nil {
-			return nil, &Error{Class: ClassUnreachable, Addr: bt.Addr(), User: bt.User, Op: "connect to the bastion", Err: err}
+			return nil, jumpHop.fail(ClassUnreachable, err)
 		}
-		if jump, err = handshake(dctx, tcp, bt, auth, offered, "connect to the bastion", "the compute's bastion.host_key"); err != nil {
+		if jump, err = jumpHop.handshake(dctx, tcp, auth, offered); err != nil {
 			return nil, err
 		}
 		raw, err = jump.DialContext(dctx, "tcp", t.Addr())
 		if err != nil {
 			jump.Close()
-			return nil, fail(ClassUnreachable, fmt.Errorf("the bastion %s could not open a connection to the host: %v", bt.Addr(), err))
+			return nil, fail(ClassUnreachable, fmt.Errorf("the bastion %s could not open a connection to the host: %v", jumpHop.t.Addr(), err))
 		}
-	} else {
-		var d net.Dialer
-		if raw, err = d.DialContext(dctx, "tcp", t.Addr()); err != nil {
-			return nil, fail(ClassUnreachable, err)
-		}
+	} else if raw, err = d.DialContext(dctx, "tcp", t.Addr()); err != nil {
+		return nil, fail(ClassUnreachable, err)
 	}
-	client, err := handshake(dctx, raw, t, auth, offered, "connect", "")
+	client, err := host.handshake(dctx, raw, auth, offered)
 	if err != nil {
 		if jump != nil {
 			jump.Close()
@@ -467,19 +465,37 @@ func (p *Pool) dial(ctx context.Context, t Target) (*Conn, error) {
 	return c, nil
 }
 
-// handshake runs the SSH handshake with t over raw, within dctx, and
-// classifies what fails; op and keySetting name the hop in errors.
-func handshake(dctx context.Context, raw net.Conn, t Target, auth []ssh.AuthMethod, offered []string, op, keySetting string) (*ssh.Client, error) {
-	fail := func(class Class, err error) error {
-		return &Error{Class: class, Addr: t.Addr(), User: t.User, Op: op, Err: err}
+// hop is one SSH login of a connection (the host, or the bastion before
+// it) with its host key check, made once from the settings: op and
+// keySetting name it in errors.
+type hop struct {
+	t              Target
+	op, keySetting string
+	hostKey        ssh.HostKeyCallback
+	algos          []string
+	mismatch       *Error // what hostKey saw when it refused
+}
+
+// newHop checks t's host key settings; an unusable one is a settings
+// error before any connection.
+func newHop(t Target, op, keySetting string) (*hop, error) {
+	h := &hop{t: t, op: op, keySetting: keySetting, mismatch: &Error{}}
+	var err error
+	if h.hostKey, h.algos, err = hostKeyCheck(t, h.mismatch); err != nil {
+		return nil, h.fail(ClassConfig, err)
 	}
-	var mismatch Error
-	hostKey, algos, err := hostKeyCheck(t, &mismatch)
-	if err != nil {
-		raw.Close()
-		return nil, fail(ClassConfig, err)
-	}
-	cfg := &ssh.ClientConfig{User: t.User, Auth: auth, HostKeyCallback: hostKey, HostKeyAlgorithms: algos}
+	return h, nil
+}
+
+func (h *hop) fail(class Class, err error) error {
+	return &Error{Class: class, Addr: h.t.Addr(), User: h.t.User, Op: h.op, Err: err}
+}
+
+// handshake runs the SSH handshake of h over raw, within dctx, and
+// classifies what fails.
+func (h *hop) handshake(dctx context.Context, raw net.Conn, auth []ssh.AuthMethod, offered []string) (*ssh.Client, error) {
+	t, fail := h.t, h.fail
+	cfg := &ssh.ClientConfig{User: t.User, Auth: auth, HostKeyCallback: h.hostKey, HostKeyAlgorithms: h.algos}
 	if dl, ok := dctx.Deadline(); ok {
 		_ = raw.SetDeadline(dl)
 	}
@@ -489,9 +505,10 @@ func handshake(dctx context.Context, raw net.Conn, t Target, auth []ssh.AuthMeth
 	if err != nil {
 		raw.Close()
 		switch {
-		case mismatch.Class == ClassHostKeyMismatch:
-			mismatch.Addr, mismatch.User, mismatch.Op, mismatch.KeySetting = t.Addr(), t.User, op, keySetting
-			return nil, &mismatch
+		case h.mismatch.Class == ClassHostKeyMismatch:
+			m := h.mismatch
+			m.Addr, m.User, m.Op, m.KeySetting = t.Addr(), t.User, h.op, h.keySetting
+			return nil, m
 		case strings.Contains(err.Error(), "unable to authenticate"):
 			return nil, fail(ClassAuthRefused, fmt.Errorf("the host accepted none of the offered keys (%s)", strings.Join(offered, ", ")))
 		case !stopped:
