@@ -4,9 +4,9 @@ package provider
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"os"
-	"strings"
 	"sync"
 
 	"github.com/hashicorp/terraform-plugin-framework/datasource"
@@ -236,11 +236,9 @@ func validateSSHCredentials(ctx context.Context, o types.Object, diags *diag.Dia
 		return
 	}
 	at := path.Root("ssh").AtName("private_key")
-	switch msg := err.Error(); {
-	case strings.Contains(msg, "ssh.certificate"):
-		at = path.Root("ssh").AtName("certificate")
-	case strings.Contains(msg, "passphrase"):
-		at = path.Root("ssh").AtName("private_key_passphrase")
+	var ce *sshexec.CredentialError
+	if errors.As(err, &ce) {
+		at = path.Root("ssh").AtName(ce.Setting)
 	}
 	addAttrError(diags, at, "INVALID_REQUEST: the SSH credentials cannot be used", err.Error()+".")
 }

@@ -192,23 +192,14 @@ func (p *Pool) Get(ctx context.Context, t Target) (*Conn, error) {
 
 func (p *Pool) authMethods() ([]ssh.AuthMethod, []string, error) {
 	p.authOnce.Do(func() {
-		if k := strings.TrimSpace(p.creds.PrivateKey); k != "" {
-			signer, err := parseSigner(k, p.creds.Passphrase)
-			if err != nil {
-				p.authErr = err
-				return
-			}
-			if c := strings.TrimSpace(p.creds.Certificate); c != "" {
-				if signer, err = certSigner(signer, c); err != nil {
-					p.authErr = err
-					return
-				}
-			}
+		signer, err := signerOf(p.creds)
+		if err != nil {
+			p.authErr = err
+			return
+		}
+		if signer != nil {
 			p.auth = append(p.auth, ssh.PublicKeys(signer))
 			p.offered = append(p.offered, ssh.FingerprintSHA256(signer.PublicKey()))
-		} else if strings.TrimSpace(p.creds.Certificate) != "" {
-			p.authErr = errors.New("ssh.certificate is set without ssh.private_key: the certificate signs the private key's public half; set both")
-			return
 		}
 		if p.creds.Agent {
 			sock := p.creds.AgentSocket
@@ -242,22 +233,40 @@ func (p *Pool) authMethods() ([]ssh.AuthMethod, []string, error) {
 	return p.auth, p.offered, p.authErr
 }
 
+// CredentialError is a provider ssh setting that cannot be used;
+// Setting names it ("private_key", "private_key_passphrase",
+// "certificate"). It quotes neither the key nor the passphrase.
+type CredentialError struct {
+	Setting string
+	Err     error
+}
+
+func (e *CredentialError) Error() string { return e.Err.Error() }
+func (e *CredentialError) Unwrap() error { return e.Err }
+
 // CheckCredentials checks, without contacting any host, that the private
-// key parses (with its passphrase) and that the certificate certifies it.
-// The error quotes neither the key nor the passphrase.
+// key parses (with its passphrase) and that the certificate certifies it;
+// a failure is a *CredentialError.
 func CheckCredentials(c Credentials) error {
+	_, err := signerOf(c)
+	return err
+}
+
+// signerOf is the signer of the credentials' private key, offering the
+// certificate when there is one; nil without a private key.
+func signerOf(c Credentials) (ssh.Signer, error) {
 	k := strings.TrimSpace(c.PrivateKey)
 	if k == "" {
 		if strings.TrimSpace(c.Certificate) != "" {
-			return errors.New("ssh.certificate is set without ssh.private_key: the certificate signs the private key's public half; set both")
+			return nil, &CredentialError{"certificate", errors.New("ssh.certificate is set without ssh.private_key: the certificate signs the private key's public half; set both")}
 		}
-		return nil
+		return nil, nil
 	}
 	signer, err := parseSigner(k, c.Passphrase)
 	if err == nil && strings.TrimSpace(c.Certificate) != "" {
-		_, err = certSigner(signer, c.Certificate)
+		signer, err = certSigner(signer, c.Certificate)
 	}
-	return err
+	return signer, err
 }
 
 // parseSigner reads a private key, with its passphrase when it has one.
@@ -267,11 +276,11 @@ func parseSigner(key, passphrase string) (ssh.Signer, error) {
 		signer, err := ssh.ParsePrivateKeyWithPassphrase([]byte(key), []byte(passphrase))
 		switch {
 		case errors.Is(err, x509.IncorrectPasswordError):
-			return nil, errors.New("ssh.private_key_passphrase does not decrypt ssh.private_key: check the passphrase")
+			return nil, &CredentialError{"private_key_passphrase", errors.New("ssh.private_key_passphrase does not decrypt ssh.private_key: check the passphrase")}
 		case err != nil && (strings.Contains(err.Error(), "not password protected") || strings.Contains(err.Error(), "not an encrypted key")):
-			return nil, errors.New("ssh.private_key is not protected by a passphrase: remove ssh.private_key_passphrase")
+			return nil, &CredentialError{"private_key_passphrase", errors.New("ssh.private_key is not protected by a passphrase: remove ssh.private_key_passphrase")}
 		case err != nil:
-			return nil, fmt.Errorf("the private key cannot be parsed: %v", err)
+			return nil, &CredentialError{"private_key", fmt.Errorf("the private key cannot be parsed: %v", err)}
 		}
 		return signer, nil
 	}
@@ -279,9 +288,9 @@ func parseSigner(key, passphrase string) (ssh.Signer, error) {
 	var missing *ssh.PassphraseMissingError
 	switch {
 	case errors.As(err, &missing):
-		return nil, errors.New("the private key is protected by a passphrase: set ssh.private_key_passphrase, or load the key into an SSH agent and set agent = true")
+		return nil, &CredentialError{"private_key_passphrase", errors.New("the private key is protected by a passphrase: set ssh.private_key_passphrase, or load the key into an SSH agent and set agent = true")}
 	case err != nil:
-		return nil, fmt.Errorf("the private key cannot be parsed: %v", err)
+		return nil, &CredentialError{"private_key", fmt.Errorf("the private key cannot be parsed: %v", err)}
 	}
 	return signer, nil
 }
@@ -290,18 +299,18 @@ func parseSigner(key, passphrase string) (ssh.Signer, error) {
 func certSigner(signer ssh.Signer, line string) (ssh.Signer, error) {
 	pub, _, _, _, err := ssh.ParseAuthorizedKey([]byte(line))
 	if err != nil {
-		return nil, fmt.Errorf("ssh.certificate is not an OpenSSH certificate line (\"ssh-ed25519-cert-v01@openssh.com AAAA…\", the content of id_ed25519-cert.pub): %v", err)
+		return nil, &CredentialError{"certificate", fmt.Errorf("ssh.certificate is not an OpenSSH certificate line (\"ssh-ed25519-cert-v01@openssh.com AAAA…\", the content of id_ed25519-cert.pub): %v", err)}
 	}
 	cert, ok := pub.(*ssh.Certificate)
 	if !ok {
-		return nil, errors.New("ssh.certificate is a plain public key, not a certificate: give the -cert.pub file that ssh-keygen -s wrote")
+		return nil, &CredentialError{"certificate", errors.New("ssh.certificate is a plain public key, not a certificate: give the -cert.pub file that ssh-keygen -s wrote")}
 	}
 	if cert.CertType != ssh.UserCert {
-		return nil, errors.New("ssh.certificate is a host certificate; the provider logs in with a user certificate (ssh-keygen -s without -h)")
+		return nil, &CredentialError{"certificate", errors.New("ssh.certificate is a host certificate; the provider logs in with a user certificate (ssh-keygen -s without -h)")}
 	}
 	cs, err := ssh.NewCertSigner(cert, signer)
 	if err != nil {
-		return nil, fmt.Errorf("ssh.certificate does not certify ssh.private_key's public key: %v", err)
+		return nil, &CredentialError{"certificate", fmt.Errorf("ssh.certificate does not certify ssh.private_key's public key: %v", err)}
 	}
 	return cs, nil
 }
