@@ -7,6 +7,8 @@ import (
 	"reflect"
 	"slices"
 	"strings"
+
+	"github.com/occ-platform/terraform-provider-occ/internal/occconfig"
 )
 
 // RevisionChanges says, for people, what differs between two revisions of
@@ -110,8 +112,26 @@ func computeChanges(a, b map[string]any) []string {
 	return out
 }
 
-// atPaths names the changed keys of two documents, two levels deep, at
-// most five of them; never their values.
+// DocumentChanges names where two documents differ, " at KEY, KEY.KEY"
+// (two levels deep, at most five keys; never their values), or "" when
+// they differ nowhere that can be named.
+func DocumentChanges(a, b occconfig.Document) string {
+	return atPaths(jsonObject(a), jsonObject(b))
+}
+
+// jsonObject is v as its JSON object, so that equal values compare equal
+// whatever Go types hold them.
+func jsonObject(v any) map[string]any {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return map[string]any{}
+	}
+	var m map[string]any
+	_ = json.Unmarshal(b, &m)
+	return m
+}
+
+// atPaths is DocumentChanges over the documents' JSON objects.
 func atPaths(a, b map[string]any) string {
 	var paths []string
 	for _, k := range slices.Sorted(maps.Keys(union(a, b))) {
@@ -173,13 +193,7 @@ func revisionFields(r *Revision) map[string]any {
 	if r == nil {
 		return map[string]any{}
 	}
-	b, err := json.Marshal(r)
-	if err != nil {
-		return map[string]any{}
-	}
-	var m map[string]any
-	_ = json.Unmarshal(b, &m)
-	return m
+	return jsonObject(r)
 }
 
 // revisionKeyOrder lists the fields of both in the order a user reads

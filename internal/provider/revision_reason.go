@@ -50,10 +50,8 @@ func revisionReason(ctx context.Context, state agentModel, rev *admission.Revisi
 		what = append(what, fmt.Sprintf("the pinned harness version %q → %q", prev, rev.HarnessVersion))
 	}
 	if prev, err := occconfig.Parse(state.AdmittedDocument.ValueString()); err == nil && !state.AdmittedDocument.IsNull() {
-		prevRev := *rev
-		prevRev.AdmittedDocument, prevRev.GatewayDocument = prev, rev.GatewayDocument
-		if ch := admission.RevisionChanges(&prevRev, rev); len(ch) > 0 {
-			what = append(what, "what the platform writes into "+strings.TrimPrefix(ch[0], "the "))
+		if at := admission.DocumentChanges(prev, rev.AdmittedDocument); at != "" {
+			what = append(what, "what the platform writes into configuration document"+at)
 		}
 	}
 	if len(what) == 0 {
