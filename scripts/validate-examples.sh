@@ -41,15 +41,44 @@ scratch="${root}/.dev/validate-examples"
 rm -rf "$scratch"
 mkdir -p "$scratch"
 
+# validate WORKDIR: terraform get (for local modules) and validate; the
+# output is in $out.
+validate() {
+	local workdir="$1"
+	out=""
+	if grep -Eqs '^[[:space:]]*module[[:space:]]+"' "$workdir"/*.tf; then
+		out="$("$terraform" -chdir="$workdir" get -no-color 2>&1)" || return 1
+	fi
+	# -no-color keeps CI logs readable; the dev_overrides warning is expected.
+	out="$("$terraform" -chdir="$workdir" validate -no-color 2>&1)"
+}
+
 failed=()
 for dir in "${dirs[@]}"; do
-	workdir="$dir"
-	how="in place"
+	# A snippet directory may hold one import example per way of importing
+	# (import-by-string-id.tf, import-by-identity.tf), each an import block
+	# for the same address: Terraform allows one, so each is validated in a
+	# copy of its own, without the others.
+	variants=("")
 	if ! grep -qs 'required_providers' "$dir"/*.tf; then
-		workdir="${scratch}/${dir//\//__}"
-		mkdir -p "$workdir"
-		cp -R "$dir"/. "$workdir"/
-		cat >"$workdir/zz_validate_providers.tf" <<'HCL'
+		mapfile -t imports < <(cd "$dir" && ls import-by-*.tf 2>/dev/null || true)
+		if [ "${#imports[@]}" -gt 1 ]; then
+			variants=("${imports[@]}")
+		fi
+	fi
+	for variant in "${variants[@]}"; do
+		workdir="$dir"
+		how="in place"
+		if ! grep -qs 'required_providers' "$dir"/*.tf; then
+			workdir="${scratch}/${dir//\//__}${variant:+__${variant%.tf}}"
+			mkdir -p "$workdir"
+			cp -R "$dir"/. "$workdir"/
+			if [ -n "$variant" ]; then
+				for other in "${imports[@]}"; do
+					[ "$other" = "$variant" ] || rm -f "$workdir/$other"
+				done
+			fi
+			cat >"$workdir/zz_validate_providers.tf" <<'HCL'
 # Added by scripts/validate-examples.sh: the snippet declares no provider source.
 terraform {
   required_providers {
@@ -59,29 +88,22 @@ terraform {
   }
 }
 HCL
-		how="as a snippet, in ${workdir#"$root"/}"
-	fi
-
-	echo "==> ${dir} (${how})"
-	ok=1
-	if grep -Eqs '^[[:space:]]*module[[:space:]]+"' "$workdir"/*.tf; then
-		out="$("$terraform" -chdir="$workdir" get -no-color 2>&1)" || ok=0
-	fi
-	if [ "$ok" = 1 ]; then
-		# -no-color keeps CI logs readable; the dev_overrides warning is expected.
-		out="$("$terraform" -chdir="$workdir" validate -no-color 2>&1)" || ok=0
-	fi
-	if [ "$ok" = 1 ]; then
-		echo "    ok"
-		# Show warnings other than the expected dev_overrides one.
-		if [ "$(grep -c '^Warning:' <<<"$out" || true)" -gt 1 ]; then
-			printf '%s\n' "$out" | sed 's/^/    /'
+			how="as a snippet${variant:+ with ${variant}}, in ${workdir#"$root"/}"
 		fi
-	else
-		printf '%s\n' "${out:-}" | sed 's/^/    /'
-		failed+=("$dir")
-	fi
-	out=""
+
+		echo "==> ${dir} (${how})"
+		if validate "$workdir"; then
+			echo "    ok"
+			# Show warnings other than the expected dev_overrides one.
+			if [ "$(grep -c '^Warning:' <<<"$out" || true)" -gt 1 ]; then
+				printf '%s\n' "$out" | sed 's/^/    /'
+			fi
+		else
+			printf '%s\n' "${out:-}" | sed 's/^/    /'
+			failed+=("$dir${variant:+ ($variant)}")
+		fi
+		out=""
+	done
 done
 
 if [ "${#failed[@]}" -gt 0 ]; then

@@ -6,6 +6,8 @@
 #   ${OCC_TESTENV_CACHE:-$HOME/.cache/occ-testenv}/current/<name> -> ../bin/<name>-<version>
 #
 # Usage: testenv/build.sh [kube|tofu|all]    build what is missing (default all)
+#                                            (tofu: OpenTofu and Terraform TERRAFORM_VERSION)
+#        testenv/build.sh terraform          the newer Terraform alone (make generate, validate-examples)
 #        testenv/build.sh kubectl            kubectl too (optional, for make cluster-up)
 #        testenv/build.sh path NAME          print the cached path of NAME
 #        testenv/build.sh list               print NAME VERSION PATH for each
@@ -25,6 +27,15 @@ current="$cache/current"
 # has a replace, so `go install …@version` refuses it); >= 1.11 is needed
 # for write-only attributes.
 TOFU_VERSION="v1.12.6"
+
+# Terraform, newer than the machine's own CLI: resource identity (1.12+) and
+# list resources with `terraform query` (1.14+) are proven against it
+# (`make testacc-identity`). The module zip leaves out the nine remote-state
+# backends that are modules of their own (s3, gcs, azurerm, consul, cos,
+# kubernetes, oss, pg, oci): the build gives their replace directories an
+# empty go.mod and drops them from the backend table; the tests use the
+# local backend. Nothing else of Terraform is changed.
+TERRAFORM_VERSION="v1.14.0"
 
 # modversion GOMOD MODULE: the version MODULE is required at in GOMOD.
 modversion() {
@@ -62,6 +73,7 @@ declare -A version=(
 	[etcd]="$ETCD_VERSION"
 	[kwok]="$KWOK_VERSION"
 	[tofu]="$TOFU_VERSION"
+	[terraform]="$TERRAFORM_VERSION"
 	[kubectl]="$K8S_VERSION"
 	[kubelet]="$K8S_VERSION"
 	[kube-proxy]="$K8S_VERSION"
@@ -76,13 +88,14 @@ declare -A eta=(
 	[etcd]="under 1 min cold"
 	[kwok]="about 1.5 min cold, up to 3 min on a busy machine"
 	[tofu]="about 3 min cold, up to 15 min on a busy machine"
+	[terraform]="about 3 min cold, up to 15 min on a busy machine"
 	[kubectl]="about 1 min once kube-apiserver is built"
 	[kubelet]="about 30 s once kube-apiserver is built"
 	[kube-proxy]="about 10 s once kube-apiserver is built"
 	[coredns]="about 1 min cold"
 )
 kube_names=(kube-apiserver etcd kube-controller-manager kube-scheduler kwok kubelet kube-proxy coredns)
-tofu_names=(tofu)
+tofu_names=(tofu terraform)
 
 path_of() { echo "$bindir/$1-${version[$1]}"; }
 
@@ -115,6 +128,27 @@ build_one() { # NAME OUTFILE
 		[ -d "$dir" ] || { echo "testenv: could not download github.com/opentofu/opentofu@${TOFU_VERSION}" >&2; return 1; }
 		go -C "$dir" build -ldflags "-s -w -X github.com/opentofu/opentofu/version.dev=no" -o "$out" ./cmd/tofu
 		;;
+	terraform)
+		local dir src m
+		dir="$(cd "${TMPDIR:-/tmp}" && GOFLAGS=-mod=mod go mod download -json "github.com/hashicorp/terraform@${TERRAFORM_VERSION}" |
+			sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')"
+		[ -d "$dir" ] || { echo "testenv: could not download github.com/hashicorp/terraform@${TERRAFORM_VERSION}" >&2; return 1; }
+		src="$(mktemp -d "${TMPDIR:-/tmp}/occ-terraform-src.XXXXXX")"
+		cp -R "$dir/." "$src"
+		chmod -R u+w "$src"
+		for m in azure consul cos gcs kubernetes oss pg s3 oci; do
+			mkdir -p "$src/internal/backend/remote-state/$m"
+			printf 'module github.com/hashicorp/terraform/internal/backend/remote-state/%s\n\ngo 1.24\n' "$m" \
+				>"$src/internal/backend/remote-state/$m/go.mod"
+		done
+		mkdir -p "$src/internal/legacy"
+		printf 'module github.com/hashicorp/terraform/internal/legacy\n\ngo 1.24\n' >"$src/internal/legacy/go.mod"
+		sed -i -E '/backend(Azure|Consul|Cos|GCS|Kubernetes|OSS|Pg|S3|OCI) "/d; /^[[:space:]]*"(azurerm|consul|cos|gcs|kubernetes|oss|pg|s3|oci)":[[:space:]]*func/d' \
+			"$src/internal/backend/init/init.go"
+		GOFLAGS="${GOFLAGS/-mod=readonly/-mod=mod}" go -C "$src" build \
+			-ldflags "-s -w -X github.com/hashicorp/terraform/version.dev=no" -o "$out" . || { rm -rf "$src"; return 1; }
+		rm -rf "$src"
+		;;
 	*)
 		echo "testenv: unknown binary $name" >&2
 		return 1
@@ -129,6 +163,7 @@ version_check() {
 	# (an empty CLI configuration: the machine's may name a missing file,
 	# which makes tofu print warnings first)
 	tofu) got="$(TF_CLI_CONFIG_FILE=/dev/null CHECKPOINT_DISABLE=1 "$file" version 2>&1 | grep -m1 '^OpenTofu v' || true)" ;;
+	terraform) got="$(TF_CLI_CONFIG_FILE=/dev/null CHECKPOINT_DISABLE=1 "$file" version 2>&1 | grep -m1 '^Terraform v' || true)" ;;
 	kubectl) got="$("$file" version --client 2>&1 | head -3 | tr '\n' ' ')" ;;
 	coredns) got="$("$file" -version 2>&1 | head -3 | tr '\n' ' ')" ;;
 	*) got="$("$file" --version 2>&1 | head -3 | tr '\n' ' ')" ;;
@@ -176,9 +211,10 @@ list)
 kube) names=("${kube_names[@]}") ;;
 kubectl) names=(kubectl) ;;
 tofu) names=("${tofu_names[@]}") ;;
+terraform) names=(terraform) ;;
 all) names=("${kube_names[@]}" "${tofu_names[@]}") ;;
 *)
-	echo "usage: $0 [kube|tofu|kubectl|all|path NAME|list]" >&2
+	echo "usage: $0 [kube|tofu|terraform|kubectl|all|path NAME|list]" >&2
 	exit 2
 	;;
 esac

@@ -81,10 +81,16 @@ func (e *Executor) Kind() string { return admission.KindKubernetes }
 // AgentID is a Kubernetes agent's id, NAMESPACE/NAME.
 func AgentID(c admission.Compute, agent string) string { return c.Namespace + "/" + agent }
 
+// SplitAgentID reads an agent id, NAMESPACE/NAME, into its parts; ok is
+// false without a slash. The parts are not checked (ParseImportID does).
+func SplitAgentID(id string) (namespace, name string, ok bool) {
+	return strings.Cut(id, "/")
+}
+
 // ParseImportID reads NAMESPACE/NAME; every id with one slash is taken as
 // one, so it is asked last.
 func (e *Executor) ParseImportID(id string) (string, bool, error) {
-	ns, name, ok := strings.Cut(id, "/")
+	ns, name, ok := SplitAgentID(id)
 	if !ok {
 		return "", false, nil
 	}

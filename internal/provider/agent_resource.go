@@ -18,6 +18,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/planmodifier"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/stringplanmodifier"
 	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
+	"github.com/hashicorp/terraform-plugin-framework/tfsdk"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 	"github.com/hashicorp/terraform-plugin-go/tftypes"
 	"github.com/hashicorp/terraform-plugin-log/tflog"
@@ -33,6 +34,7 @@ var (
 	_ resource.ResourceWithModifyPlan  = (*agentResource)(nil)
 	_ resource.ResourceWithConfigure   = (*agentResource)(nil)
 	_ resource.ResourceWithImportState = (*agentResource)(nil)
+	_ resource.ResourceWithIdentity    = (*agentResource)(nil)
 )
 
 // NewAgentResource is occ_agent: one deployed assistant. Plan runs the full
@@ -72,6 +74,23 @@ type harnessAuthModel struct {
 
 func (r *agentResource) Metadata(_ context.Context, req resource.MetadataRequest, resp *resource.MetadataResponse) {
 	resp.TypeName = req.ProviderTypeName + "_agent"
+	// An agent whose compute moves to another namespace (a replaced
+	// compute) is updated in place there: its identity follows it.
+	resp.ResourceBehavior.MutableIdentity = true
+}
+
+// IdentitySchema: name and namespace, or name, host and port
+// (agentIdentityModel).
+func (r *agentResource) IdentitySchema(_ context.Context, _ resource.IdentitySchemaRequest, resp *resource.IdentitySchemaResponse) {
+	resp.IdentitySchema = agentIdentitySchema()
+}
+
+// saveAgent writes m as the agent's state, and its identity beside it.
+func saveAgent(ctx context.Context, st *tfsdk.State, identity *tfsdk.ResourceIdentity, m agentModel, diags *diag.Diagnostics) {
+	diags.Append(st.Set(ctx, &m)...)
+	if id, ok := agentIdentityOf(ctx, m.Compute, m.ID.ValueString(), m.Name.ValueString()); ok {
+		setIdentity(ctx, identity, id, diags)
+	}
 }
 
 func (r *agentResource) Schema(ctx context.Context, _ resource.SchemaRequest, resp *resource.SchemaResponse) {
@@ -390,7 +409,7 @@ func (r *agentResource) Create(ctx context.Context, req resource.CreateRequest, 
 	// A failed create that wrote stays in state (Terraform taints it), so
 	// the next apply converges.
 	plan.Status, plan.ActivatedAt, plan.Endpoint, plan.StartupPhases = out.Status, out.ActivatedAt, out.Endpoint, out.Phases
-	resp.Diagnostics.Append(resp.State.Set(ctx, &plan)...)
+	saveAgent(ctx, &resp.State, resp.Identity, plan, &resp.Diagnostics)
 }
 
 func (r *agentResource) Update(ctx context.Context, req resource.UpdateRequest, resp *resource.UpdateResponse) {
@@ -439,7 +458,7 @@ func (r *agentResource) Update(ctx context.Context, req resource.UpdateRequest, 
 		}
 		// Otherwise nothing that runs changed (a referenced object changed
 		// in a way that does not matter): record it, deploy nothing.
-		resp.Diagnostics.Append(resp.State.Set(ctx, &plan)...)
+		saveAgent(ctx, &resp.State, resp.Identity, plan, &resp.Diagnostics)
 		return
 	}
 	// The revision state holds is the one the target should serve, also
@@ -452,7 +471,7 @@ func (r *agentResource) Update(ctx context.Context, req resource.UpdateRequest, 
 		return // a failed update keeps the previous state: the next plan shows the change again
 	}
 	plan.Status, plan.ActivatedAt, plan.Endpoint, plan.StartupPhases = out.Status, out.ActivatedAt, out.Endpoint, out.Phases
-	resp.Diagnostics.Append(resp.State.Set(ctx, &plan)...)
+	saveAgent(ctx, &resp.State, resp.Identity, plan, &resp.Diagnostics)
 }
 
 func (r *agentResource) providerData() *Data {
@@ -469,6 +488,11 @@ func (r *agentResource) Read(ctx context.Context, req resource.ReadRequest, resp
 	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
 	if resp.Diagnostics.HasError() {
 		return
+	}
+	// The identity is written first: every return below keeps it, also one
+	// that removes an imported agent that does not exist.
+	if id, ok := agentIdentityOf(ctx, state.Compute, state.ID.ValueString(), state.Name.ValueString()); ok {
+		setIdentity(ctx, resp.Identity, id, &resp.Diagnostics)
 	}
 	wf := work("agent "+state.Name.ValueString(), "read")
 	ex, a, ok := r.locate(ctx, state, wf, &resp.Diagnostics)
@@ -504,7 +528,7 @@ func (r *agentResource) Read(ctx context.Context, req resource.ReadRequest, resp
 		state.ID = types.StringValue(agentID(*a.Compute, a.Name))
 	}
 	tflog.Debug(ctx, "agent refreshed", executor.Fields(wf, map[string]any{"work.outcome": state.Status.ValueString(), "compute_kind": ex.Kind()}))
-	resp.Diagnostics.Append(resp.State.Set(ctx, &state)...)
+	saveAgent(ctx, &resp.State, resp.Identity, state, &resp.Diagnostics)
 }
 
 // locate finds an agent's executor and names the agent for it
@@ -551,7 +575,22 @@ func (r *agentResource) Delete(ctx context.Context, req resource.DeleteRequest, 
 // or host, and the next plan adds the configuration without a redeploy
 // when the running revision matches.
 func (r *agentResource) ImportState(ctx context.Context, req resource.ImportStateRequest, resp *resource.ImportStateResponse) {
-	ex, name, err := r.importExecutor(ctx, req.ID)
+	importID := req.ID
+	if importID == "" && req.Identity != nil {
+		// An import block's identity (Terraform 1.12+): the id it names.
+		var m agentIdentityModel
+		resp.Diagnostics.Append(req.Identity.Get(ctx, &m)...)
+		if resp.Diagnostics.HasError() {
+			return
+		}
+		id, err := m.importID()
+		if err != nil {
+			resp.Diagnostics.AddError("INVALID_REQUEST: unexpected import identity", err.Error())
+			return
+		}
+		importID = id
+	}
+	ex, name, err := r.importExecutor(ctx, importID)
 	var f *executor.Failure
 	switch {
 	case errors.As(err, &f):
@@ -560,10 +599,13 @@ func (r *agentResource) ImportState(ctx context.Context, req resource.ImportStat
 		resp.Diagnostics.AddError("INVALID_REQUEST: unexpected import ID", err.Error())
 	case ex == nil:
 		resp.Diagnostics.AddError("INVALID_REQUEST: unexpected import ID",
-			fmt.Sprintf("import ID %q must be NAMESPACE/NAME on Kubernetes (such as occ-acme/support) or HOST/NAME, HOST:PORT/NAME or ssh://HOST[:PORT]/NAME on SSH", req.ID))
+			fmt.Sprintf("import ID %q must be NAMESPACE/NAME on Kubernetes (such as occ-acme/support) or HOST/NAME, HOST:PORT/NAME or ssh://HOST[:PORT]/NAME on SSH", importID))
 	default:
-		resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("id"), req.ID)...)
+		resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("id"), importID)...)
 		resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("name"), name)...)
+		if id, ok := agentIdentityOf(ctx, types.ObjectNull(computeRefType()), importID, name); ok {
+			setIdentity(ctx, resp.Identity, id, &resp.Diagnostics)
+		}
 	}
 }
 

@@ -35,6 +35,7 @@ var (
 	_ resource.ResourceWithValidateConfig = (*computeResource)(nil)
 	_ resource.ResourceWithModifyPlan     = (*computeResource)(nil)
 	_ resource.ResourceWithImportState    = (*computeResource)(nil)
+	_ resource.ResourceWithIdentity       = (*computeResource)(nil)
 	_ resource.ResourceWithConfigure      = (*computeResource)(nil)
 )
 
@@ -66,6 +67,11 @@ func (r *computeResource) providerData() *Data {
 
 func (r *computeResource) Metadata(_ context.Context, req resource.MetadataRequest, resp *resource.MetadataResponse) {
 	resp.TypeName = req.ProviderTypeName + "_compute"
+}
+
+// IdentitySchema: the compute's name (nameIdentityModel).
+func (r *computeResource) IdentitySchema(_ context.Context, _ resource.IdentitySchemaRequest, resp *resource.IdentitySchemaResponse) {
+	resp.IdentitySchema = nameIdentitySchema("compute")
 }
 
 func (r *computeResource) Schema(_ context.Context, _ resource.SchemaRequest, resp *resource.SchemaResponse) {
@@ -413,6 +419,7 @@ func (r *computeResource) Create(ctx context.Context, req resource.CreateRequest
 		plan.Installation = installationObject(admission.ComputeInstallation(c), &resp.Diagnostics)
 	}
 	resp.Diagnostics.Append(resp.State.Set(ctx, &plan)...)
+	setNameIdentity(ctx, resp.Identity, plan.Name, &resp.Diagnostics)
 }
 
 // prepare hands a compute to its kind's executor: on Kubernetes the
@@ -448,6 +455,7 @@ func (r *computeResource) Read(ctx context.Context, req resource.ReadRequest, re
 	if resp.Diagnostics.HasError() {
 		return
 	}
+	setNameIdentity(ctx, resp.Identity, state.Name, &resp.Diagnostics)
 	c, known := computeFromModel(ctx, state, &resp.Diagnostics)
 	if !known {
 		return
@@ -492,6 +500,7 @@ func (r *computeResource) Update(ctx context.Context, req resource.UpdateRequest
 		plan.Installation = installationObject(admission.ComputeInstallation(c), &resp.Diagnostics)
 	}
 	resp.Diagnostics.Append(resp.State.Set(ctx, &plan)...)
+	setNameIdentity(ctx, resp.Identity, plan.Name, &resp.Diagnostics)
 }
 
 // Delete hands the compute to its executor's Release: on Kubernetes the

@@ -24,6 +24,7 @@ var (
 	_ resource.ResourceWithValidateConfig = (*configurationResource)(nil)
 	_ resource.ResourceWithModifyPlan     = (*configurationResource)(nil)
 	_ resource.ResourceWithImportState    = (*configurationResource)(nil)
+	_ resource.ResourceWithIdentity       = (*configurationResource)(nil)
 )
 
 // NewConfigurationResource is occ_configuration: a saved native OpenClaw
@@ -56,6 +57,11 @@ type secretBindingModel struct {
 
 func (r *configurationResource) Metadata(_ context.Context, req resource.MetadataRequest, resp *resource.MetadataResponse) {
 	resp.TypeName = req.ProviderTypeName + "_configuration"
+}
+
+// IdentitySchema: the configuration's name (nameIdentityModel).
+func (r *configurationResource) IdentitySchema(_ context.Context, _ resource.IdentitySchemaRequest, resp *resource.IdentitySchemaResponse) {
+	resp.IdentitySchema = nameIdentitySchema("configuration")
 }
 
 func (r *configurationResource) Schema(_ context.Context, _ resource.SchemaRequest, resp *resource.SchemaResponse) {
@@ -208,16 +214,23 @@ func (r *configurationResource) Create(ctx context.Context, req resource.CreateR
 	var plan configurationModel
 	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
 	resp.Diagnostics.Append(resp.State.Set(ctx, &plan)...)
+	setNameIdentity(ctx, resp.Identity, plan.Name, &resp.Diagnostics)
 }
 
-func (r *configurationResource) Read(context.Context, resource.ReadRequest, *resource.ReadResponse) {
-	// Logical object: its identity, generation and document live in state.
+// Read keeps state: a logical object's identity, generation and document
+// live there. Only the resource identity is written (state from before it
+// existed has none).
+func (r *configurationResource) Read(ctx context.Context, req resource.ReadRequest, resp *resource.ReadResponse) {
+	var name types.String
+	resp.Diagnostics.Append(req.State.GetAttribute(ctx, path.Root("name"), &name)...)
+	setNameIdentity(ctx, resp.Identity, name, &resp.Diagnostics)
 }
 
 func (r *configurationResource) Update(ctx context.Context, req resource.UpdateRequest, resp *resource.UpdateResponse) {
 	var plan configurationModel
 	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
 	resp.Diagnostics.Append(resp.State.Set(ctx, &plan)...)
+	setNameIdentity(ctx, resp.Identity, plan.Name, &resp.Diagnostics)
 }
 
 func (r *configurationResource) Delete(context.Context, resource.DeleteRequest, *resource.DeleteResponse) {

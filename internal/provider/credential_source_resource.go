@@ -30,6 +30,7 @@ var (
 	_ resource.ResourceWithValidateConfig = (*credentialSourceResource)(nil)
 	_ resource.ResourceWithModifyPlan     = (*credentialSourceResource)(nil)
 	_ resource.ResourceWithImportState    = (*credentialSourceResource)(nil)
+	_ resource.ResourceWithIdentity       = (*credentialSourceResource)(nil)
 	_ resource.ResourceWithConfigure      = (*credentialSourceResource)(nil)
 )
 
@@ -69,6 +70,11 @@ type secretRefModel struct {
 
 func (r *credentialSourceResource) Metadata(_ context.Context, req resource.MetadataRequest, resp *resource.MetadataResponse) {
 	resp.TypeName = req.ProviderTypeName + "_credential_source"
+}
+
+// IdentitySchema: the credential source's name (nameIdentityModel).
+func (r *credentialSourceResource) IdentitySchema(_ context.Context, _ resource.IdentitySchemaRequest, resp *resource.IdentitySchemaResponse) {
+	resp.IdentitySchema = nameIdentitySchema("credential source")
 }
 
 func (r *credentialSourceResource) Schema(_ context.Context, _ resource.SchemaRequest, resp *resource.SchemaResponse) {
@@ -298,6 +304,7 @@ func (r *credentialSourceResource) Create(ctx context.Context, req resource.Crea
 	resp.Diagnostics.Append(setOwner(ctx, resp.Private, owner)...)
 	plan.ValueWO = types.StringNull() // write-only: never stored
 	resp.Diagnostics.Append(resp.State.Set(ctx, &plan)...)
+	setNameIdentity(ctx, resp.Identity, plan.Name, &resp.Diagnostics)
 }
 
 func (r *credentialSourceResource) Update(ctx context.Context, req resource.UpdateRequest, resp *resource.UpdateResponse) {
@@ -322,6 +329,7 @@ func (r *credentialSourceResource) Update(ctx context.Context, req resource.Upda
 	}
 	plan.ValueWO = types.StringNull()
 	resp.Diagnostics.Append(resp.State.Set(ctx, &plan)...)
+	setNameIdentity(ctx, resp.Identity, plan.Name, &resp.Diagnostics)
 }
 
 // privateState is where a resource keeps provider-private values.
@@ -431,6 +439,7 @@ func (r *credentialSourceResource) providerData() *Data {
 func (r *credentialSourceResource) Read(ctx context.Context, req resource.ReadRequest, resp *resource.ReadResponse) {
 	var state credentialSourceModel
 	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
+	setNameIdentity(ctx, resp.Identity, state.Name, &resp.Diagnostics)
 	_, ns, ok := kubeTarget(ctx, state.sourceRefModel)
 	if resp.Diagnostics.HasError() || !ok || state.ValueWOVersion.IsNull() || state.SecretName.IsNull() {
 		return

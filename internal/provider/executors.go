@@ -21,17 +21,36 @@ import (
 )
 
 // executors registers one executor per compute kind: how the provider
-// builds it, and the agent id it gives (known at plan, without building
-// the executor). importOrder is the order in which executors are asked
+// builds it, the agent id it gives (known at plan, without building the
+// executor), and the agent's resource identity, from its compute or read
+// from an agent id. importOrder is the order in which executors are asked
 // whether an import id is theirs: an SSH id (HOST/NAME where HOST holds a
 // dot or a colon) before Kubernetes' NAMESPACE/NAME, which matches almost
 // anything.
 var executors = map[string]struct {
-	build   func(context.Context, *Data) (executor.Executor, error)
-	agentID func(admission.Compute, string) string
+	build        func(context.Context, *Data) (executor.Executor, error)
+	agentID      func(admission.Compute, string) string
+	identity     func(admission.Compute, string) agentIdentityModel
+	identityOfID func(id string) (agentIdentityModel, bool)
 }{
-	admission.KindSSH:        {func(_ context.Context, d *Data) (executor.Executor, error) { return d.sshExecutor(), nil }, sshexec.AgentID},
-	admission.KindKubernetes: {func(ctx context.Context, d *Data) (executor.Executor, error) { return d.KubeExecutor(ctx) }, kube.AgentID},
+	admission.KindSSH: {
+		build:    func(_ context.Context, d *Data) (executor.Executor, error) { return d.sshExecutor(), nil },
+		agentID:  sshexec.AgentID,
+		identity: func(c admission.Compute, agent string) agentIdentityModel { return sshIdentity(c.Host, c.Port, agent) },
+		identityOfID: func(id string) (agentIdentityModel, bool) {
+			host, port, agent, ok := sshexec.SplitAgentID(id)
+			return sshIdentity(host, int64(port), agent), ok
+		},
+	},
+	admission.KindKubernetes: {
+		build:    func(ctx context.Context, d *Data) (executor.Executor, error) { return d.KubeExecutor(ctx) },
+		agentID:  kube.AgentID,
+		identity: func(c admission.Compute, agent string) agentIdentityModel { return kubeIdentity(c.Namespace, agent) },
+		identityOfID: func(id string) (agentIdentityModel, bool) {
+			ns, agent, ok := kube.SplitAgentID(id)
+			return kubeIdentity(ns, agent), ok
+		},
+	},
 }
 
 var importOrder = []string{admission.KindSSH, admission.KindKubernetes}

@@ -48,9 +48,10 @@ func schemaObjectType(s schema.Schema) types.ObjectType {
 // remote. An optional "@GENERATION" suffix keeps the generation the object
 // had in its previous state.
 func importLogicalByName(ctx context.Context, req resource.ImportStateRequest, resp *resource.ImportStateResponse, hasGeneration bool) {
-	name, gen, err := parseImportID(req.ID)
+	id := importedName(ctx, req, &resp.Diagnostics)
+	name, gen, err := parseImportID(id)
 	if err == nil && gen > 0 && !hasGeneration {
-		err = fmt.Errorf("import ID %q: this resource has no generation; import it by NAME", req.ID)
+		err = fmt.Errorf("import ID %q: this resource has no generation; import it by NAME", id)
 	}
 	if err != nil {
 		resp.Diagnostics.AddError("INVALID_REQUEST: unexpected import ID", err.Error())
@@ -58,6 +59,7 @@ func importLogicalByName(ctx context.Context, req resource.ImportStateRequest, r
 	}
 	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("id"), name)...)
 	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("name"), name)...)
+	setNameIdentity(ctx, resp.Identity, types.StringValue(name), &resp.Diagnostics)
 	if gen > 0 {
 		resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("generation"), gen)...)
 	}

@@ -247,6 +247,26 @@ func (e *Executor) delete(ctx context.Context, t Target, agent, agentDir string,
 	return nil
 }
 
+// SplitAgentID reads an SSH agent id or import id (HOST/NAME,
+// HOST:PORT/NAME, ssh://HOST[:PORT]/NAME) into its host, port (0: the
+// default, 22) and agent name; ok is false for a Kubernetes NAMESPACE/NAME.
+func SplitAgentID(id string) (host string, port int, name string, ok bool) {
+	return parseImportID(id)
+}
+
+// ImportIDOf is the import id that names agent on host and port (0 or
+// 22: the default), in the explicit ssh:// form, so that a host that is a
+// single DNS label is not read as a Kubernetes namespace.
+func ImportIDOf(host string, port int, agent string) string {
+	if port == 0 || port == 22 {
+		if strings.Contains(host, ":") {
+			return "ssh://[" + host + "]/" + agent
+		}
+		return "ssh://" + host + "/" + agent
+	}
+	return "ssh://" + net.JoinHostPort(host, strconv.Itoa(port)) + "/" + agent
+}
+
 // ParseImportID adopts HOST/NAME, HOST:PORT/NAME or ssh://HOST[:PORT]/NAME;
 // ok is false for a Kubernetes NAMESPACE/NAME. A HOST that is a single DNS
 // label is read as a namespace: write it as ssh://HOST/NAME.

@@ -1,0 +1,5 @@
+# Terraform 1.12 and later: the same import by the resource's identity.
+import {
+  to       = occ_configuration.support
+  identity = { name = "support" }
+}

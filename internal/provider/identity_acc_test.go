@@ -1,0 +1,162 @@
+package provider
+
+import (
+	"fmt"
+	"net"
+	"regexp"
+	"strconv"
+	"testing"
+
+	"github.com/hashicorp/terraform-plugin-testing/helper/resource"
+	"github.com/hashicorp/terraform-plugin-testing/knownvalue"
+	"github.com/hashicorp/terraform-plugin-testing/plancheck"
+	"github.com/hashicorp/terraform-plugin-testing/statecheck"
+	"github.com/hashicorp/terraform-plugin-testing/tfjsonpath"
+)
+
+// identityPreCheck: resource identity is Terraform 1.12's.
+func identityPreCheck(t *testing.T) { newTerraformPreCheck(t, 1, 12, "resource identity") }
+
+// TestAccIdentity_Kubernetes: every resource records its identity (the
+// agent: name and namespace; the logical objects: name), and each is
+// imported again from an import block's identity, on the kwok control
+// plane. The imported agent keeps its running revision: the plan that
+// adopts it updates in place and plans no redeploy. An identity that names
+// both a namespace and a host is refused, naming the fix.
+func TestAccIdentity_Kubernetes(t *testing.T) {
+	identityPreCheck(t) // before the environment starts
+	env := newKubeEnv(t)
+	env.secret(t, "llm", "api-key", testSentinel)
+	config := kubeAgentConfig(env, "", anthropicDoc, "")
+	keepsRevision := resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{
+		plancheck.ExpectKnownValue("occ_agent.a", tfjsonpath.New("revision"), knownvalue.Int64Exact(1)),
+	}}
+	importByIdentity := func(name string) resource.TestStep {
+		return resource.TestStep{
+			Config: config, ResourceName: name, ImportState: true, ImportStateKind: resource.ImportBlockWithResourceIdentity,
+			// The import adopts what runs; the settings it cannot read back
+			// (the references) come from configuration, in place.
+			ExpectNonEmptyPlan: true,
+		}
+	}
+	agentImport := importByIdentity("occ_agent.a")
+	agentImport.ImportPlanChecks = resource.ImportPlanChecks{PreApply: []plancheck.PlanCheck{
+		plancheck.ExpectResourceAction("occ_agent.a", plancheck.ResourceActionUpdate),
+		plancheck.ExpectKnownValue("occ_agent.a", tfjsonpath.New("revision"), knownvalue.Int64Exact(1)),
+		plancheck.ExpectKnownValue("occ_agent.a", tfjsonpath.New("status"), knownvalue.StringExact("active")),
+	}}
+	resource.Test(t, resource.TestCase{
+		PreCheck:                 func() { identityPreCheck(t) },
+		ProtoV6ProviderFactories: testAccProtoV6ProviderFactories,
+		Steps: []resource.TestStep{
+			{
+				Config: config,
+				ConfigStateChecks: []statecheck.StateCheck{
+					statecheck.ExpectKnownValue("occ_agent.a", tfjsonpath.New("status"), knownvalue.StringExact("active")),
+					statecheck.ExpectIdentity("occ_agent.a", map[string]knownvalue.Check{
+						"name": knownvalue.StringExact("support"), "namespace": knownvalue.StringExact(env.ns),
+						"host": knownvalue.Null(), "port": knownvalue.Null(),
+					}),
+					statecheck.ExpectIdentity("occ_compute.k", map[string]knownvalue.Check{"name": knownvalue.StringExact("prod")}),
+					statecheck.ExpectIdentity("occ_configuration.c", map[string]knownvalue.Check{"name": knownvalue.StringExact("support")}),
+					statecheck.ExpectIdentity("occ_credential_source.s", map[string]knownvalue.Check{"name": knownvalue.StringExact("anthropic")}),
+				},
+			},
+			agentImport,
+			importByIdentity("occ_compute.k"),
+			importByIdentity("occ_configuration.c"),
+			importByIdentity("occ_credential_source.s"),
+			{
+				// The same agent by its identity written out, as a user
+				// would, into a second address: it plans adoption only.
+				Config: config + fmt.Sprintf(`
+import {
+  to       = occ_agent.b
+  identity = { name = "support", namespace = %q }
+}
+resource "occ_agent" "b" {
+  name          = "support"
+  compute       = occ_compute.k
+  configuration = occ_configuration.c
+  harness_auth  = { source = occ_credential_source.s }
+}
+`, env.ns),
+				PlanOnly: true, ExpectNonEmptyPlan: true,
+			},
+			{
+				Config: config + `
+import {
+  to       = occ_agent.b
+  identity = { name = "support", namespace = "occ-acme", host = "10.0.0.5" }
+}
+resource "occ_agent" "b" {
+  name          = "support"
+  compute       = occ_compute.k
+  configuration = occ_configuration.c
+  harness_auth  = { source = occ_credential_source.s }
+}
+`,
+				PlanOnly:    true,
+				ExpectError: regexp.MustCompile(`(?s)INVALID_REQUEST: unexpected import identity.*both namespace and host`),
+			},
+			{
+				Config: config + `
+import {
+  to       = occ_agent.b
+  identity = { name = "support" }
+}
+resource "occ_agent" "b" {
+  name          = "support"
+  compute       = occ_compute.k
+  configuration = occ_configuration.c
+  harness_auth  = { source = occ_credential_source.s }
+}
+`,
+				PlanOnly:    true,
+				ExpectError: regexp.MustCompile(`(?s)identity must set namespace.*or host`),
+			},
+			{
+				// Nothing was adopted twice or changed: the agent still runs
+				// revision 1 and the re-plan is empty.
+				Config:           config,
+				ConfigPlanChecks: keepsRevision,
+			},
+		},
+	})
+}
+
+// TestAccIdentity_SSH: an SSH agent's identity is its name, host and port;
+// an import block with that identity adopts it on the real systemd host
+// (reached on a port other than 22, which the identity carries).
+func TestAccIdentity_SSH(t *testing.T) {
+	identityPreCheck(t) // before the host boots
+	env := newSSHEnv(t)
+	doc := env.doc("anthropic/claude-sonnet-4-5", "")
+	host, portText, _ := net.SplitHostPort(env.sshAddr)
+	port, _ := strconv.ParseInt(portText, 10, 64)
+	resource.Test(t, resource.TestCase{
+		PreCheck:                 func() { identityPreCheck(t) },
+		ProtoV6ProviderFactories: testAccProtoV6ProviderFactories,
+		Steps: []resource.TestStep{
+			{
+				Config: env.config("", doc),
+				ConfigStateChecks: []statecheck.StateCheck{
+					statecheck.ExpectKnownValue("occ_agent.a", tfjsonpath.New("status"), knownvalue.StringExact("active")),
+					statecheck.ExpectIdentity("occ_agent.a", map[string]knownvalue.Check{
+						"name": knownvalue.StringExact("support"), "namespace": knownvalue.Null(),
+						"host": knownvalue.StringExact(host), "port": knownvalue.Int64Exact(port),
+					}),
+				},
+			},
+			{
+				Config: env.config("", doc), ResourceName: "occ_agent.a", ImportState: true,
+				ImportStateKind: resource.ImportBlockWithResourceIdentity, ExpectNonEmptyPlan: true,
+				ImportPlanChecks: resource.ImportPlanChecks{PreApply: []plancheck.PlanCheck{
+					plancheck.ExpectResourceAction("occ_agent.a", plancheck.ResourceActionUpdate),
+					plancheck.ExpectKnownValue("occ_agent.a", tfjsonpath.New("revision"), knownvalue.Int64Exact(1)),
+				}},
+			},
+		},
+		CheckDestroy: env.destroyed,
+	})
+}
