@@ -3,8 +3,8 @@
 // host over SSH (internal/sshexec). It holds types only, no I/O.
 //
 // An executor prepares a compute, deploys revision n of an admitted
-// revision beside the one that serves, reads an agent back, deletes it and
-// recognises its import ids. Everything that goes wrong comes back as a
+// revision beside the one that serves, reads an agent back, deletes it,
+// lists the agents a target holds and recognises its import ids. Everything that goes wrong comes back as a
 // *Failure with a Code from the one catalog (catalog.go); the provider
 // turns a Failure into a diagnostic with one formatter, and the docs'
 // failure-code table is generated from the catalog.
@@ -57,6 +57,10 @@ type Executor interface {
 	Deploy(ctx context.Context, d Deployment) (Result, error)
 	// Read observes an agent.
 	Read(ctx context.Context, a Agent) (Observed, error)
+	// List names the agents on one target, in name order: a Kubernetes
+	// namespace, or an SSH host (HOST or HOST:PORT as an agent id writes it).
+	// It reads only; a target that holds none gives an empty list, not an error.
+	List(ctx context.Context, where string) ([]Listed, error)
 	// Delete removes every object of an agent.
 	Delete(ctx context.Context, a Agent) error
 	// ParseImportID recognises an import id of this kind; ok is false for
