@@ -4,10 +4,11 @@
 //
 // An executor prepares a compute, deploys revision n of an admitted
 // revision beside the one that serves, reads an agent back, deletes it,
-// lists the agents a target holds and recognises its import ids. Everything that goes wrong comes back as a
-// *Failure with a Code from the one catalog (catalog.go); the provider
-// turns a Failure into a diagnostic with one formatter, and the docs'
-// failure-code table is generated from the catalog.
+// lists the agents a target holds and recognises its import ids.
+// Everything that goes wrong comes back as a *Failure with a Code from the
+// one catalog (catalog.go); the provider turns a Failure into a diagnostic
+// with one formatter, and the docs' failure-code table is generated from
+// the catalog.
 //
 // # Adding a compute kind
 //
