@@ -3,11 +3,12 @@
 // host over SSH (internal/sshexec). It holds types only, no I/O.
 //
 // An executor prepares a compute, deploys revision n of an admitted
-// revision beside the one that serves, reads an agent back, deletes it and
-// recognises its import ids. Everything that goes wrong comes back as a
-// *Failure with a Code from the one catalog (catalog.go); the provider
-// turns a Failure into a diagnostic with one formatter, and the docs'
-// failure-code table is generated from the catalog.
+// revision beside the one that serves, reads an agent back, deletes it,
+// lists the agents a target holds and recognises its import ids.
+// Everything that goes wrong comes back as a *Failure with a Code from the
+// one catalog (catalog.go); the provider turns a Failure into a diagnostic
+// with one formatter, and the docs' failure-code table is generated from
+// the catalog.
 //
 // # Adding a compute kind
 //
@@ -57,6 +58,10 @@ type Executor interface {
 	Deploy(ctx context.Context, d Deployment) (Result, error)
 	// Read observes an agent.
 	Read(ctx context.Context, a Agent) (Observed, error)
+	// List names the agents on one target, in name order: a Kubernetes
+	// namespace, or an SSH host (HOST or HOST:PORT as an agent id writes it).
+	// It reads only; a target that holds none gives an empty list, not an error.
+	List(ctx context.Context, where string) ([]Listed, error)
 	// Delete removes every object of an agent.
 	Delete(ctx context.Context, a Agent) error
 	// ParseImportID recognises an import id of this kind; ok is false for
@@ -230,6 +235,37 @@ type Observed struct {
 	// it in words for the status attribute.
 	Drift       DriftReason
 	DriftDetail string
+}
+
+// Listed is one agent a List found: what the executor reads of it in the
+// listing itself, which is less than Read reads (an agent listed active
+// may still read drifted; a Read is the full check).
+type Listed struct {
+	Name string
+	// ID is the agent's id, as the executor's AgentID writes it for the
+	// target listed: what imports it.
+	ID string
+	// Revision, RevisionID, ActivatedAt and Endpoint are the activated
+	// revision as Read reports it (0, "" and zero when none).
+	Revision    int64
+	RevisionID  string
+	ActivatedAt time.Time
+	Endpoint    string
+	// Status is "active" when what the listing read shows the activated
+	// revision running, otherwise "drifted: " and why, as occ_agent's
+	// status attribute says it.
+	Status string
+}
+
+// ListedOf is the Listed of agent name, with id, observed as o by the
+// reading code of the executor's Read, so that a listing and a refresh
+// never judge an agent by two rules.
+func ListedOf(name, id string, o Observed) Listed {
+	l := Listed{Name: name, ID: id, Revision: o.Revision, RevisionID: o.RevisionID, ActivatedAt: o.ActivatedAt, Endpoint: o.Endpoint, Status: "active"}
+	if o.Drift != DriftNone {
+		l.Status = "drifted: " + o.DriftDetail
+	}
+	return l
 }
 
 // Writes records whether an operation wrote anything to its target. The

@@ -16,6 +16,7 @@ const (
 	OpRead    Op = "read"
 	OpDelete  Op = "delete"
 	OpImport  Op = "import"
+	OpList    Op = "list"
 )
 
 // Failure is an operation that did not succeed: its code from the catalog,

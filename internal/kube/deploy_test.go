@@ -51,12 +51,18 @@ func (c *countingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 
 func testRevision(t testing.TB, ns string, annotations map[string]string) *admission.Revision {
 	t.Helper()
+	return namedRevision(t, "bench", ns, annotations)
+}
+
+// namedRevision is testRevision for agent name.
+func namedRevision(t testing.TB, name, ns string, annotations map[string]string) *admission.Revision {
+	t.Helper()
 	doc, err := occconfig.Parse(`{agents: {defaults: {model: "anthropic/claude-sonnet-4-5"}}}`)
 	if err != nil {
 		t.Fatal(err)
 	}
 	rev, errs := admission.Admit(admission.Input{
-		Agent:         admission.Agent{Name: "bench"},
+		Agent:         admission.Agent{Name: name},
 		Configuration: admission.Configuration{ID: "c", Name: "c", Generation: 1, Document: doc},
 		Compute:       admission.Compute{ID: "k", Name: "k", Kind: admission.KindKubernetes, Namespace: ns, CPUMillis: 1000, MemoryLimit: "1Gi", PodAnnotations: annotations},
 		Source:        admission.CredentialSource{ID: "s", Name: "s", Method: admission.MethodAPIKey, Generation: 1, ComputeID: "k", SecretRef: &admission.SecretRef{Name: "llm", Key: "k"}},

@@ -44,14 +44,7 @@ func (e *Executor) observe(ctx context.Context, ns, agent string, top render.Top
 	case err != nil:
 		return o, nil, fmt.Errorf("read Service %s/%s: %w", ns, render.ServiceName(agent), err)
 	default:
-		o.Exists = true
-		o.Revision, _ = strconv.ParseInt(svc.Annotations[AnnotationActivatedRevision], 10, 64)
-		o.RevisionID = svc.Annotations[render.AnnotationRevisionID]
-		o.ActivatedAt, _ = time.Parse(time.RFC3339, svc.Annotations[AnnotationActivatedAt])
-		o.Endpoint = render.Endpoint(svc, agent, ns)
-		if sel := svc.Spec.Selector[render.LabelRevision]; sel != strconv.FormatInt(o.Revision, 10) {
-			drift(executor.DriftEdited, "the Service selects revision %q, not the activated revision %d", sel, o.Revision)
-		}
+		o = serviceObserved(svc, agent, ns)
 	}
 	for _, c := range components {
 		name := render.GatewayName(agent)
@@ -99,7 +92,7 @@ func (e *Executor) observe(ctx context.Context, ns, agent string, top render.Top
 	case svcMissing:
 		// The workloads run, but nothing serves them: the revision numbers
 		// state holds stay (the next revision is the next number).
-		drift(executor.DriftWorkload, "Service %s was deleted", render.ServiceName(agent))
+		drift(executor.DriftWorkload, "%s", serviceDeleted(agent))
 	case o.Drift == executor.DriftNone && o.Revision > 1:
 		// The activated revision runs; did its apply finish? Retirement
 		// removes the earlier configuration last (AC4).
@@ -119,6 +112,28 @@ func (e *Executor) observe(ctx context.Context, ns, agent string, top render.Top
 		}
 	}
 	return o, svc, nil
+}
+
+// serviceObserved is what an agent's Service says: the activated revision,
+// its id and time, the endpoint (its load balancer's address once it has
+// one, otherwise the in-cluster URL), and DriftEdited when the Service
+// selects another revision than the one it says is activated.
+func serviceObserved(svc *corev1.Service, agent, ns string) executor.Observed {
+	o := executor.Observed{Exists: true}
+	o.Revision, _ = strconv.ParseInt(svc.Annotations[AnnotationActivatedRevision], 10, 64)
+	o.RevisionID = svc.Annotations[render.AnnotationRevisionID]
+	o.ActivatedAt, _ = time.Parse(time.RFC3339, svc.Annotations[AnnotationActivatedAt])
+	o.Endpoint = render.Endpoint(svc, agent, ns)
+	if sel := svc.Spec.Selector[render.LabelRevision]; sel != strconv.FormatInt(o.Revision, 10) {
+		o.Drift, o.DriftDetail = executor.DriftEdited, fmt.Sprintf("the Service selects revision %q, not the activated revision %d", sel, o.Revision)
+	}
+	return o
+}
+
+// serviceDeleted says that an agent whose other objects exist has lost its
+// Service.
+func serviceDeleted(agent string) string {
+	return fmt.Sprintf("Service %s was deleted", render.ServiceName(agent))
 }
 
 // DeleteAgent removes every object of an agent and waits until its Pods

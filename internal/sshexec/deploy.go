@@ -18,9 +18,9 @@ import (
 	"github.com/occ-platform/terraform-provider-occ/internal/runtimerecord"
 )
 
-// Executor deploys, reads and deletes agents on SSH hosts; it implements
-// executor.Executor. One is shared by every operation of a provider
-// process: per-operation values (the log) travel with each call.
+// Executor deploys, reads, lists and deletes agents on SSH hosts; it
+// implements executor.Executor. One is shared by every operation of a
+// provider process: per-operation values (the log) travel with each call.
 type Executor struct {
 	Pool *Pool
 	// User logs in where a compute names no user; KnownHostsFile verifies
@@ -41,6 +41,10 @@ type Executor struct {
 	// may change a host, with the host's address and the operation. Only
 	// fault tests set it (to cut a connection or kill the process there).
 	BeforeWrite func(addr, op string)
+	// unitDir replaces render.UnitDir where List looks for unit files;
+	// only tests set it (the unit directory of the machine their sshd
+	// runs on is not theirs to write).
+	unitDir string
 }
 
 func (e *Executor) readTimeout() time.Duration {

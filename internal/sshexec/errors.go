@@ -1,8 +1,8 @@
 // Package sshexec is the SSH executor: it deploys admitted revisions of
 // embedded OpenClaw agents to systemd hosts over SSH, watches them until the
-// gateway is ready, reads them back and removes them. It knows nothing of
-// Terraform; the provider turns its results and errors into state and
-// diagnostics.
+// gateway is ready, reads them back, lists them and removes them. It knows
+// nothing of Terraform; the provider turns its results and errors into
+// state and diagnostics.
 //
 // Connections verify the host key always (a fixed key from the compute, or
 // a known_hosts file), are reused per host within a process, keep alive,
@@ -184,6 +184,8 @@ func failureOf(op executor.Op, agent string, n int64, addr string, w *executor.W
 	case errors.As(err, &se):
 		f.Code, f.Next = se.Class, se.Advice()
 		switch {
+		case op == executor.OpList:
+			f.Summary = "cannot list the agents on SSH host " + addr
 		case op == executor.OpRead || op == executor.OpDelete:
 			f.Summary = fmt.Sprintf("cannot %s agent %q on SSH host %s", op, agent, addr)
 		case se.Class == ClassUnreachable:
@@ -200,6 +202,8 @@ func failureOf(op executor.Op, agent string, n int64, addr string, w *executor.W
 		if op == executor.OpDeploy && f.Wrote {
 			f.Next += " Parts of the revision may have been written; the agent's previous revision no longer serves only if the unit was restarted. Apply again once fixed."
 		}
+	case op == executor.OpList:
+		f.Code, f.Summary = executor.Unavailable, "cannot list the agents on SSH host "+addr
 	case op == executor.OpDelete:
 		f.Code, f.Summary = executor.DeleteFailed, fmt.Sprintf("cannot delete agent %q on SSH host %s", agent, addr)
 	default:

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net"
 	"os/exec"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -194,6 +195,68 @@ func FuzzParseObserved(f *testing.F) {
 		}
 		if utf8.ValidString(out) && !utf8.ValidString(o.Drift) {
 			t.Fatalf("drift %q is not valid UTF-8", o.Drift)
+		}
+	})
+}
+
+// FuzzParseListed feeds listScript's output, as a host might forge it,
+// to parseListed. Properties: no panic; every name is a DNS label, the
+// names ascend strictly (each agent once, in name order), and each opens a
+// section with the marker in the output; each agent's view is what
+// parseObserved reads of its section; no marker in the output, or none
+// given, lists nothing.
+func FuzzParseListed(f *testing.F) {
+	const marker = "occ-list-M"
+	act := `{"agent":"alpha","revision":1,"revision_id":"a1","digest":"d1","activated_at":"2026-11-29T10:00:00Z","endpoint":"http://127.0.0.1:18789"}`
+	body := "unit_file=present\nLoadState=loaded\nActiveState=active\nagent_dir=/etc/openclaw/alpha\ncurrent=r1\ndigest=d1\nactivation=" + act + "\nrevisions=r1 \n"
+	for _, seed := range []string{
+		"",
+		"\n",
+		marker + " alpha\n" + body + marker + " beta\nunit_file=present\n",
+		marker + " beta\n" + body + marker + " alpha\n" + body,
+		marker + " alpha\n" + body + marker + " alpha\ncurrent=r9\n",
+		marker + " Bad_Name\n" + body + marker + " 9lives\n" + marker + " a-\n" + marker + " \n" + marker + "\n",
+		marker + " alpha\ncurrent=\n" + marker + " x" + strings.Repeat("y", 63) + "\n",
+		"occ-list-other alpha\n" + body,
+		marker + "alpha\n" + body,
+		"noise\n" + marker + " alpha\r\n" + body + " " + marker + " beta\n",
+		marker + " alpha",
+		marker + " \xff\xfe\n" + body,
+	} {
+		f.Add(seed)
+	}
+	f.Fuzz(func(t *testing.T, out string) {
+		if got := parseListed(out, ""); got != nil {
+			t.Fatalf("no marker given, listed %+v", got)
+		}
+		agents := parseListed(out, marker)
+		if !strings.Contains(out, marker+" ") && len(agents) > 0 {
+			t.Fatalf("no marker in the output, listed %+v", agents)
+		}
+		for i, a := range agents {
+			if len(a.Name) > 63 || !dnsLabel(a.Name) {
+				t.Fatalf("listed %q, no DNS label", a.Name)
+			}
+			if i > 0 && agents[i-1].Name >= a.Name {
+				t.Fatalf("names %q then %q", agents[i-1].Name, a.Name)
+			}
+			// The agent's first section: from its marker line to the next
+			// marker line or the end.
+			full, open := "\n"+out, "\n"+marker+" "+a.Name
+			start := strings.Index(full, open+"\n")
+			if start < 0 && strings.HasSuffix(full, open) {
+				start = len(full) - len(open)
+			}
+			if start < 0 {
+				t.Fatalf("%q opens no section of %q", a.Name, out)
+			}
+			section := strings.TrimPrefix(full[start+len(open):], "\n")
+			if end := strings.Index("\n"+section, "\n"+marker+" "); end >= 0 {
+				section = section[:max(end-1, 0)]
+			}
+			if want := parseObserved(section); !reflect.DeepEqual(a.View, want) {
+				t.Fatalf("agent %q: view %+v, want %+v of its section %q", a.Name, a.View, want, section)
+			}
 		}
 	})
 }

@@ -90,7 +90,28 @@ func (e *Executor) location(a executor.Agent) (t Target, agentDir string, err er
 	if !ok {
 		return t, "", fmt.Errorf("%q is not an SSH agent id", a.ImportID)
 	}
-	return Target{Host: host, Port: port, User: e.User, KnownHostsFile: e.KnownHostsFile}, "", nil
+	return e.hostTarget(host, port), "", nil
+}
+
+// hostTarget is how to reach a host named by an agent id, not by a
+// compute in state: the provider's user, the host verified through the
+// provider's known_hosts file.
+func (e *Executor) hostTarget(host string, port int) Target {
+	return Target{Host: host, Port: port, User: e.User, KnownHostsFile: e.KnownHostsFile}
+}
+
+// readBounded runs a read-only operation within ReadTimeout: a refresh or
+// a listing has no timeouts block, and a host that accepts the connection
+// but never answers (a hung systemctl) must not hold the plan for ever.
+// what names the operation in the error.
+func (e *Executor) readBounded(ctx context.Context, what string, read func(context.Context) error) error {
+	rctx, cancel := context.WithTimeout(ctx, e.readTimeout())
+	defer cancel()
+	err := read(rctx)
+	if err != nil && rctx.Err() != nil && ctx.Err() == nil {
+		err = fmt.Errorf("the host did not answer the %s within %s: %w", what, e.readTimeout(), err)
+	}
+	return err
 }
 
 // Read observes an agent on the host.
@@ -99,17 +120,20 @@ func (e *Executor) Read(ctx context.Context, a executor.Agent) (executor.Observe
 	if err != nil {
 		return executor.Observed{}, failureOf(executor.OpRead, a.Name, 0, a.ImportID, nil, err)
 	}
-	// A refresh has no timeouts block: a host that accepts the connection
-	// but never answers (a hung systemctl) must not hold the plan for ever.
-	rctx, cancel := context.WithTimeout(ctx, e.readTimeout())
-	defer cancel()
-	v, err := e.read(rctx, t, a.Name, agentDir)
+	var v hostView
+	err = e.readBounded(ctx, "refresh", func(ctx context.Context) (err error) {
+		v, err = e.read(ctx, t, a.Name, agentDir)
+		return err
+	})
 	if err != nil {
-		if rctx.Err() != nil && ctx.Err() == nil {
-			err = fmt.Errorf("the host did not answer the refresh within %s: %w", e.readTimeout(), err)
-		}
 		return executor.Observed{}, failureOf(executor.OpRead, a.Name, 0, t.Addr(), nil, err)
 	}
+	return observedOf(v), nil
+}
+
+// observedOf is what Read reports of what the host says: the activated
+// revision only while it runs unchanged.
+func observedOf(v hostView) executor.Observed {
 	o := executor.Observed{Exists: v.Exists, Drift: v.Reason, DriftDetail: v.Drift}
 	if !v.Exists {
 		o.Drift, o.DriftDetail = executor.DriftGone, "the agent is not on the host"
@@ -118,7 +142,7 @@ func (e *Executor) Read(ctx context.Context, a executor.Agent) (executor.Observe
 		act := v.Activation
 		o.Revision, o.RevisionID, o.ActivatedAt, o.Endpoint = act.Revision, act.RevisionID, act.ActivatedAt.UTC(), act.Endpoint
 	}
-	return o, nil
+	return o
 }
 
 func (e *Executor) read(ctx context.Context, t Target, agent, agentDir string) (hostView, error) {
@@ -295,11 +319,20 @@ func parseImportID(id string) (host string, port int, name string, ok bool) {
 	if !explicit && !strings.ContainsAny(hostPort, ".:[") {
 		return "", 0, "", false // a namespace
 	}
+	if host, port, ok = parseHost(hostPort); !ok {
+		return "", 0, "", false
+	}
+	return host, port, name, true
+}
+
+// parseHost reads the host of an SSH agent id: HOST, HOST:PORT or
+// bracketed IPv6 with or without a port. Port 0 means the default (22).
+func parseHost(hostPort string) (host string, port int, ok bool) {
 	host = hostPort
 	if h, p, err := net.SplitHostPort(hostPort); err == nil {
 		n, err := strconv.Atoi(p)
 		if err != nil || n < 1 || n > 65535 {
-			return "", 0, "", false
+			return "", 0, false
 		}
 		host, port = h, n
 	} else if strings.HasPrefix(hostPort, "[") && strings.HasSuffix(hostPort, "]") {
@@ -308,7 +341,7 @@ func parseImportID(id string) (host string, port int, name string, ok bool) {
 	// A bracket left in the host is not an IPv6 literal ("[a/x"): no
 	// address would dial.
 	if host == "" || strings.ContainsAny(host, "/@ []") {
-		return "", 0, "", false
+		return "", 0, false
 	}
-	return host, port, name, true
+	return host, port, true
 }
