@@ -31,7 +31,7 @@ if [ ! -d "$examples" ]; then
 	exit 0
 fi
 
-mapfile -t dirs < <(find "$examples" -name '*.tf' -not -path '*/.terraform/*' -exec dirname {} \; | sort -u)
+mapfile -t dirs < <(find "$examples" \( -name '*.tf' -o -name '*.tfquery.hcl' \) -not -path '*/.terraform/*' -exec dirname {} \; | sort -u)
 if [ "${#dirs[@]}" -eq 0 ]; then
 	echo "validate-examples: no .tf files under ${examples}/"
 	exit 0
@@ -50,7 +50,12 @@ validate() {
 		out="$("$terraform" -chdir="$workdir" get -no-color 2>&1)" || return 1
 	fi
 	# -no-color keeps CI logs readable; the dev_overrides warning is expected.
-	out="$("$terraform" -chdir="$workdir" validate -no-color 2>&1)"
+	# -query: list blocks (*.tfquery.hcl, Terraform 1.14) are validated too.
+	local query=()
+	if compgen -G "$workdir/*.tfquery.hcl" >/dev/null; then
+		query=(-query)
+	fi
+	out="$("$terraform" -chdir="$workdir" validate -no-color "${query[@]}" 2>&1)"
 }
 
 failed=()

@@ -237,35 +237,15 @@ type Observed struct {
 	DriftDetail string
 }
 
-// Listed is one agent a List found: what the executor reads of it in the
-// listing itself, which is less than Read reads (an agent listed active
-// may still read drifted; a Read is the full check).
+// Listed is one agent a List found: its name, its id (as the executor's
+// AgentID writes it for the target listed) and what the reading code of
+// the executor's Read observed of it in the listing, so that a listing and
+// a refresh never judge an agent by two rules. A listing reads less than a
+// Read may (an agent listed without drift may still read drifted).
 type Listed struct {
 	Name string
-	// ID is the agent's id, as the executor's AgentID writes it for the
-	// target listed: what imports it.
-	ID string
-	// Revision, RevisionID, ActivatedAt and Endpoint are the activated
-	// revision as Read reports it (0, "" and zero when none).
-	Revision    int64
-	RevisionID  string
-	ActivatedAt time.Time
-	Endpoint    string
-	// Status is "active" when what the listing read shows the activated
-	// revision running, otherwise "drifted: " and why, as occ_agent's
-	// status attribute says it.
-	Status string
-}
-
-// ListedOf is the Listed of agent name, with id, observed as o by the
-// reading code of the executor's Read, so that a listing and a refresh
-// never judge an agent by two rules.
-func ListedOf(name, id string, o Observed) Listed {
-	l := Listed{Name: name, ID: id, Revision: o.Revision, RevisionID: o.RevisionID, ActivatedAt: o.ActivatedAt, Endpoint: o.Endpoint, Status: "active"}
-	if o.Drift != DriftNone {
-		l.Status = "drifted: " + o.DriftDetail
-	}
-	return l
+	ID   string
+	Observed
 }
 
 // Writes records whether an operation wrote anything to its target. The

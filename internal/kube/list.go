@@ -68,7 +68,7 @@ func listed(ns string, svcs []corev1.Service) []executor.Listed {
 		if svc != nil {
 			o = serviceObserved(svc, name, ns)
 		}
-		out = append(out, executor.ListedOf(name, AgentID(admission.Compute{Namespace: ns}, name), o))
+		out = append(out, executor.Listed{Name: name, ID: AgentID(admission.Compute{Namespace: ns}, name), Observed: o})
 	}
 	slices.SortFunc(out, func(a, b executor.Listed) int { return strings.Compare(a.Name, b.Name) })
 	return out

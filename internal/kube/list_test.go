@@ -84,8 +84,8 @@ func TestList_NamesTheNamespacesAgents(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		want := executor.ListedOf(l.Name, ns+"/"+l.Name, o)
-		if l != want || l.Status != "active" || l.Revision < 1 || l.RevisionID == "" || l.ActivatedAt.IsZero() || l.Endpoint == "" {
+		want := executor.Listed{Name: l.Name, ID: ns + "/" + l.Name, Observed: o}
+		if l != want || l.Drift != executor.DriftNone || l.Revision < 1 || l.RevisionID == "" || l.ActivatedAt.IsZero() || l.Endpoint == "" {
 			t.Errorf("listed %+v, want %+v as Read reads it", l, want)
 		}
 	}
@@ -99,7 +99,7 @@ func TestList_NamesTheNamespacesAgents(t *testing.T) {
 	if _, err := c.Clientset.CoreV1().Services(ns).Patch(ctx, "beta", types.StrategicMergePatchType, patch, metav1.PatchOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if got, err := lister.List(ctx, ns); err != nil || len(got) != 2 || got[1].Status != `drifted: the Service selects revision "9", not the activated revision 1` {
+	if got, err := lister.List(ctx, ns); err != nil || len(got) != 2 || got[1].Drift == executor.DriftNone || got[1].DriftDetail != `the Service selects revision "9", not the activated revision 1` {
 		t.Errorf("after editing beta's Service: %+v, %v", got, err)
 	}
 

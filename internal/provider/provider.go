@@ -12,6 +12,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/datasource"
 	"github.com/hashicorp/terraform-plugin-framework/diag"
 	"github.com/hashicorp/terraform-plugin-framework/function"
+	"github.com/hashicorp/terraform-plugin-framework/list"
 	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/provider"
 	"github.com/hashicorp/terraform-plugin-framework/provider/schema"
@@ -31,6 +32,7 @@ var (
 	_ provider.Provider                   = (*occProvider)(nil)
 	_ provider.ProviderWithFunctions      = (*occProvider)(nil)
 	_ provider.ProviderWithValidateConfig = (*occProvider)(nil)
+	_ provider.ProviderWithListResources  = (*occProvider)(nil)
 )
 
 type occProvider struct {
@@ -279,6 +281,7 @@ func (p *occProvider) Configure(ctx context.Context, req provider.ConfigureReque
 	tflog.Debug(ctx, "provider configured", map[string]any{"work.operation": "configure", "kubernetes_settings": data.Kubernetes != nil, "ssh_settings": data.SSH != nil})
 	resp.ResourceData = data
 	resp.DataSourceData = data
+	resp.ListResourceData = data
 }
 
 func (p *occProvider) Resources(context.Context) []func() resource.Resource {
@@ -292,6 +295,11 @@ func (p *occProvider) Resources(context.Context) []func() resource.Resource {
 
 func (p *occProvider) DataSources(context.Context) []func() datasource.DataSource {
 	return []func() datasource.DataSource{NewInstallationDataSource, NewAgentDataSource}
+}
+
+// ListResources: occ_agent, for `terraform query` (Terraform 1.14+).
+func (p *occProvider) ListResources(context.Context) []func() list.ListResource {
+	return []func() list.ListResource{NewAgentListResource}
 }
 
 func (p *occProvider) Functions(context.Context) []func() function.Function {

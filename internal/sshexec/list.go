@@ -78,7 +78,7 @@ func (e *Executor) List(ctx context.Context, where string) ([]executor.Listed, e
 	}
 	out := make([]executor.Listed, 0, len(agents))
 	for _, a := range agents {
-		out = append(out, executor.ListedOf(a.Name, AgentID(admission.Compute{Host: idHost}, a.Name), observedOf(a.View)))
+		out = append(out, executor.Listed{Name: a.Name, ID: AgentID(admission.Compute{Host: idHost}, a.Name), Observed: observedOf(a.View)})
 	}
 	return out, nil
 }

@@ -129,8 +129,8 @@ func TestList_NamesTheHostsAgents(t *testing.T) {
 		t.Fatalf("List: %v", err)
 	}
 	want := []executor.Listed{
-		{Name: "alpha", ID: h.s.Addr + "/alpha", Revision: 1, RevisionID: alpha.RevisionID, ActivatedAt: alpha.ActivatedAt, Endpoint: alpha.Endpoint, Status: "active"},
-		{Name: "beta", ID: h.s.Addr + "/beta", Revision: 3, RevisionID: beta.RevisionID, ActivatedAt: beta.ActivatedAt, Endpoint: beta.Endpoint, Status: "active"},
+		{Name: "alpha", ID: h.s.Addr + "/alpha", Observed: executor.Observed{Exists: true, Revision: 1, RevisionID: alpha.RevisionID, ActivatedAt: alpha.ActivatedAt, Endpoint: alpha.Endpoint}},
+		{Name: "beta", ID: h.s.Addr + "/beta", Observed: executor.Observed{Exists: true, Revision: 3, RevisionID: beta.RevisionID, ActivatedAt: beta.ActivatedAt, Endpoint: beta.Endpoint}},
 	}
 	if len(got) != len(want) {
 		t.Fatalf("List = %+v, want %+v", got, want)
@@ -150,7 +150,7 @@ func TestList_NamesTheHostsAgents(t *testing.T) {
 	// Read's words, without the revision (as Read reports it).
 	write(t, filepath.Join(h.Config, "beta", "r3", "openclaw.json"), `{"edited":true}`)
 	got, err = e.List(ctx, h.s.Addr)
-	if err != nil || len(got) != 2 || got[1].Revision != 0 || !strings.HasPrefix(got[1].Status, "drifted: the configuration of revision 3 was edited on the host") {
+	if err != nil || len(got) != 2 || got[1].Revision != 0 || got[1].Drift == executor.DriftNone || !strings.HasPrefix(got[1].DriftDetail, "the configuration of revision 3 was edited on the host") {
 		t.Errorf("after editing beta's configuration: %+v, %v", got, err)
 	}
 }

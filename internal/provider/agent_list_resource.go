@@ -1,0 +1,215 @@
+package provider
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"strconv"
+	"time"
+
+	"github.com/hashicorp/terraform-plugin-framework/diag"
+	"github.com/hashicorp/terraform-plugin-framework/list"
+	listschema "github.com/hashicorp/terraform-plugin-framework/list/schema"
+	"github.com/hashicorp/terraform-plugin-framework/path"
+	"github.com/hashicorp/terraform-plugin-framework/resource"
+	"github.com/hashicorp/terraform-plugin-framework/types"
+	"github.com/hashicorp/terraform-plugin-log/tflog"
+
+	"github.com/occ-platform/terraform-provider-occ/internal/admission"
+	"github.com/occ-platform/terraform-provider-occ/internal/executor"
+)
+
+var (
+	_ list.ListResource                   = (*agentListResource)(nil)
+	_ list.ListResourceWithConfigure      = (*agentListResource)(nil)
+	_ list.ListResourceWithValidateConfig = (*agentListResource)(nil)
+)
+
+// NewAgentListResource is the occ_agent list resource (Terraform 1.14's
+// `terraform query`): the agents that run in one Kubernetes namespace or on
+// one SSH host, each with the identity an import block takes, so that
+// running agents can be found and adopted.
+func NewAgentListResource() list.ListResource { return &agentListResource{} }
+
+type agentListResource struct {
+	data *Data
+}
+
+type agentListConfigModel struct {
+	Namespace types.String `tfsdk:"namespace"`
+	Host      types.String `tfsdk:"host"`
+	Port      types.Int64  `tfsdk:"port"`
+}
+
+// listTimeout bounds one listing: a host or cluster that does not answer
+// fails the query instead of holding it.
+const listTimeout = 2 * time.Minute
+
+func (r *agentListResource) Metadata(_ context.Context, req resource.MetadataRequest, resp *resource.MetadataResponse) {
+	resp.TypeName = req.ProviderTypeName + "_agent"
+}
+
+func (r *agentListResource) ListResourceConfigSchema(_ context.Context, _ list.ListResourceSchemaRequest, resp *list.ListResourceSchemaResponse) {
+	resp.Schema = listschema.Schema{
+		MarkdownDescription: "The Agents that run in one Kubernetes namespace of the provider's cluster, or on one SSH host, for `terraform query` (Terraform 1.14 and later). " +
+			"Each result carries the Agent's identity (`name` and `namespace`, or `name`, `host` and `port`), which an `import` block takes, and its `revision`, `status`, " +
+			"`activated_at` and `endpoint` as the listing read them (with `include_resource = true`). Only Agents this provider deployed are listed: objects or units " +
+			"without the platform's labels or layout, such as a neighbour's with a similar name, never are. The listing reads only; a target with no Agents gives no results. " +
+			"`terraform query -generate-config-out=FILE` writes an `import` block and a resource block per Agent; replace the resource's `compute`, `configuration` and " +
+			"`harness_auth` with the resources they name before planning (see the occ_agent resource's Import section).",
+		Attributes: map[string]listschema.Attribute{
+			"namespace": listschema.StringAttribute{Optional: true,
+				MarkdownDescription: "Kubernetes: the tenant namespace to list, on the provider's cluster (its `kubernetes` settings). Set this or `host`."},
+			"host": listschema.StringAttribute{Optional: true,
+				MarkdownDescription: "SSH: the host to list, reached with the provider's `ssh` settings and its known_hosts file, as an import by id is. Set this or `namespace`."},
+			"port": listschema.Int64Attribute{Optional: true,
+				MarkdownDescription: "SSH: the host's SSH port. Default: 22."},
+		},
+	}
+}
+
+func (r *agentListResource) Configure(_ context.Context, req resource.ConfigureRequest, _ *resource.ConfigureResponse) {
+	if d, ok := req.ProviderData.(*Data); ok {
+		r.data = d
+	}
+}
+
+func (r *agentListResource) providerData() *Data {
+	if r.data == nil {
+		return &Data{}
+	}
+	return r.data
+}
+
+// ValidateListResourceConfig refuses a list block that names no target,
+// both, or a port without a host, at the attribute to fix.
+func (r *agentListResource) ValidateListResourceConfig(ctx context.Context, req list.ValidateConfigRequest, resp *list.ValidateConfigResponse) {
+	var m agentListConfigModel
+	resp.Diagnostics.Append(req.Config.Get(ctx, &m)...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	m.check(&resp.Diagnostics)
+}
+
+// check reports what is wrong with a known list configuration.
+func (m agentListConfigModel) check(diags *diag.Diagnostics) {
+	if m.Namespace.IsUnknown() || m.Host.IsUnknown() || m.Port.IsUnknown() {
+		return // checked again when the query runs
+	}
+	hasNS, hasHost := !m.Namespace.IsNull(), !m.Host.IsNull()
+	switch {
+	case hasNS && hasHost:
+		addAttrError(diags, path.Root("host"), "INVALID_REQUEST: namespace and host are both set",
+			"A listing reads one target: set namespace to list a Kubernetes namespace, or host (and port) to list an SSH host.")
+	case !hasNS && !hasHost:
+		addAttrError(diags, path.Root("namespace"), "INVALID_REQUEST: nothing to list",
+			"Set namespace to list the Agents of a Kubernetes namespace, or host (and port) to list those of an SSH host.")
+	case hasNS && !m.Port.IsNull():
+		addAttrError(diags, path.Root("port"), "INVALID_REQUEST: port is for an SSH host",
+			"Remove port, or list an SSH host with host instead of namespace.")
+	case hasNS && m.Namespace.ValueString() == "":
+		addAttrError(diags, path.Root("namespace"), "INVALID_REQUEST: namespace is empty", "Write the tenant namespace to list, such as occ-acme.")
+	case hasHost && m.Host.ValueString() == "":
+		addAttrError(diags, path.Root("host"), "INVALID_REQUEST: host is empty", "Write the SSH host to list, such as 10.0.0.5.")
+	case !m.Port.IsNull() && (m.Port.ValueInt64() < 1 || m.Port.ValueInt64() > 65535):
+		addAttrError(diags, path.Root("port"), "INVALID_REQUEST: port is not a TCP port",
+			fmt.Sprintf("port %d: write 1 to 65535, or leave it out for 22.", m.Port.ValueInt64()))
+	}
+}
+
+// target is the compute kind a listing reads, the target as the executor's
+// List takes it (a namespace; HOST or HOST:PORT), and the identity of an
+// agent found there.
+func (m agentListConfigModel) target() (kind, where string, identity func(agent string) agentIdentityModel) {
+	if !m.Namespace.IsNull() {
+		ns := m.Namespace.ValueString()
+		return admission.KindKubernetes, ns, func(agent string) agentIdentityModel { return kubeIdentity(ns, agent) }
+	}
+	host, port := m.Host.ValueString(), m.Port.ValueInt64()
+	where = host
+	if port != 0 && port != 22 {
+		where = net.JoinHostPort(host, strconv.FormatInt(port, 10))
+	} else if net.ParseIP(host) != nil && net.ParseIP(host).To4() == nil {
+		where = "[" + host + "]"
+	}
+	return admission.KindSSH, where, func(agent string) agentIdentityModel { return sshIdentity(host, port, agent) }
+}
+
+func (r *agentListResource) List(ctx context.Context, req list.ListRequest, stream *list.ListResultsStream) {
+	var m agentListConfigModel
+	var diags diag.Diagnostics
+	diags.Append(req.Config.Get(ctx, &m)...)
+	if !diags.HasError() {
+		m.check(&diags)
+	}
+	if diags.HasError() {
+		stream.Results = list.ListResultsStreamDiagnostics(diags)
+		return
+	}
+	kind, where, identityOf := m.target()
+	ctx, cancel := context.WithTimeout(ctx, listTimeout)
+	defer cancel()
+	ex, err := r.providerData().executor(ctx, kind)
+	var listed []executor.Listed
+	if err == nil {
+		tflog.Info(ctx, "listing agents", map[string]any{"compute_kind": kind, "target": where})
+		listed, err = ex.List(ctx, where)
+	}
+	if err != nil {
+		addFailure(&diags, "", err)
+		stream.Results = list.ListResultsStreamDiagnostics(diags)
+		return
+	}
+	tflog.Info(ctx, "agents listed", map[string]any{"compute_kind": kind, "target": where, "count": len(listed)})
+	// The results are built here, while ctx holds: the stream is read after
+	// List returns.
+	results := make([]list.ListResult, 0, len(listed))
+	for _, l := range listed {
+		if req.Limit > 0 && int64(len(results)) >= req.Limit {
+			break
+		}
+		results = append(results, listResult(ctx, req, identityOf(l.Name), l))
+	}
+	stream.Results = func(push func(list.ListResult) bool) {
+		for _, res := range results {
+			if !push(res) {
+				return
+			}
+		}
+	}
+}
+
+// listResult is one agent found: its identity, a display name with its
+// revision and status, and (include_resource) what the listing read of
+// it, in occ_agent's attributes; the references stay null, since a target
+// does not hold them.
+func listResult(ctx context.Context, req list.ListRequest, id agentIdentityModel, l executor.Listed) list.ListResult {
+	res := req.NewListResult(ctx)
+	res.Diagnostics.Append(res.Identity.Set(ctx, id)...)
+	status, drifted := observedStatus(l.Observed) // as a refresh says it
+	res.DisplayName = fmt.Sprintf("%s (revision %d, %s)", l.Name, l.Revision, status)
+	if !req.IncludeResource {
+		return res
+	}
+	set := func(attr string, v any) {
+		res.Diagnostics.Append(res.Resource.SetAttribute(ctx, path.Root(attr), v)...)
+	}
+	set("id", l.ID)
+	set("name", l.Name)
+	set("status", status)
+	if l.Revision > 0 {
+		set("revision", l.Revision)
+		set("revision_id", l.RevisionID)
+	}
+	if drifted {
+		set("revision_id", "drifted") // as Read records it: the plan cannot match it
+	}
+	if !l.ActivatedAt.IsZero() {
+		set("activated_at", l.ActivatedAt.UTC().Format(time.RFC3339))
+	}
+	if l.Endpoint != "" {
+		set("endpoint", l.Endpoint)
+	}
+	return res
+}

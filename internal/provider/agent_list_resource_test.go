@@ -1,0 +1,82 @@
+package provider
+
+import (
+	"testing"
+
+	"github.com/hashicorp/terraform-plugin-framework/diag"
+	"github.com/hashicorp/terraform-plugin-framework/types"
+
+	"github.com/occ-platform/terraform-provider-occ/internal/admission"
+)
+
+// TestAgentList_ConfigChecks: a list block names exactly one target, a
+// port only with a host, and a TCP port; each refusal names its attribute.
+func TestAgentList_ConfigChecks(t *testing.T) {
+	s, n := types.StringValue, types.StringNull()
+	cases := []struct {
+		name string
+		in   agentListConfigModel
+		want string // "" for accepted
+	}{
+		{"namespace", agentListConfigModel{Namespace: s("occ-acme"), Host: n, Port: types.Int64Null()}, ""},
+		{"host", agentListConfigModel{Namespace: n, Host: s("10.0.0.5"), Port: types.Int64Null()}, ""},
+		{"host and port", agentListConfigModel{Namespace: n, Host: s("10.0.0.5"), Port: types.Int64Value(2222)}, ""},
+		{"unknown waits", agentListConfigModel{Namespace: types.StringUnknown(), Host: s("10.0.0.5"), Port: types.Int64Null()}, ""},
+		{"both", agentListConfigModel{Namespace: s("occ-acme"), Host: s("10.0.0.5"), Port: types.Int64Null()}, "namespace and host are both set"},
+		{"neither", agentListConfigModel{Namespace: n, Host: n, Port: types.Int64Null()}, "nothing to list"},
+		{"port with namespace", agentListConfigModel{Namespace: s("occ-acme"), Host: n, Port: types.Int64Value(22)}, "port is for an SSH host"},
+		{"empty namespace", agentListConfigModel{Namespace: s(""), Host: n, Port: types.Int64Null()}, "namespace is empty"},
+		{"empty host", agentListConfigModel{Namespace: n, Host: s(""), Port: types.Int64Null()}, "host is empty"},
+		{"port out of range", agentListConfigModel{Namespace: n, Host: s("10.0.0.5"), Port: types.Int64Value(0)}, "port is not a TCP port"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			var diags diag.Diagnostics
+			c.in.check(&diags)
+			switch {
+			case c.want == "" && diags.HasError():
+				t.Fatalf("refused: %v", diags)
+			case c.want != "" && (!diags.HasError() || !containsSummary(diags, c.want)):
+				t.Fatalf("diagnostics %v, want one saying %q", diags, c.want)
+			}
+		})
+	}
+}
+
+func containsSummary(diags diag.Diagnostics, s string) bool {
+	for _, d := range diags {
+		if d.Summary() == "INVALID_REQUEST: "+s {
+			return true
+		}
+	}
+	return false
+}
+
+// TestAgentList_Target: the target handed to the executor's List is the
+// namespace, or HOST / HOST:PORT (IPv6 bracketed), and each agent found
+// gets the identity an import block takes.
+func TestAgentList_Target(t *testing.T) {
+	s, n := types.StringValue, types.StringNull()
+	cases := []struct {
+		name     string
+		in       agentListConfigModel
+		kind     string
+		where    string
+		identity agentIdentityModel
+	}{
+		{"namespace", agentListConfigModel{Namespace: s("occ-acme"), Host: n, Port: types.Int64Null()}, admission.KindKubernetes, "occ-acme", kubeIdentity("occ-acme", "support")},
+		{"host", agentListConfigModel{Namespace: n, Host: s("10.0.0.5"), Port: types.Int64Null()}, admission.KindSSH, "10.0.0.5", sshIdentity("10.0.0.5", 22, "support")},
+		{"host port 22", agentListConfigModel{Namespace: n, Host: s("edge"), Port: types.Int64Value(22)}, admission.KindSSH, "edge", sshIdentity("edge", 22, "support")},
+		{"host port", agentListConfigModel{Namespace: n, Host: s("127.0.0.1"), Port: types.Int64Value(2222)}, admission.KindSSH, "127.0.0.1:2222", sshIdentity("127.0.0.1", 2222, "support")},
+		{"ipv6", agentListConfigModel{Namespace: n, Host: s("fd00::5"), Port: types.Int64Null()}, admission.KindSSH, "[fd00::5]", sshIdentity("fd00::5", 22, "support")},
+		{"ipv6 port", agentListConfigModel{Namespace: n, Host: s("fd00::5"), Port: types.Int64Value(2200)}, admission.KindSSH, "[fd00::5]:2200", sshIdentity("fd00::5", 2200, "support")},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			kind, where, identity := c.in.target()
+			if kind != c.kind || where != c.where || identity("support") != c.identity {
+				t.Fatalf("target() = %s %q %+v, want %s %q %+v", kind, where, identity("support"), c.kind, c.where, c.identity)
+			}
+		})
+	}
+}

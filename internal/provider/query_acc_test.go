@@ -1,0 +1,138 @@
+package provider
+
+import (
+	"fmt"
+	"net"
+	"regexp"
+	"strconv"
+	"testing"
+
+	"github.com/hashicorp/terraform-plugin-testing/helper/resource"
+	"github.com/hashicorp/terraform-plugin-testing/knownvalue"
+	"github.com/hashicorp/terraform-plugin-testing/querycheck"
+	"github.com/hashicorp/terraform-plugin-testing/querycheck/queryfilter"
+	"github.com/hashicorp/terraform-plugin-testing/tfjsonpath"
+)
+
+// queryPreCheck: list resources and `terraform query` are Terraform 1.14's.
+func queryPreCheck(t *testing.T) { newTerraformPreCheck(t, 1, 14, "terraform query") }
+
+// TestAccQuery_Kubernetes: `terraform query` lists exactly the agents of
+// the namespace, each with the identity an import block takes and what the
+// listing read (revision, status, endpoint), on the kwok control plane; a
+// list block naming both a namespace and a host is refused at that
+// attribute.
+func TestAccQuery_Kubernetes(t *testing.T) {
+	queryPreCheck(t) // before the environment starts
+	env := newKubeEnv(t)
+	env.secret(t, "llm", "api-key", testSentinel)
+	config := kubeAgentConfig(env, "", anthropicDoc, "") + `
+resource "occ_agent" "b" {
+  name          = "billing"
+  compute       = occ_compute.k
+  configuration = occ_configuration.c
+  harness_auth  = { source = occ_credential_source.s }
+  timeouts      = { create = "90s", update = "90s", delete = "60s" }
+}
+`
+	listed := func(name string) map[string]knownvalue.Check {
+		return map[string]knownvalue.Check{"name": knownvalue.StringExact(name), "namespace": knownvalue.StringExact(env.ns),
+			"host": knownvalue.Null(), "port": knownvalue.Null()}
+	}
+	resource.Test(t, resource.TestCase{
+		PreCheck:                 func() { queryPreCheck(t) },
+		ProtoV6ProviderFactories: testAccProtoV6ProviderFactories,
+		Steps: []resource.TestStep{
+			{Config: config},
+			{
+				// The step's configuration (with its provider block) stays
+				// beside the query file.
+				Query: true,
+				Config: fmt.Sprintf(`
+list "occ_agent" "here" {
+  provider         = occ
+  include_resource = true
+  config {
+    namespace = %q
+  }
+}
+`, env.ns),
+				QueryResultChecks: []querycheck.QueryResultCheck{
+					querycheck.ExpectLength("occ_agent.here", 2),
+					querycheck.ExpectIdentity("occ_agent.here", listed("support")),
+					querycheck.ExpectIdentity("occ_agent.here", listed("billing")),
+					querycheck.ExpectResourceDisplayName("occ_agent.here", queryfilter.ByResourceIdentity(listed("support")),
+						knownvalue.StringExact("support (revision 1, active)")),
+					querycheck.ExpectResourceKnownValues("occ_agent.here", queryfilter.ByResourceIdentity(listed("billing")), []querycheck.KnownValueCheck{
+						{Path: tfjsonpath.New("id"), KnownValue: knownvalue.StringExact(env.ns + "/billing")},
+						{Path: tfjsonpath.New("revision"), KnownValue: knownvalue.Int64Exact(1)},
+						{Path: tfjsonpath.New("status"), KnownValue: knownvalue.StringExact("active")},
+						{Path: tfjsonpath.New("endpoint"), KnownValue: knownvalue.StringExact(fmt.Sprintf("http://billing.%s.svc:18789", env.ns))},
+					}),
+				},
+			},
+			{
+				// The step's configuration (with its provider block) stays
+				// beside the query file.
+				Query: true,
+				Config: fmt.Sprintf(`
+list "occ_agent" "both" {
+  provider = occ
+  config {
+    namespace = %q
+    host      = "10.0.0.5"
+  }
+}
+`, env.ns),
+				ExpectError: regexp.MustCompile(`INVALID_REQUEST: namespace and host are both set`),
+			},
+		},
+	})
+}
+
+// TestAccQuery_SSH: `terraform query` lists the agent on the real systemd
+// host, reached on its own port with the provider's SSH settings, with the
+// identity that adopts it.
+func TestAccQuery_SSH(t *testing.T) {
+	queryPreCheck(t) // before the host boots
+	env := newSSHEnv(t)
+	doc := env.doc("anthropic/claude-sonnet-4-5", "")
+	host, portText, _ := net.SplitHostPort(env.sshAddr)
+	port, _ := strconv.ParseInt(portText, 10, 64)
+	resource.Test(t, resource.TestCase{
+		PreCheck:                 func() { queryPreCheck(t) },
+		ProtoV6ProviderFactories: testAccProtoV6ProviderFactories,
+		Steps: []resource.TestStep{
+			{Config: env.config("", doc)},
+			{
+				Query: true,
+				Config: fmt.Sprintf(`
+list "occ_agent" "edge" {
+  provider         = occ
+  include_resource = true
+  config {
+    host = %q
+    port = %d
+  }
+}
+`, host, port),
+				QueryResultChecks: []querycheck.QueryResultCheck{
+					querycheck.ExpectLength("occ_agent.edge", 1),
+					querycheck.ExpectIdentity("occ_agent.edge", map[string]knownvalue.Check{
+						"name": knownvalue.StringExact("support"), "namespace": knownvalue.Null(),
+						"host": knownvalue.StringExact(host), "port": knownvalue.Int64Exact(port),
+					}),
+					querycheck.ExpectResourceKnownValues("occ_agent.edge", queryfilter.ByResourceIdentity(map[string]knownvalue.Check{
+						"name": knownvalue.StringExact("support"), "namespace": knownvalue.Null(),
+						"host": knownvalue.StringExact(host), "port": knownvalue.Int64Exact(port),
+					}), []querycheck.KnownValueCheck{
+						{Path: tfjsonpath.New("revision"), KnownValue: knownvalue.Int64Exact(1)},
+						{Path: tfjsonpath.New("status"), KnownValue: knownvalue.StringExact("active")},
+						{Path: tfjsonpath.New("endpoint"), KnownValue: knownvalue.StringExact(fmt.Sprintf("http://127.0.0.1:%d", env.gatewayPort))},
+					}),
+				},
+			},
+		},
+		CheckDestroy: env.destroyed,
+	})
+}
