@@ -142,7 +142,15 @@ type Deployment struct {
 	// settings changed or a Read found them drifted (DriftNetworkPolicy),
 	// and deploy nothing. N equals Serving.
 	NetworkOnly bool
-	Log         Log
+	// References is the agent's record of what Terraform passed it (its
+	// compute, configuration and credential source as the references hold
+	// them, its harness and execution mode), opaque to the executor and
+	// never secret. The executor keeps it beside the activated revision
+	// (a NetworkOnly deploy refreshes it) and Read reports it
+	// (Observed.References), so that an imported agent reads its
+	// references back. Empty: nothing is recorded.
+	References string
+	Log        Log
 }
 
 // Result is an activated revision.
@@ -235,6 +243,9 @@ type Observed struct {
 	// it in words for the status attribute.
 	Drift       DriftReason
 	DriftDetail string
+	// References is the Deployment.References recorded with the activated
+	// revision ("" when none was).
+	References string
 }
 
 // Listed is one agent a List found: its name, its id (as the executor's

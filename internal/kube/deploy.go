@@ -31,6 +31,9 @@ import (
 const (
 	AnnotationActivatedRevision = "occ-platform.io/activated-revision"
 	AnnotationActivatedAt       = "occ-platform.io/activated-at"
+	// AnnotationReferences on the agent's Service is the activated
+	// revision's executor.Deployment.References: what an import reads back.
+	AnnotationReferences = "occ-platform.io/terraform-references"
 )
 
 // Failure codes of the executor itself, beside the runtime's held codes.
@@ -63,6 +66,9 @@ type Executor struct {
 
 	// log is the current operation's (see op).
 	log executor.Log
+	// references is the current deploy's Deployment.References, kept on
+	// the agent's Service.
+	references string
 	// prepared is shared by every operation (nil: nothing is remembered).
 	prepared *preparedSet
 }
@@ -110,6 +116,10 @@ func (e *Executor) apply(ctx context.Context, rev *admission.Revision, c admissi
 	objs, err := render.Kubernetes(rev, n)
 	if err != nil {
 		return Result{}, &executor.Failure{Code: executor.InvalidRequest, Summary: fmt.Sprintf("agent %q revision %d cannot be rendered for Kubernetes", rev.Agent, n), Reason: err.Error(), Err: err}
+	}
+	if e.references != "" {
+		// On the Service the activation writes anyway: no request more.
+		objs.Service.WithAnnotations(map[string]string{AnnotationReferences: e.references})
 	}
 	ns := objs.Namespace
 	if serving > 0 {

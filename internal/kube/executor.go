@@ -255,6 +255,7 @@ func (e *Executor) Release(ctx context.Context, p executor.Release) (executor.Re
 // refusal (a driver the cluster does not serve).
 func (e *Executor) Deploy(ctx context.Context, d executor.Deployment) (executor.Result, error) {
 	op := e.op(d.Log)
+	op.references = d.References
 	rev, c := d.Revision, d.Compute
 	if _, err := op.prepare(ctx, c); err != nil {
 		return executor.Result{}, prepareFailure(c, err)

@@ -26,10 +26,11 @@ func (e *Executor) expose(ctx context.Context, svc *corev1.Service, agent string
 	svcs := e.Client.CoreV1().Services(svc.Namespace)
 	for attempt := 0; ; attempt++ {
 		upd := svc.DeepCopy()
-		if !render.ExposeService(upd, x) {
+		exposed := render.ExposeService(upd, x)
+		if !e.recordReferences(upd) && !exposed {
 			break
 		}
-		e.log.Print("exposing the agent's Service", map[string]any{"work.operation": "expose", "service_type": string(upd.Spec.Type)})
+		e.log.Print("updating the agent's Service (exposure, recorded references)", map[string]any{"work.operation": "expose", "service_type": string(upd.Spec.Type)})
 		got, err := svcs.Update(ctx, upd, metav1.UpdateOptions{FieldManager: render.FieldManager})
 		if err == nil {
 			svc = got
@@ -49,6 +50,20 @@ func (e *Executor) expose(ctx context.Context, svc *corev1.Service, agent string
 		return svc, nil
 	}
 	return e.awaitLoadBalancer(ctx, svc, agent)
+}
+
+// recordReferences sets the deploy's references on svc, reporting whether
+// that changed it: a NetworkOnly deploy changes the compute the record
+// holds without a new revision, and writes it with the exposure.
+func (e *Executor) recordReferences(svc *corev1.Service) bool {
+	if e.references == "" || svc.Annotations[AnnotationReferences] == e.references {
+		return false
+	}
+	if svc.Annotations == nil {
+		svc.Annotations = map[string]string{}
+	}
+	svc.Annotations[AnnotationReferences] = e.references
+	return true
 }
 
 // awaitLoadBalancer watches the Service until its load balancer has an

@@ -124,6 +124,7 @@ func serviceObserved(svc *corev1.Service, agent, ns string) executor.Observed {
 	o.RevisionID = svc.Annotations[render.AnnotationRevisionID]
 	o.ActivatedAt, _ = time.Parse(time.RFC3339, svc.Annotations[AnnotationActivatedAt])
 	o.Endpoint = render.Endpoint(svc, agent, ns)
+	o.References = svc.Annotations[AnnotationReferences]
 	if sel := svc.Spec.Selector[render.LabelRevision]; sel != strconv.FormatInt(o.Revision, 10) {
 		o.Drift, o.DriftDetail = executor.DriftEdited, fmt.Sprintf("the Service selects revision %q, not the activated revision %d", sel, o.Revision)
 	}

@@ -55,8 +55,9 @@ func (r *agentListResource) ListResourceConfigSchema(_ context.Context, _ list.L
 			"Each result carries the Agent's identity (`name` and `namespace`, or `name`, `host` and `port`), which an `import` block takes, and its `revision`, `status`, " +
 			"`activated_at` and `endpoint` as the listing read them (with `include_resource = true`). Only Agents this provider deployed are listed: objects or units " +
 			"without the platform's labels or layout, such as a neighbour's with a similar name, never are. The listing reads only; a target with no Agents gives no results. " +
-			"`terraform query -generate-config-out=FILE` writes an `import` block and a resource block per Agent; replace the resource's `compute`, `configuration` and " +
-			"`harness_auth` with the resources they name before planning (see the occ_agent resource's Import section).",
+			"With `include_resource = true` a result also holds the references the Agent's last apply recorded on its target (`compute`, `configuration`, `harness_auth`, " +
+			"`harness`, `execution_mode`), so `terraform query -generate-config-out=FILE` writes an `import` block and a resource block per Agent that plan as written, " +
+			"deploying nothing (see the occ_agent resource's Import section).",
 		Attributes: map[string]listschema.Attribute{
 			"namespace": listschema.StringAttribute{Optional: true,
 				MarkdownDescription: "Kubernetes: the tenant namespace to list, on the provider's cluster (its `kubernetes` settings). Set this or `host`."},
@@ -211,5 +212,21 @@ func listResult(ctx context.Context, req list.ListRequest, id agentIdentityModel
 	if l.Endpoint != "" {
 		set("endpoint", l.Endpoint)
 	}
+	// The references its last apply recorded, so that
+	// -generate-config-out writes configuration that plans.
+	var m agentModel
+	if l.References == "" {
+		return res
+	}
+	if err := decodeReferences(ctx, l.References, &m); err != nil {
+		res.Diagnostics.AddWarning("An agent's references were not read back",
+			fmt.Sprintf("Agent %q: %v. Write its compute, configuration and harness_auth in its configuration before you plan.", l.Name, err))
+		return res
+	}
+	set("compute", m.Compute)
+	set("configuration", m.Configuration)
+	set("harness_auth", m.HarnessAuth)
+	set("harness", m.Harness)
+	set("execution_mode", m.ExecutionMode)
 	return res
 }

@@ -401,7 +401,7 @@ func (r *agentResource) Create(ctx context.Context, req resource.CreateRequest, 
 	if !ok {
 		return
 	}
-	out, diags := deploy(ctx, r.providerData(), rev, c, plan.Revision.ValueInt64(), 0, false)
+	out, diags := deploy(ctx, r.providerData(), rev, c, plan.Revision.ValueInt64(), 0, false, recordReferences(ctx, plan, &resp.Diagnostics))
 	resp.Diagnostics.Append(diags...)
 	if !out.Wrote {
 		return // nothing reached the target: nothing to keep in state
@@ -432,7 +432,7 @@ func (r *agentResource) Update(ctx context.Context, req resource.UpdateRequest, 
 			// The revision serves; an earlier apply stopped before retiring
 			// what earlier revisions left (AC4): finish that, deploy nothing.
 			n := state.Revision.ValueInt64()
-			out, diags := deploy(ctx, r.providerData(), rev, c, n, n, true)
+			out, diags := deploy(ctx, r.providerData(), rev, c, n, n, true, recordReferences(ctx, plan, &resp.Diagnostics))
 			resp.Diagnostics.Append(diags...)
 			if diags.HasError() {
 				return // state keeps the finding: the next plan offers the finish again
@@ -444,7 +444,7 @@ func (r *agentResource) Update(ctx context.Context, req resource.UpdateRequest, 
 			// refresh found a policy deleted or the Service edited: write
 			// them, outside revision identity (no new revision, no restart).
 			n := state.Revision.ValueInt64()
-			endpoint, diags := syncNetwork(ctx, r.providerData(), rev, c, n)
+			endpoint, diags := syncNetwork(ctx, r.providerData(), rev, c, n, recordReferences(ctx, plan, &resp.Diagnostics))
 			if diags.HasError() {
 				resp.Diagnostics.Append(diags...)
 				return // state keeps the previous compute: the next plan offers the change again
@@ -465,7 +465,7 @@ func (r *agentResource) Update(ctx context.Context, req resource.UpdateRequest, 
 	// when a refresh found it drifted: the stale guard (AC3) and a
 	// dedicated replacement's stop-earlier step (AC2) then still apply.
 	serving := state.Revision.ValueInt64()
-	out, diags := deploy(ctx, r.providerData(), rev, c, plan.Revision.ValueInt64(), serving, false)
+	out, diags := deploy(ctx, r.providerData(), rev, c, plan.Revision.ValueInt64(), serving, false, recordReferences(ctx, plan, &resp.Diagnostics))
 	resp.Diagnostics.Append(diags...)
 	if diags.HasError() {
 		return // a failed update keeps the previous state: the next plan shows the change again
@@ -507,6 +507,14 @@ func (r *agentResource) Read(ctx context.Context, req resource.ReadRequest, resp
 	if !obs.Exists && state.Revision.IsNull() {
 		resp.State.RemoveResource(ctx) // imported name that does not exist
 		return
+	}
+	if state.Compute.IsNull() && obs.References != "" {
+		// An import: the references the agent's last apply recorded make
+		// the imported state whole (references.go).
+		if err := decodeReferences(ctx, obs.References, &state); err != nil {
+			resp.Diagnostics.AddWarning("The imported agent's references were not read back",
+				fmt.Sprintf("Agent %q: %v. Write its compute, configuration and harness_auth in its configuration (the resources they name) before you plan.", state.Name.ValueString(), err))
+		}
 	}
 	status, drifted := observedStatus(obs)
 	state.Status = types.StringValue(status)

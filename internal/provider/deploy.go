@@ -31,7 +31,7 @@ type deployOutcome struct {
 // serving is the revision state says is active (0 on create); finish asks
 // only to finish the retirement after revision, which already serves
 // (executor.Deployment.Finish).
-func deploy(ctx context.Context, data *Data, rev *admission.Revision, c admission.Compute, revision, serving int64, finish bool) (deployOutcome, diag.Diagnostics) {
+func deploy(ctx context.Context, data *Data, rev *admission.Revision, c admission.Compute, revision, serving int64, finish bool, refs string) (deployOutcome, diag.Diagnostics) {
 	var diags diag.Diagnostics
 	out := deployOutcome{Status: types.StringValue("failed"), ActivatedAt: types.StringNull(), Endpoint: types.StringNull(), Phases: types.ListNull(phaseType)}
 	fields := executor.Fields(work("agent "+rev.Agent, "deploy"), map[string]any{"revision": revision, "compute_kind": c.Kind})
@@ -41,7 +41,7 @@ func deploy(ctx context.Context, data *Data, rev *admission.Revision, c admissio
 		return out, diags
 	}
 	start := time.Now()
-	res, err := ex.Deploy(ctx, executor.Deployment{Revision: rev, Compute: c, N: revision, Serving: serving, Finish: finish, Log: logTo(ctx, fields)})
+	res, err := ex.Deploy(ctx, executor.Deployment{Revision: rev, Compute: c, N: revision, Serving: serving, Finish: finish, References: refs, Log: logTo(ctx, fields)})
 	addExecutorWarnings(&diags, res.Warnings)
 	if err != nil {
 		out.Wrote = executor.Wrote(err)
@@ -58,13 +58,13 @@ func deploy(ctx context.Context, data *Data, rev *admission.Revision, c admissio
 // for revision n, which serves and does not change
 // (executor.Deployment.NetworkOnly); it returns the agent's endpoint (""
 // when the executor has none to report).
-func syncNetwork(ctx context.Context, data *Data, rev *admission.Revision, c admission.Compute, n int64) (string, diag.Diagnostics) {
+func syncNetwork(ctx context.Context, data *Data, rev *admission.Revision, c admission.Compute, n int64, refs string) (string, diag.Diagnostics) {
 	var diags diag.Diagnostics
 	fields := executor.Fields(work("agent "+rev.Agent, "network-policy"), map[string]any{"revision": n, "compute_kind": c.Kind})
 	ex, err := data.executor(ctx, c.Kind)
 	var res executor.Result
 	if err == nil {
-		res, err = ex.Deploy(ctx, executor.Deployment{Revision: rev, Compute: c, N: n, Serving: n, NetworkOnly: true, Log: logTo(ctx, fields)})
+		res, err = ex.Deploy(ctx, executor.Deployment{Revision: rev, Compute: c, N: n, Serving: n, NetworkOnly: true, References: refs, Log: logTo(ctx, fields)})
 	}
 	if err != nil {
 		tflog.Info(ctx, "network policies and exposure not written", withOutcome(fields, "failed"))

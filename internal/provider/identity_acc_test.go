@@ -63,6 +63,20 @@ func TestAccIdentity_Kubernetes(t *testing.T) {
 				},
 			},
 			agentImport,
+			{
+				// terraform plan -generate-config-out: the import reads the
+				// references the apply recorded on the Service, so the
+				// generated configuration plans as it is, keeping revision 1
+				// (nothing is deployed).
+				Config: config, ResourceName: "occ_agent.a", ImportState: true, ImportStateKind: resource.ImportBlockWithResourceIdentity,
+				GenerateConfig: true, ExpectNonEmptyPlan: true,
+				ImportPlanChecks: resource.ImportPlanChecks{PreApply: []plancheck.PlanCheck{
+					plancheck.ExpectResourceAction("occ_agent.generated", plancheck.ResourceActionUpdate),
+					plancheck.ExpectKnownValue("occ_agent.generated", tfjsonpath.New("revision"), knownvalue.Int64Exact(1)),
+					plancheck.ExpectKnownValue("occ_agent.generated", tfjsonpath.New("compute").AtMapKey("name"), knownvalue.StringExact("prod")),
+					plancheck.ExpectKnownValue("occ_agent.generated", tfjsonpath.New("harness_auth").AtMapKey("source").AtMapKey("name"), knownvalue.StringExact("anthropic")),
+				}},
+			},
 			importByIdentity("occ_compute.k"),
 			importByIdentity("occ_configuration.c"),
 			importByIdentity("occ_credential_source.s"),
@@ -156,7 +170,54 @@ func TestAccIdentity_SSH(t *testing.T) {
 					plancheck.ExpectKnownValue("occ_agent.a", tfjsonpath.New("revision"), knownvalue.Int64Exact(1)),
 				}},
 			},
+			{
+				// The generated configuration plans too: the references come
+				// back from the host's activation record.
+				Config: env.config("", doc), ResourceName: "occ_agent.a", ImportState: true,
+				ImportStateKind: resource.ImportBlockWithResourceIdentity, GenerateConfig: true, ExpectNonEmptyPlan: true,
+				ImportPlanChecks: resource.ImportPlanChecks{PreApply: []plancheck.PlanCheck{
+					plancheck.ExpectResourceAction("occ_agent.generated", plancheck.ResourceActionUpdate),
+					plancheck.ExpectKnownValue("occ_agent.generated", tfjsonpath.New("revision"), knownvalue.Int64Exact(1)),
+					plancheck.ExpectKnownValue("occ_agent.generated", tfjsonpath.New("compute").AtMapKey("ssh").AtMapKey("host"), knownvalue.StringExact(host)),
+				}},
+			},
 		},
 		CheckDestroy: env.destroyed,
+	})
+}
+
+// TestAccAgent_GeneratedConfigPlans: `terraform plan -generate-config-out`
+// with an import block by id (Terraform 1.5+, the main run's CLI): the
+// import reads back the references the apply recorded on the Service, so
+// the generated resource holds compute, configuration and harness_auth and
+// plans as written, keeping the running revision (nothing deployed).
+// OpenTofu is left out: terraform-plugin-testing's import-block steps run
+// `init` in a directory where OpenTofu looks the in-process provider up in
+// its registry, which these machines cannot reach.
+func TestAccAgent_GeneratedConfigPlans(t *testing.T) {
+	if testCLI(t).openTofu {
+		t.Skip("terraform-plugin-testing's import-block steps cannot reattach the provider under OpenTofu (init looks it up in the registry); the Terraform runs cover this test")
+	}
+	env := newKubeEnv(t)
+	env.secret(t, "llm", "api-key", testSentinel)
+	config := kubeAgentConfig(env, "", anthropicDoc, "")
+	resource.Test(t, resource.TestCase{
+		PreCheck:                 func() { testAccPreCheck(t) },
+		ProtoV6ProviderFactories: testAccProtoV6ProviderFactories,
+		Steps: []resource.TestStep{
+			{Config: config},
+			{
+				Config: config, ResourceName: "occ_agent.a", ImportState: true,
+				ImportStateKind: resource.ImportBlockWithID, ImportStateId: env.ns + "/support",
+				GenerateConfig: true, ExpectNonEmptyPlan: true,
+				ImportPlanChecks: resource.ImportPlanChecks{PreApply: []plancheck.PlanCheck{
+					plancheck.ExpectResourceAction("occ_agent.generated", plancheck.ResourceActionUpdate),
+					plancheck.ExpectKnownValue("occ_agent.generated", tfjsonpath.New("revision"), knownvalue.Int64Exact(1)),
+					plancheck.ExpectKnownValue("occ_agent.generated", tfjsonpath.New("compute").AtMapKey("kubernetes").AtMapKey("namespace"), knownvalue.StringExact(env.ns)),
+					plancheck.ExpectKnownValue("occ_agent.generated", tfjsonpath.New("configuration").AtMapKey("name"), knownvalue.StringExact("support")),
+					plancheck.ExpectKnownValue("occ_agent.generated", tfjsonpath.New("harness_auth").AtMapKey("source").AtMapKey("method"), knownvalue.StringExact("api_key")),
+				}},
+			},
+		},
 	})
 }

@@ -68,6 +68,11 @@ list "occ_agent" "here" {
 						{Path: tfjsonpath.New("revision"), KnownValue: knownvalue.Int64Exact(1)},
 						{Path: tfjsonpath.New("status"), KnownValue: knownvalue.StringExact("active")},
 						{Path: tfjsonpath.New("endpoint"), KnownValue: knownvalue.StringExact(fmt.Sprintf("http://billing.%s.svc:18789", env.ns))},
+						// The references the apply recorded: what
+						// -generate-config-out writes.
+						{Path: tfjsonpath.New("compute").AtMapKey("name"), KnownValue: knownvalue.StringExact("prod")},
+						{Path: tfjsonpath.New("configuration").AtMapKey("name"), KnownValue: knownvalue.StringExact("support")},
+						{Path: tfjsonpath.New("execution_mode"), KnownValue: knownvalue.StringExact("embedded")},
 					}),
 				},
 			},

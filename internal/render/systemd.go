@@ -95,6 +95,9 @@ type Activation struct {
 	Digest      string    `json:"digest"`
 	ActivatedAt time.Time `json:"activated_at"`
 	Endpoint    string    `json:"endpoint"`
+	// References is the deploy's executor.Deployment.References: what an
+	// import reads back.
+	References string `json:"references,omitempty"`
 }
 
 // SystemdHost is everything one revision of an agent puts on an SSH host.

@@ -329,7 +329,7 @@ func (e *Executor) deploy(ctx context.Context, d executor.Deployment, t Target, 
 	}
 
 	at := e.now().UTC().Truncate(time.Second)
-	rec, err := json.Marshal(render.Activation{Agent: h.Agent, Revision: n, RevisionID: h.RevisionID, Digest: h.Digest, ActivatedAt: at, Endpoint: h.Endpoint})
+	rec, err := json.Marshal(render.Activation{Agent: h.Agent, Revision: n, RevisionID: h.RevisionID, Digest: h.Digest, ActivatedAt: at, Endpoint: h.Endpoint, References: d.References})
 	if err != nil {
 		return executor.Result{}, err
 	}

@@ -138,6 +138,9 @@ func observedOf(v hostView) executor.Observed {
 	if !v.Exists {
 		o.Drift, o.DriftDetail = executor.DriftGone, "the agent is not on the host"
 	}
+	if v.Activation != nil {
+		o.References = v.Activation.References // also of a drifted agent: an import adopts it
+	}
 	if o.Drift == executor.DriftNone && v.Activation != nil {
 		act := v.Activation
 		o.Revision, o.RevisionID, o.ActivatedAt, o.Endpoint = act.Revision, act.RevisionID, act.ActivatedAt.UTC(), act.Endpoint

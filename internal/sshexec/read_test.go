@@ -32,3 +32,22 @@ func TestReadHasADeadline(t *testing.T) {
 		t.Fatalf("the refresh took %s; its deadline is 2s", d)
 	}
 }
+
+// TestObservedReferences: the references record an apply wrote into the
+// activation record is reported by Read, also for an agent that drifted
+// (an import adopts it as it is), and is absent for an older record.
+func TestObservedReferences(t *testing.T) {
+	act := `{"agent":"support","revision":3,"revision_id":"abc","digest":"d1","activated_at":"2026-11-29T10:00:00Z","endpoint":"http://127.0.0.1:18789","references":"occ-references-v1:AAAA"}`
+	serving := "unit_file=present\nLoadState=loaded\nActiveState=active\nSubState=running\nagent_dir=/etc/openclaw/support\ncurrent=r3\ndigest=d1\nactivation=" + act + "\nrevisions=r3 \n"
+	if o := observedOf(parseObserved(serving)); o.References != "occ-references-v1:AAAA" || o.Revision != 3 {
+		t.Errorf("serving agent: %+v", o)
+	}
+	edited := strings.Replace(serving, "digest=d1", "digest=d2", 1)
+	if o := observedOf(parseObserved(edited)); o.Drift == executor.DriftNone || o.References != "occ-references-v1:AAAA" {
+		t.Errorf("edited agent: %+v", o)
+	}
+	older := strings.Replace(serving, `,"references":"occ-references-v1:AAAA"`, "", 1)
+	if o := observedOf(parseObserved(older)); o.References != "" {
+		t.Errorf("older record: %+v", o)
+	}
+}

@@ -1,0 +1,77 @@
+package kube
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/occ-platform/terraform-provider-occ/internal/admission"
+	"github.com/occ-platform/terraform-provider-occ/internal/executor"
+	"github.com/occ-platform/terraform-provider-occ/internal/render"
+	testkube "github.com/occ-platform/terraform-provider-occ/internal/testenv/kube"
+)
+
+// TestReferences_KeptOnTheService: the deploy's references record is
+// written on the agent's Service with the activation (the budget test
+// holds that it costs no request), Read and List report it, a NetworkOnly
+// deploy (a compute changed outside revision identity) refreshes it
+// without touching a workload, and a deploy without one leaves it.
+func TestReferences_KeptOnTheService(t *testing.T) {
+	c := testkube.Shared(t)
+	ns := c.TestNamespace(t)
+	exec, err := New(c.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+	defer cancel()
+	compute := admission.Compute{ID: "k", Name: "k", Kind: admission.KindKubernetes, Namespace: ns, CPUMillis: 1000, MemoryLimit: "1Gi"}
+	agent := executor.Agent{Name: "bench", Compute: &compute, Harness: admission.HarnessOpenClaw, ExecutionMode: admission.ModeEmbedded}
+	annotation := func() string {
+		t.Helper()
+		s, err := c.Clientset.CoreV1().Services(ns).Get(ctx, render.ServiceName("bench"), metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s.Annotations[AnnotationReferences]
+	}
+	rev := testRevision(t, ns, nil)
+	if _, err := exec.Deploy(ctx, executor.Deployment{Revision: rev, Compute: compute, N: 1, References: "record-1"}); err != nil {
+		t.Fatal(err)
+	}
+	if got := annotation(); got != "record-1" {
+		t.Fatalf("Service records %q, want record-1", got)
+	}
+	if o, err := exec.Read(ctx, agent); err != nil || o.References != "record-1" {
+		t.Fatalf("Read: %+v, %v", o, err)
+	}
+	if l, err := exec.List(ctx, ns); err != nil || len(l) != 1 || l[0].References != "record-1" {
+		t.Fatalf("List: %+v, %v", l, err)
+	}
+
+	before, err := c.Clientset.AppsV1().Deployments(ns).Get(ctx, render.GatewayName("bench"), metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := exec.Deploy(ctx, executor.Deployment{Revision: rev, Compute: compute, N: 1, Serving: 1, NetworkOnly: true, References: "record-2"}); err != nil {
+		t.Fatal(err)
+	}
+	if got := annotation(); got != "record-2" {
+		t.Fatalf("after a NetworkOnly deploy the Service records %q, want record-2", got)
+	}
+	after, err := c.Clientset.AppsV1().Deployments(ns).Get(ctx, render.GatewayName("bench"), metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after.Generation != before.Generation {
+		t.Fatalf("the NetworkOnly deploy changed the gateway Deployment (generation %d → %d)", before.Generation, after.Generation)
+	}
+	if _, err := exec.Deploy(ctx, executor.Deployment{Revision: rev, Compute: compute, N: 1, Serving: 1, NetworkOnly: true}); err != nil {
+		t.Fatal(err)
+	}
+	if got := annotation(); got != "record-2" {
+		t.Fatalf("a deploy without a record left %q, want record-2 kept", got)
+	}
+}
