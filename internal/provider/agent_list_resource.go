@@ -163,8 +163,8 @@ func (r *agentListResource) List(ctx context.Context, req list.ListRequest, stre
 		return
 	}
 	tflog.Info(ctx, "agents listed", map[string]any{"compute_kind": kind, "target": where, "count": len(listed)})
-	// The results are built here, while ctx holds: the stream is read after
-	// List returns.
+	// The results are built now, in full: the framework reads the stream
+	// after List has returned.
 	results := make([]list.ListResult, 0, len(listed))
 	for _, l := range listed {
 		if req.Limit > 0 && int64(len(results)) >= req.Limit {
@@ -183,8 +183,8 @@ func (r *agentListResource) List(ctx context.Context, req list.ListRequest, stre
 
 // listResult is one agent found: its identity, a display name with its
 // revision and status, and (include_resource) what the listing read of
-// it, in occ_agent's attributes; the references stay null, since a target
-// does not hold them.
+// it, in occ_agent's attributes, with the references its last apply
+// recorded (references.go).
 func listResult(ctx context.Context, req list.ListRequest, id agentIdentityModel, l executor.Listed) list.ListResult {
 	res := req.NewListResult(ctx)
 	res.Diagnostics.Append(res.Identity.Set(ctx, id)...)
