@@ -1,10 +1,17 @@
 package provider
 
 import (
+	"encoding/json"
+	"errors"
 	"fmt"
 	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/hashicorp/terraform-plugin-testing/helper/resource"
@@ -140,4 +147,123 @@ list "occ_agent" "edge" {
 		},
 		CheckDestroy: env.destroyed,
 	})
+}
+
+// TestAccQuery_GenerateConfigPlans: the flow the list resource exists for,
+// run with the real CLI and the built provider binary (bin/, through
+// dev_overrides, as a user runs it): an agent applied by one configuration
+// is found by `terraform query -generate-config-out` from another, and the
+// generated import and resource blocks plan as written: an import that
+// updates in place, keeping the agent's revision (nothing deployed).
+func TestAccQuery_GenerateConfigPlans(t *testing.T) {
+	queryPreCheck(t) // before the environment starts
+	bin, err := filepath.Abs(filepath.Join("..", "..", "bin"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(bin, "terraform-provider-occ")); err != nil {
+		t.Fatalf("the provider binary is not built (%v): run `make build`, or `make testacc-new-terraform`, which builds it", err)
+	}
+	env := newKubeEnv(t)
+	env.secret(t, "llm", "api-key", testSentinel)
+	cli := testCLI(t).path
+	rc := filepath.Join(t.TempDir(), "terraformrc")
+	if err := os.WriteFile(rc, fmt.Appendf(nil, "provider_installation {\n  dev_overrides {\n    \"occ-platform/occ\" = %q\n  }\n  direct {}\n}\n", bin), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	run := func(dir string, args ...string) (string, int) {
+		t.Helper()
+		cmd := exec.Command(cli, append([]string{"-chdir=" + dir}, args...)...)
+		cmd.Env = append(os.Environ(), "TF_CLI_CONFIG_FILE="+rc, "CHECKPOINT_DISABLE=1", "TF_IN_AUTOMATION=1", "TF_ACC=", "TF_REATTACH_PROVIDERS=")
+		out, err := cmd.CombinedOutput()
+		code := 0
+		var exitErr *exec.ExitError
+		if errors.As(err, &exitErr) {
+			code = exitErr.ExitCode()
+		} else if err != nil {
+			t.Fatalf("%s %v: %v", cli, args, err)
+		}
+		return string(out), code
+	}
+	source := `
+terraform {
+  required_providers {
+    occ = { source = "occ-platform/occ" }
+  }
+}
+`
+	applied, adopter := t.TempDir(), t.TempDir()
+	write := func(dir, name, text string) {
+		t.Helper()
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(applied, "main.tf", source+kubeAgentConfig(env, "", anthropicDoc, ""))
+	if out, code := run(applied, "apply", "-auto-approve", "-no-color"); code != 0 {
+		t.Fatalf("apply (exit %d):\n%s", code, out)
+	}
+	t.Cleanup(func() {
+		if out, code := run(applied, "destroy", "-auto-approve", "-no-color"); code != 0 {
+			t.Errorf("destroy (exit %d):\n%s", code, out)
+		}
+	})
+
+	write(adopter, "main.tf", source+env.provider)
+	write(adopter, "agents.tfquery.hcl", fmt.Sprintf(`
+list "occ_agent" "found" {
+  provider         = occ
+  include_resource = true
+  config {
+    namespace = %q
+  }
+}
+`, env.ns))
+	if out, code := run(adopter, "query", "-generate-config-out=generated.tf", "-no-color"); code != 0 {
+		t.Fatalf("query (exit %d):\n%s", code, out)
+	}
+	generated, err := os.ReadFile(filepath.Join(adopter, "generated.tf"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"import {", `resource "occ_agent"`, "compute", "harness_auth"} {
+		if !strings.Contains(string(generated), want) {
+			t.Fatalf("generated configuration lacks %q:\n%s", want, generated)
+		}
+	}
+	if strings.Contains(string(generated), testSentinel) {
+		t.Fatal("the generated configuration holds the credential's value")
+	}
+	out, code := run(adopter, "plan", "-no-color", "-detailed-exitcode", "-out=adopt.tfplan")
+	if code != 2 { // 2: the plan succeeded and has changes (the import)
+		t.Fatalf("plan of the generated configuration (exit %d, want 2):\n%s\n--- generated.tf:\n%s", code, out, generated)
+	}
+	shown, code := run(adopter, "show", "-json", "adopt.tfplan")
+	if code != 0 {
+		t.Fatalf("show (exit %d): %s", code, shown)
+	}
+	var plan struct {
+		ResourceChanges []struct {
+			Type   string `json:"type"`
+			Change struct {
+				Actions   []string         `json:"actions"`
+				Importing *json.RawMessage `json:"importing"`
+				Before    map[string]any   `json:"before"`
+				After     map[string]any   `json:"after"`
+			} `json:"change"`
+		} `json:"resource_changes"`
+	}
+	if err := json.Unmarshal([]byte(shown), &plan); err != nil {
+		t.Fatalf("plan JSON: %v", err)
+	}
+	if len(plan.ResourceChanges) != 1 {
+		t.Fatalf("%d resource changes, want the one adopted agent:\n%s", len(plan.ResourceChanges), out)
+	}
+	rc0 := plan.ResourceChanges[0].Change
+	if plan.ResourceChanges[0].Type != "occ_agent" || rc0.Importing == nil || !slices.Equal(rc0.Actions, []string{"update"}) {
+		t.Fatalf("change %+v, want an import that updates in place:\n%s", plan.ResourceChanges[0], out)
+	}
+	if rc0.Before["revision"] != float64(1) || rc0.After["revision"] != float64(1) || rc0.Before["revision_id"] != rc0.After["revision_id"] {
+		t.Fatalf("the adoption plans revision %v (%v) from %v (%v), want the running revision kept", rc0.After["revision"], rc0.After["revision_id"], rc0.Before["revision"], rc0.Before["revision_id"])
+	}
 }
