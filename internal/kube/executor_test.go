@@ -13,6 +13,7 @@ import (
 	"github.com/occ-platform/terraform-provider-occ/internal/admission"
 	"github.com/occ-platform/terraform-provider-occ/internal/executor"
 	"github.com/occ-platform/terraform-provider-occ/internal/render"
+	testkube "github.com/occ-platform/terraform-provider-occ/internal/testenv/kube"
 )
 
 // What a request did to the cluster decides Wrote, marked by the
@@ -124,4 +125,20 @@ func TestObserve_DeletedServiceIsDrift(t *testing.T) {
 	if err != nil || !o.Exists || o.Drift != executor.DriftWorkload || !strings.Contains(o.DriftDetail, "Service bench was deleted") {
 		t.Fatalf("after deleting the Service: %+v, %v", o, err)
 	}
+}
+
+// liveExecutor is an executor on the shared test control plane, with a
+// namespace of the test's own, a compute of it and a context that ends
+// after timeout (or with the test).
+func liveExecutor(t *testing.T, timeout time.Duration) (*testkube.Cluster, *Executor, admission.Compute, context.Context) {
+	t.Helper()
+	c := testkube.Shared(t)
+	ns := c.TestNamespace(t)
+	exec, err := New(c.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	t.Cleanup(cancel)
+	return c, exec, admission.Compute{ID: "k", Name: "k", Kind: admission.KindKubernetes, Namespace: ns, CPUMillis: 1000, MemoryLimit: "1Gi"}, ctx
 }

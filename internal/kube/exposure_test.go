@@ -24,16 +24,9 @@ import (
 // ClusterIP clears the node ports; and a load balancer that never gets an
 // address fails with DEADLINE_EXCEEDED, the revision still serving.
 func TestExposure_ExecutorLifecycle(t *testing.T) {
-	c := testkube.Shared(t)
-	ns := c.TestNamespace(t)
-	exec, err := New(c.Config)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 180*time.Second)
-	defer cancel()
-	compute := admission.Compute{ID: "k", Name: "k", Kind: admission.KindKubernetes, Namespace: ns, CPUMillis: 1000, MemoryLimit: "1Gi",
-		Exposure: admission.Exposure{Type: admission.ServiceLoadBalancer, Annotations: map[string]string{"example.com/internal": "true", "example.com/tier": "a"}, SourceRanges: []string{"10.0.0.0/8"}}}
+	c, exec, compute, ctx := liveExecutor(t, 180*time.Second)
+	ns := compute.Namespace
+	compute.Exposure = admission.Exposure{Type: admission.ServiceLoadBalancer, Annotations: map[string]string{"example.com/internal": "true", "example.com/tier": "a"}, SourceRanges: []string{"10.0.0.0/8"}}
 	svc := func() *corev1.Service {
 		t.Helper()
 		s, err := c.Clientset.CoreV1().Services(ns).Get(ctx, render.ServiceName("bench"), metav1.GetOptions{})

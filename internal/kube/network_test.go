@@ -1,7 +1,6 @@
 package kube
 
 import (
-	"context"
 	"slices"
 	"strings"
 	"testing"
@@ -13,7 +12,6 @@ import (
 	"github.com/occ-platform/terraform-provider-occ/internal/admission"
 	"github.com/occ-platform/terraform-provider-occ/internal/executor"
 	"github.com/occ-platform/terraform-provider-occ/internal/render"
-	testkube "github.com/occ-platform/terraform-provider-occ/internal/testenv/kube"
 )
 
 // The agent's NetworkPolicies on a real API server: written before the
@@ -22,15 +20,8 @@ import (
 // the revision no longer runs loses its policy at retirement, disabled
 // deletes them, and destroy leaves none.
 func TestNetworkPolicy_ExecutorLifecycle(t *testing.T) {
-	c := testkube.Shared(t)
-	ns := c.TestNamespace(t)
-	exec, err := New(c.Config)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
-	defer cancel()
-	compute := admission.Compute{ID: "k", Name: "k", Kind: admission.KindKubernetes, Namespace: ns, CPUMillis: 1000, MemoryLimit: "1Gi"}
+	c, exec, compute, ctx := liveExecutor(t, 120*time.Second)
+	ns := compute.Namespace
 	names := func() []string {
 		t.Helper()
 		list, err := c.Clientset.NetworkingV1().NetworkPolicies(ns).List(ctx, metav1.ListOptions{})

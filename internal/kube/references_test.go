@@ -1,7 +1,6 @@
 package kube
 
 import (
-	"context"
 	"testing"
 	"time"
 
@@ -10,7 +9,6 @@ import (
 	"github.com/occ-platform/terraform-provider-occ/internal/admission"
 	"github.com/occ-platform/terraform-provider-occ/internal/executor"
 	"github.com/occ-platform/terraform-provider-occ/internal/render"
-	testkube "github.com/occ-platform/terraform-provider-occ/internal/testenv/kube"
 )
 
 // TestReferences_KeptOnTheService: the deploy's references record is
@@ -19,15 +17,8 @@ import (
 // deploy (a compute changed outside revision identity) refreshes it
 // without touching a workload, and a deploy without one leaves it.
 func TestReferences_KeptOnTheService(t *testing.T) {
-	c := testkube.Shared(t)
-	ns := c.TestNamespace(t)
-	exec, err := New(c.Config)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
-	defer cancel()
-	compute := admission.Compute{ID: "k", Name: "k", Kind: admission.KindKubernetes, Namespace: ns, CPUMillis: 1000, MemoryLimit: "1Gi"}
+	c, exec, compute, ctx := liveExecutor(t, 120*time.Second)
+	ns := compute.Namespace
 	agent := executor.Agent{Name: "bench", Compute: &compute, Harness: admission.HarnessOpenClaw, ExecutionMode: admission.ModeEmbedded}
 	annotation := func() string {
 		t.Helper()
