@@ -290,8 +290,22 @@ func (e *Executor) deploy(ctx context.Context, d executor.Deployment, t Target, 
 	if err != nil {
 		return executor.Result{}, err
 	}
-	if err := guardVerdict(rev.Agent, t.Addr(), n, d.Serving, h.RevisionID, parseSelected(g.Stdout)); err != nil {
+	sel := parseSelected(g.Stdout)
+	if err := guardVerdict(rev.Agent, t.Addr(), n, d.Serving, h.RevisionID, sel); err != nil {
 		return executor.Result{}, err
+	}
+	if sel.Revision == n {
+		// The host already selects revision n: an apply wrote and started
+		// it but stopped before activating it (killed, or past its
+		// deadline). Its gateway may still be starting on these files, and
+		// it reloads when they change; stopped half-way through that, the
+		// runtime refuses its state on the next start ("requires state
+		// migration"). The activation restarts the unit anyway, so it is
+		// stopped before the files are rewritten.
+		log.Print("stopping the unactivated revision before rewriting it", phase("write"))
+		if _, err := run("stop "+h.Unit, `systemctl stop -- "$1"`, h.Unit); err != nil {
+			return executor.Result{}, err
+		}
 	}
 	if _, err := run("prepare "+h.RevisionDir, prepareScript, h.User, h.AgentDir, h.RevisionDir); err != nil {
 		return executor.Result{}, err
