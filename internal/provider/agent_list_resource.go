@@ -3,8 +3,6 @@ package provider
 import (
 	"context"
 	"fmt"
-	"net"
-	"strconv"
 	"time"
 
 	"github.com/hashicorp/terraform-plugin-framework/diag"
@@ -17,6 +15,7 @@ import (
 
 	"github.com/occ-platform/terraform-provider-occ/internal/admission"
 	"github.com/occ-platform/terraform-provider-occ/internal/executor"
+	"github.com/occ-platform/terraform-provider-occ/internal/sshexec"
 )
 
 var (
@@ -128,13 +127,7 @@ func (m agentListConfigModel) target() (kind, where string, identity func(agent 
 		return admission.KindKubernetes, ns, func(agent string) agentIdentityModel { return kubeIdentity(ns, agent) }
 	}
 	host, port := m.Host.ValueString(), m.Port.ValueInt64()
-	where = host
-	if port != 0 && port != 22 {
-		where = net.JoinHostPort(host, strconv.FormatInt(port, 10))
-	} else if net.ParseIP(host) != nil && net.ParseIP(host).To4() == nil {
-		where = "[" + host + "]"
-	}
-	return admission.KindSSH, where, func(agent string) agentIdentityModel { return sshIdentity(host, port, agent) }
+	return admission.KindSSH, sshexec.HostPort(host, int(port)), func(agent string) agentIdentityModel { return sshIdentity(host, port, agent) }
 }
 
 func (r *agentListResource) List(ctx context.Context, req list.ListRequest, stream *list.ListResultsStream) {

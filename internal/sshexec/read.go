@@ -285,13 +285,20 @@ func SplitAgentID(id string) (host string, port int, name string, ok bool) {
 // 22: the default), in the explicit ssh:// form, so that a host that is a
 // single DNS label is not read as a Kubernetes namespace.
 func ImportIDOf(host string, port int, agent string) string {
+	return "ssh://" + HostPort(host, port) + "/" + agent
+}
+
+// HostPort writes host and port as an import id or a listing names a
+// host: HOST, or HOST:PORT when port is neither 0 nor 22 (the default),
+// an IPv6 address in brackets.
+func HostPort(host string, port int) string {
 	if port == 0 || port == 22 {
 		if strings.Contains(host, ":") {
-			return "ssh://[" + host + "]/" + agent
+			return "[" + host + "]"
 		}
-		return "ssh://" + host + "/" + agent
+		return host
 	}
-	return "ssh://" + net.JoinHostPort(host, strconv.Itoa(port)) + "/" + agent
+	return net.JoinHostPort(host, strconv.Itoa(port))
 }
 
 // ParseImportID adopts HOST/NAME, HOST:PORT/NAME or ssh://HOST[:PORT]/NAME;
