@@ -98,21 +98,21 @@ func (m agentListConfigModel) check(diags *diag.Diagnostics) {
 		return // checked again when the query runs
 	}
 	hasNS, hasHost := !m.Namespace.IsNull(), !m.Host.IsNull()
-	switch {
-	case hasNS && hasHost:
+	switch f := targetFaultOf(hasNS, hasHost, m.Port); {
+	case f == targetBoth:
 		addAttrError(diags, path.Root("host"), "INVALID_REQUEST: namespace and host are both set",
 			"A listing reads one target: set namespace to list a Kubernetes namespace, or host (and port) to list an SSH host.")
-	case !hasNS && !hasHost:
+	case f == targetNeither:
 		addAttrError(diags, path.Root("namespace"), "INVALID_REQUEST: nothing to list",
 			"Set namespace to list the Agents of a Kubernetes namespace, or host (and port) to list those of an SSH host.")
-	case hasNS && !m.Port.IsNull():
+	case f == targetPortWithNamespace:
 		addAttrError(diags, path.Root("port"), "INVALID_REQUEST: port is for an SSH host",
 			"Remove port, or list an SSH host with host instead of namespace.")
 	case hasNS && m.Namespace.ValueString() == "":
 		addAttrError(diags, path.Root("namespace"), "INVALID_REQUEST: namespace is empty", "Write the tenant namespace to list, such as occ-acme.")
 	case hasHost && m.Host.ValueString() == "":
 		addAttrError(diags, path.Root("host"), "INVALID_REQUEST: host is empty", "Write the SSH host to list, such as 10.0.0.5.")
-	case !m.Port.IsNull() && (m.Port.ValueInt64() < 1 || m.Port.ValueInt64() > 65535):
+	case f == targetBadPort:
 		addAttrError(diags, path.Root("port"), "INVALID_REQUEST: port is not a TCP port",
 			fmt.Sprintf("port %d: write 1 to 65535, or leave it out for 22.", m.Port.ValueInt64()))
 	}

@@ -118,23 +118,50 @@ func agentIdentityOf(ctx context.Context, compute types.Object, id, agent string
 // attribute to fix.
 func (m agentIdentityModel) importID() (string, error) {
 	name := m.Name.ValueString()
-	hasNS, hasHost := m.Namespace.ValueString() != "", m.Host.ValueString() != ""
-	switch {
-	case name == "":
+	if name == "" {
 		return "", fmt.Errorf("identity.name must be set: the Agent's name")
-	case hasNS && hasHost:
-		return "", fmt.Errorf("identity sets both namespace and host: set namespace for an Agent on Kubernetes, or host (and port) for one on an SSH host")
-	case hasNS && !m.Port.IsNull():
-		return "", fmt.Errorf("identity.port is for an SSH host: remove it, or set host instead of namespace")
-	case hasNS:
-		return kube.AgentID(admission.Compute{Namespace: m.Namespace.ValueString()}, name), nil
-	case hasHost:
-		port := m.Port.ValueInt64()
-		if !m.Port.IsNull() && (port < 1 || port > 65535) {
-			return "", fmt.Errorf("identity.port %d is not a TCP port: write 1 to 65535, or leave it out for 22", port)
-		}
-		return sshexec.ImportIDOf(m.Host.ValueString(), int(port), name), nil
-	default:
-		return "", fmt.Errorf("identity must set namespace (an Agent on Kubernetes) or host (an Agent on an SSH host)")
 	}
+	switch targetFaultOf(m.Namespace.ValueString() != "", m.Host.ValueString() != "", m.Port) {
+	case targetBoth:
+		return "", fmt.Errorf("identity sets both namespace and host: set namespace for an Agent on Kubernetes, or host (and port) for one on an SSH host")
+	case targetNeither:
+		return "", fmt.Errorf("identity must set namespace (an Agent on Kubernetes) or host (an Agent on an SSH host)")
+	case targetPortWithNamespace:
+		return "", fmt.Errorf("identity.port is for an SSH host: remove it, or set host instead of namespace")
+	case targetBadPort:
+		return "", fmt.Errorf("identity.port %d is not a TCP port: write 1 to 65535, or leave it out for 22", m.Port.ValueInt64())
+	}
+	if m.Namespace.ValueString() != "" {
+		return kube.AgentID(admission.Compute{Namespace: m.Namespace.ValueString()}, name), nil
+	}
+	return sshexec.ImportIDOf(m.Host.ValueString(), int(m.Port.ValueInt64()), name), nil
+}
+
+// targetFault is what is wrong with where an agent identity or an
+// occ_agent list block points: it names exactly one of a Kubernetes
+// namespace and an SSH host, a port only with a host, and a TCP port.
+type targetFault int
+
+const (
+	targetOK targetFault = iota
+	targetBoth
+	targetNeither
+	targetPortWithNamespace
+	targetBadPort
+)
+
+// targetFaultOf judges a target that names a namespace (hasNS), a host
+// (hasHost) and port; each caller says it in its own attribute's words.
+func targetFaultOf(hasNS, hasHost bool, port types.Int64) targetFault {
+	switch {
+	case hasNS && hasHost:
+		return targetBoth
+	case !hasNS && !hasHost:
+		return targetNeither
+	case hasNS && !port.IsNull():
+		return targetPortWithNamespace
+	case !port.IsNull() && (port.ValueInt64() < 1 || port.ValueInt64() > 65535):
+		return targetBadPort
+	}
+	return targetOK
 }
