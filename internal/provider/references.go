@@ -8,6 +8,7 @@ import (
 
 	"github.com/hashicorp/terraform-plugin-framework/attr"
 	"github.com/hashicorp/terraform-plugin-framework/diag"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 	"github.com/hashicorp/terraform-plugin-go/tfprotov6"
 	"github.com/hashicorp/terraform-plugin-go/tftypes"
@@ -35,9 +36,8 @@ const referencesVersion = "occ-references-v1:"
 // on an object in all. A larger one is not recorded (the apply warns).
 const maxReferences = 128 << 10
 
-// referencesType is the record's type, from the agent schema itself.
-func referencesType(ctx context.Context) tftypes.Object {
-	s := agentSchema(ctx)
+// referencesType is the record's type, from the agent schema s itself.
+func referencesType(ctx context.Context, s schema.Schema) tftypes.Object {
 	types := map[string]tftypes.Type{}
 	for _, name := range referenceAttributes {
 		types[name] = s.Attributes[name].GetType().TerraformType(ctx)
@@ -61,7 +61,7 @@ func encodeReferences(ctx context.Context, m agentModel) (string, error) {
 		}
 		parts[name] = tv
 	}
-	typ := referencesType(ctx)
+	typ := referencesType(ctx, agentSchema(ctx))
 	// The protocol's own encoding of a value (msgpack), which keeps every
 	// null and type exactly.
 	dv, err := tfprotov6.NewDynamicValue(typ, tftypes.NewValue(typ, parts))
@@ -86,8 +86,8 @@ func decodeReferences(ctx context.Context, rec string, m *agentModel) error {
 	if err != nil {
 		return fmt.Errorf("the record is damaged: %w", err)
 	}
-	typ := referencesType(ctx)
-	v, err := (&tfprotov6.DynamicValue{MsgPack: b}).Unmarshal(typ)
+	s := agentSchema(ctx)
+	v, err := (&tfprotov6.DynamicValue{MsgPack: b}).Unmarshal(referencesType(ctx, s))
 	if err != nil {
 		return fmt.Errorf("the record does not fit this provider's schema: %w", err)
 	}
@@ -95,7 +95,6 @@ func decodeReferences(ctx context.Context, rec string, m *agentModel) error {
 	if err := v.As(&parts); err != nil {
 		return err
 	}
-	s := agentSchema(ctx)
 	got := map[string]attr.Value{}
 	for _, name := range referenceAttributes {
 		av, err := s.Attributes[name].GetType().ValueFromTerraform(ctx, parts[name])
