@@ -49,6 +49,23 @@ func (c *countingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	return c.next.RoundTrip(r)
 }
 
+// countedClient is a clientset on cfg (copied; tune changes the copy)
+// whose requests the returned transport counts.
+func countedClient(tb testing.TB, cfg *rest.Config, tune func(*rest.Config)) (*kubernetes.Clientset, *countingTransport) {
+	tb.Helper()
+	cfg = rest.CopyConfig(cfg)
+	counter := &countingTransport{}
+	cfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper { counter.next = rt; return counter }
+	if tune != nil {
+		tune(cfg)
+	}
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return cs, counter
+}
+
 func testRevision(t testing.TB, ns string, annotations map[string]string) *admission.Revision {
 	t.Helper()
 	return namedRevision(t, "bench", ns, annotations)
@@ -92,13 +109,7 @@ func BenchmarkDeploy_Figures(b *testing.B) {
 	for b.Loop() {
 		b.StopTimer()
 		ns := c.TestNamespace(b)
-		cfg := rest.CopyConfig(c.Config)
-		counter := &countingTransport{}
-		cfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper { counter.next = rt; return counter }
-		cs, err := kubernetes.NewForConfig(cfg)
-		if err != nil {
-			b.Fatal(err)
-		}
+		cs, counter := countedClient(b, c.Config, nil)
 		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 		// An independent observer of readiness.
 		readyAt := make(chan time.Time, 1)
@@ -561,14 +572,8 @@ func TestAC4_RecoveryRepeatsOnlySafeEffects(t *testing.T) {
 // with the test.
 func firstRevision(t *testing.T, rev func(ns string) *admission.Revision) (*testkube.Cluster, string, *Executor, context.Context) {
 	t.Helper()
-	c := testkube.Shared(t)
-	ns := c.TestNamespace(t)
-	exec, err := New(c.Config)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
-	t.Cleanup(cancel)
+	c, exec, compute, ctx := liveExecutor(t, 90*time.Second)
+	ns := compute.Namespace
 	if _, err := exec.Apply(ctx, rev(ns), 1, 0); err != nil {
 		t.Fatalf("revision 1: %v", err)
 	}
@@ -583,13 +588,7 @@ func firstRevision(t *testing.T, rev func(ns string) *admission.Revision) (*test
 func TestHM4_HarnessServiceFollowsTheHarness(t *testing.T) {
 	c := testkube.Shared(t)
 	ns := c.TestNamespace(t)
-	cfg := rest.CopyConfig(c.Config)
-	counter := &countingTransport{}
-	cfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper { counter.next = rt; return counter }
-	cs, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	cs, counter := countedClient(t, c.Config, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	exec := &Executor{Client: cs}

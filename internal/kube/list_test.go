@@ -3,15 +3,12 @@ package kube
 import (
 	"context"
 	"errors"
-	"net/http"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
 
 	"github.com/occ-platform/terraform-provider-occ/internal/admission"
 	"github.com/occ-platform/terraform-provider-occ/internal/executor"
@@ -61,13 +58,7 @@ func TestList_NamesTheNamespacesAgents(t *testing.T) {
 		}
 	}
 
-	cfg := rest.CopyConfig(c.Config)
-	counter := &countingTransport{}
-	cfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper { counter.next = rt; return counter }
-	cs, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	cs, counter := countedClient(t, c.Config, nil)
 	lister := &Executor{Client: cs}
 	got, err := lister.List(ctx, ns)
 	if err != nil {

@@ -3,7 +3,6 @@ package kube
 import (
 	"context"
 	"fmt"
-	"net/http"
 	"os"
 	"sort"
 	"strconv"
@@ -15,7 +14,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
 	"github.com/occ-platform/terraform-provider-occ/internal/admission"
@@ -74,14 +72,7 @@ func TestRealNode_Figures(t *testing.T) {
 		ObjectMeta: metav1.ObjectMeta{Name: "llm"}, StringData: map[string]string{"k": "sk-figures"}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	cfg := rest.CopyConfig(c.Config)
-	counter := &countingTransport{}
-	cfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper { counter.next = rt; return counter }
-	cfg.QPS, cfg.Burst = 200, 400
-	cs, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	cs, counter := countedClient(t, c.Config, func(cfg *rest.Config) { cfg.QPS, cfg.Burst = 200, 400 })
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
 
