@@ -71,6 +71,12 @@ type Request struct {
 	API        string // "responses", "responses-ws", "chat", "messages"
 	Upfront    bool   // no model in the body: an upfront empty request
 	Credential string // the credential the request carried
+	// Model is the model the body names ("" for an upfront request or a
+	// WebSocket upgrade, whose model comes in its messages).
+	Model string
+	// Remote is the caller's IP address: in a test environment where each
+	// process has an address of its own (a Pod), who made the call.
+	Remote string
 }
 
 // Server is a fake provider.
@@ -242,6 +248,14 @@ func credential(r *http.Request) string {
 	return strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")
 }
 
+// remoteIP is the address a request came from, without its port.
+func remoteIP(r *http.Request) string {
+	if h, _, err := net.SplitHostPort(r.RemoteAddr); err == nil {
+		return h
+	}
+	return r.RemoteAddr
+}
+
 // Active is the number of requests being answered (a hang stays active
 // until its client goes away).
 func (s *Server) Active() int64 { return s.active.Load() }
@@ -273,7 +287,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		Model string `json:"model"`
 	}
 	_ = json.Unmarshal(body, &head)
-	st := s.next(Request{Time: time.Now(), Method: r.Method, Path: r.URL.Path, API: api, Upfront: head.Model == "", Credential: credential(r)})
+	st := s.next(Request{Time: time.Now(), Method: r.Method, Path: r.URL.Path, API: api, Upfront: head.Model == "", Credential: credential(r), Model: head.Model, Remote: remoteIP(r)})
 	s.answer(w, r, api, st)
 }
 
@@ -411,7 +425,7 @@ func (s *Server) events(api string, kind Kind) []string {
 // message gets the events of the next step as text frames. A status step
 // refuses the upgrade with that status.
 func (s *Server) serveWebSocket(w http.ResponseWriter, r *http.Request) {
-	st := s.next(Request{Time: time.Now(), Method: r.Method, Path: r.URL.Path, API: "responses-ws", Credential: credential(r)})
+	st := s.next(Request{Time: time.Now(), Method: r.Method, Path: r.URL.Path, API: "responses-ws", Credential: credential(r), Remote: remoteIP(r)})
 	if st.Kind == Status {
 		s.answer(w, r, "responses", st)
 		return
