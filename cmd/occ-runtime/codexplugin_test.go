@@ -1,8 +1,10 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -16,7 +18,29 @@ import (
 	"github.com/occ-platform/terraform-provider-occ/internal/render"
 	"github.com/occ-platform/terraform-provider-occ/internal/runtimerecord"
 	"github.com/occ-platform/terraform-provider-occ/internal/startup/fakemodel"
+	"github.com/occ-platform/terraform-provider-occ/internal/turn"
 )
+
+// codexClient reports whether a User-Agent is the pinned Codex's:
+// ORIGINATOR/VERSION (OS) TERMINAL (CLIENT; CLIENT-VERSION), where the
+// originator is the app server's client (OpenClaw's plugin says openclaw)
+// and VERSION is Codex's own.
+func codexClient(ua string) bool {
+	first, _, _ := strings.Cut(ua, " ")
+	_, v, ok := strings.Cut(first, "/")
+	return ok && v == admission.PinnedCodexVersion
+}
+
+// redacted is s with every secret replaced, for a failure's log.
+func redacted(s string, secrets ...string) string {
+	for _, x := range secrets {
+		s = strings.ReplaceAll(s, x, "<secret>")
+	}
+	if len(s) > 8000 {
+		s = "…" + s[len(s)-8000:]
+	}
+	return s
+}
 
 // The gateway of a dedicated Codex agent reaches its harness through
 // OpenClaw's Codex plugin (@openclaw/codex), which openclaw 2026.9.6 no
@@ -217,6 +241,7 @@ func TestAU6_RealGatewayReachesAppServerThroughBundledPlugin(t *testing.T) {
 
 	path := "PATH=" + filepath.Dir(nodeBin) + ":" + filepath.Dir(ocBin) + ":/usr/local/bin:/usr/bin:/bin"
 	gwDoc := configFile(t, objs, render.ConfigMapName("coder", 1))
+	gwPort := 0
 	gateway := func(token string) (*proc, []string) {
 		t.Helper()
 		files := newPodFiles(t, render.ConfigDir, "/home/node", "/tmp")
@@ -227,6 +252,8 @@ func TestAU6_RealGatewayReachesAppServerThroughBundledPlugin(t *testing.T) {
 		occconfig.Set(d, occconfig.Keys("gateway", "bind"), "loopback")
 		occconfig.Set(d, occconfig.Keys("gateway", "port"), int64(port))
 		occconfig.Set(d, occconfig.Keys("plugins", "entries", "codex", "config", "appServer", "url"), fmt.Sprintf("ws://127.0.0.1:%d", asPort))
+		// The gateway's own client surface, for the turn below.
+		occconfig.Set(d, occconfig.Keys("gateway", "http", "endpoints", "chatCompletions", "enabled"), true)
 		writeFile(t, files.dir, render.ConfigDir+"/"+render.ConfigFile, string(occconfig.Canonical(d)))
 		s := map[string]string{}
 		for k, v := range secrets {
@@ -241,6 +268,7 @@ func TestAU6_RealGatewayReachesAppServerThroughBundledPlugin(t *testing.T) {
 			args = append(args, a)
 		}
 		env := files.env(t, gwC, s, path, fmt.Sprintf("OPENCLAW_GATEWAY_PORT=%d", port))
+		gwPort = port
 		return startWrapper(t, env, args...), env
 	}
 	waitLog := func(p *proc, want, not string) {
@@ -264,6 +292,33 @@ func TestAU6_RealGatewayReachesAppServerThroughBundledPlugin(t *testing.T) {
 	gw, env := gateway(appToken)
 	waitLog(gw, appServerHealthy, appServerRefused)
 	t.Logf("the gateway's Codex plugin reached the app server %v after the gateway started", time.Since(gw.started).Round(time.Millisecond))
+	// rules PR3, AU6: a turn. The message goes into the gateway's chat
+	// completions endpoint; the gateway's Codex plugin starts a thread on
+	// the app server with the provider the gateway configuration names
+	// (openai-compatible, MR4), and Codex, not the gateway, calls the
+	// probed endpoint with the agent's key. Found on the real node: the
+	// harness's config.toml named its provider otherwise, and every turn
+	// failed with "Model provider 'openai-compatible' not found".
+	probes := len(srv.ProbeRequests())
+	tctx, tcancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	ans, err := turn.Send(tctx, &http.Client{}, turn.Request{BaseURL: fmt.Sprintf("http://127.0.0.1:%d", gwPort), Token: gwToken, Message: "Say ok."})
+	tcancel()
+	if err != nil {
+		t.Fatalf("a turn through the gateway: %v\ngateway log:\n%s", err, redacted(gw.stdout.String()+gw.stderr.String(), sentinel, appToken, gwToken))
+	}
+	if ans.Text != "ok" {
+		t.Fatalf("the agent answered %q, want the model's %q", ans.Text, "ok")
+	}
+	calls := srv.ProbeRequests()[probes:]
+	if len(calls) == 0 {
+		t.Fatal("the turn answered without a model call")
+	}
+	for _, c := range calls {
+		if c.Path != "/v1/responses" || c.Credential != sentinel || c.Model != "gpt-5-codex" || !codexClient(c.Client) {
+			t.Errorf("turn's model call %s model %q by %q (the agent's key: %v); want POST /v1/responses, gpt-5-codex, by codex %s, with the key", c.Path, c.Model, c.Client, c.Credential == sentinel, admission.PinnedCodexVersion)
+		}
+	}
+	t.Logf("the turn answered %q: first token after %v", ans.Text, ans.FirstToken.Round(time.Millisecond))
 	if out := gw.stdout.String() + gw.stderr.String(); strings.Contains(out, "Failed to install missing configured plugin") {
 		t.Error("the gateway tried to install the Codex plugin")
 	}

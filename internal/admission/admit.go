@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/occ-platform/terraform-provider-occ/internal/occconfig"
@@ -266,15 +267,44 @@ func checkDedicated(doc occconfig.Document, res Resolution, mode string) Errors 
 	}
 	switch res.Primary.Provider {
 	case "codex":
-		return nil
+		return codexReproducible(doc, "codex")
 	case "openai":
 		if CodexPluginWebsocket(doc) {
-			return nil
+			return codexReproducible(doc, "openai")
 		}
 		return Errors{invalid("MR6", nil, pathDefaultModel, "dedicated Codex accepts openai models only when the Codex plugin is enabled with the websocket app-server transport; set plugins.entries.codex.enabled = true and plugins.entries.codex.config.appServer.transport = \"websocket\", or use a codex/… model")}
 	default:
 		return Errors{invalid("MR6", nil, pathDefaultModel, "dedicated Codex accepts only the native codex provider (or openai with the Codex plugin's websocket transport); %s is provider %q", res.Primary, res.Primary.Provider)}
 	}
+}
+
+// transportOverrides are the provider keys OpenClaw 2026.9.6 reads as
+// authored request transport overrides: with any of them, its Codex
+// harness refuses the route ("Codex cannot reproduce authored request
+// transport overrides") and the turn does not reach Codex.
+var transportOverrides = []string{"headers", "request", "params", "authHeader", "timeoutSeconds", "localService"}
+
+// codexReproducible refuses what dedicated Codex cannot honour of the
+// selected provider's entry (MR6), so that no admitted topology fails its
+// turns: request transport overrides, which the gateway's Codex harness
+// refuses, and for openai a baseUrl of its own, which OpenClaw never routes
+// to Codex (a custom OpenAI-compatible route is not one Codex reproduces)
+// while the gateway holds no key to run it itself. The user's key then
+// never goes to a host the document did not name.
+func codexReproducible(doc occconfig.Document, provider string) Errors {
+	var errs Errors
+	entry := pathProviders.Key(provider)
+	for _, k := range transportOverrides {
+		if _, ok := occconfig.Lookup(doc, entry.Key(k)); ok {
+			errs = append(errs, invalid("MR6", nil, entry.Key(k), "dedicated Codex cannot honour %s: OpenClaw's Codex harness refuses a provider with authored request transport overrides, so no turn would reach Codex; remove %s (Codex sends its own headers to the endpoint)", entry.Key(k), entry.Key(k)))
+		}
+	}
+	if provider == "openai" {
+		if u, _ := occconfig.String(doc, entry.Key("baseUrl")); strings.TrimSpace(u) != "" {
+			errs = append(errs, invalid("MR6", nil, entry.Key("baseUrl"), "dedicated Codex cannot run openai models at an endpoint of their own: OpenClaw routes a custom OpenAI-compatible baseUrl to its own runtime, never to Codex, and the dedicated gateway holds no key, so no turn would be answered; for a compatible endpoint use a codex/… model with models.providers.codex.baseUrl (OCC points Codex's openai-compatible provider at it), or remove models.providers.openai.baseUrl to use OpenAI"))
+		}
+	}
+	return errs
 }
 
 func probeFor(res Resolution, mode string, doc occconfig.Document) Probe {

@@ -135,8 +135,12 @@ func aliasAdvice(alias string) string {
 }
 
 // CodexProvider is the id of the model provider OCC defines for a
-// dedicated Codex harness whose endpoint is a compatible one (PR3).
-const CodexProvider = "occ"
+// dedicated Codex harness whose endpoint is a compatible one (PR3): the
+// provider the gateway's configuration selects for such an endpoint
+// (MR4's codex/openai-compatible/… references), which the Codex plugin
+// names as the thread's modelProvider. So the probe, the app server's
+// default and every turn the gateway starts use one definition.
+const CodexProvider = CompatibleProvider
 
 // CodexProviderSettings is that provider's definition, as Codex's
 // model_providers.<id> keys and TOML values, for a probe's base URL and

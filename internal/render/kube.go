@@ -490,7 +490,10 @@ func writePlatformKeys(d occconfig.Document, keys []admission.PlatformKey, compu
 // export off, prompts never logged, and for a compatible endpoint (PR3)
 // the model and the provider the startup probe called, so that the app
 // server's turns go where the probe passed (the probe defines the same
-// provider on its command line, admission.CodexProviderSettings).
+// provider on its command line, admission.CodexProviderSettings). The
+// provider's id is the one the gateway's Codex plugin names in each
+// thread it starts (openai-compatible, from MR4's references): a provider
+// of another name fails every turn with "Model provider not found".
 //
 // With driver-owned logging (AD5) the file holds no logging: the [otel]
 // table is left out, as are LOG_FORMAT and RUST_LOG (dedicatedCodex); the

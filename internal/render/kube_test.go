@@ -785,7 +785,7 @@ func TestPR3_HarnessConfigNamesTheProbedEndpoint(t *testing.T) {
 		in   admission.Input
 		want []string
 	}{
-		"compatible endpoint": {custom, []string{"model = \"gpt-5-codex\"\nmodel_provider = \"occ\"\n\n[model_providers.occ]\n", `base_url = "https://llm.example/v1"`, `wire_api = "responses"`, "requires_openai_auth = true", "[otel]"}},
+		"compatible endpoint": {custom, []string{"model = \"gpt-5-codex\"\nmodel_provider = \"openai-compatible\"\n\n[model_providers.openai-compatible]\n", `base_url = "https://llm.example/v1"`, `wire_api = "responses"`, "requires_openai_auth = true", "[otel]"}},
 		"default endpoint":    {codexInput(t, admission.MethodAPIKey), []string{"[otel]"}},
 	} {
 		t.Run(name, func(t *testing.T) {

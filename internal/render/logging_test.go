@@ -74,7 +74,7 @@ func TestLG3_CodexLoggingFollowsOwnership(t *testing.T) {
 					t.Errorf("config.toml has %q: %v, want %v:\n%s", w, has, tc.platform, toml)
 				}
 			}
-			if tc.document == customDoc && !strings.Contains(toml, "[model_providers.occ]") {
+			if tc.document == customDoc && !strings.Contains(toml, "[model_providers.openai-compatible]") {
 				t.Errorf("driver-owned logging dropped the compatible endpoint's provider:\n%s", toml)
 			}
 		})

@@ -77,6 +77,9 @@ type Request struct {
 	// Remote is the caller's IP address: in a test environment where each
 	// process has an address of its own (a Pod), who made the call.
 	Remote string
+	// Client is what the caller says it is, its User-Agent: on loopback,
+	// where every process shares an address, who made the call.
+	Client string
 }
 
 // Server is a fake provider.
@@ -248,6 +251,9 @@ func credential(r *http.Request) string {
 	return strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")
 }
 
+// client is the caller's own name for itself: its User-Agent.
+func client(r *http.Request) string { return r.Header.Get("User-Agent") }
+
 // remoteIP is the address a request came from, without its port.
 func remoteIP(r *http.Request) string {
 	if h, _, err := net.SplitHostPort(r.RemoteAddr); err == nil {
@@ -287,7 +293,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		Model string `json:"model"`
 	}
 	_ = json.Unmarshal(body, &head)
-	st := s.next(Request{Time: time.Now(), Method: r.Method, Path: r.URL.Path, API: api, Upfront: head.Model == "", Credential: credential(r), Model: head.Model, Remote: remoteIP(r)})
+	st := s.next(Request{Time: time.Now(), Method: r.Method, Path: r.URL.Path, API: api, Upfront: head.Model == "", Credential: credential(r), Model: head.Model, Remote: remoteIP(r), Client: client(r)})
 	s.answer(w, r, api, st)
 }
 
@@ -425,7 +431,7 @@ func (s *Server) events(api string, kind Kind) []string {
 // message gets the events of the next step as text frames. A status step
 // refuses the upgrade with that status.
 func (s *Server) serveWebSocket(w http.ResponseWriter, r *http.Request) {
-	st := s.next(Request{Time: time.Now(), Method: r.Method, Path: r.URL.Path, API: "responses-ws", Credential: credential(r), Remote: remoteIP(r)})
+	st := s.next(Request{Time: time.Now(), Method: r.Method, Path: r.URL.Path, API: "responses-ws", Credential: credential(r), Remote: remoteIP(r), Client: client(r)})
 	if st.Kind == Status {
 		s.answer(w, r, "responses", st)
 		return
