@@ -1,0 +1,298 @@
+package provider
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/terraform-plugin-testing/helper/resource"
+	"github.com/hashicorp/terraform-plugin-testing/knownvalue"
+	"github.com/hashicorp/terraform-plugin-testing/plancheck"
+	"github.com/hashicorp/terraform-plugin-testing/statecheck"
+	"github.com/hashicorp/terraform-plugin-testing/terraform"
+	"github.com/hashicorp/terraform-plugin-testing/tfjsonpath"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/occ-platform/terraform-provider-occ/internal/render"
+	"github.com/occ-platform/terraform-provider-occ/internal/startup/fakemodel"
+	"github.com/occ-platform/terraform-provider-occ/internal/turn"
+)
+
+// The turn tests: what an agent is deployed for, on the real node. After
+// the apply returns, one message goes in through the gateway's own client
+// surface (its OpenAI-compatible chat completions endpoint, through the
+// agent's Service, with the gateway token), and the answer comes out. The
+// fake model endpoint records who called it, with which key, at which
+// path, so each test asserts that the model was called by the right
+// process with the agent's key at the endpoint the configuration names.
+
+// chatCompletionsOn is the document fragment that makes the gateway serve
+// its chat completions endpoint (off by default upstream).
+const chatCompletionsOn = `gateway = { http = { endpoints = { chatCompletions = { enabled = true } } } }`
+
+// applyClock records when the apply of a step starts (a PreApply plan
+// check runs right before it) and when its checks start (right after the
+// apply returned): the activation time, as the user waits for it.
+type applyClock struct {
+	mu                sync.Mutex
+	started, returned time.Time
+}
+
+func (c *applyClock) CheckPlan(context.Context, plancheck.CheckPlanRequest, *plancheck.CheckPlanResponse) {
+	c.mu.Lock()
+	c.started = time.Now()
+	c.mu.Unlock()
+}
+
+func (c *applyClock) stop() {
+	c.mu.Lock()
+	c.returned = time.Now()
+	c.mu.Unlock()
+}
+
+func (c *applyClock) apply() time.Duration {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.returned.Sub(c.started)
+}
+
+// turnThroughService sends one turn to the agent's gateway through its
+// Service from inside the node's network, with the gateway token of the
+// agent's Secret. A connection refused while kube-proxy programs a new
+// Service is retried; an answer of the gateway (a refusal, a failed run)
+// is not. The duration returned is from the call (right after the apply
+// returned) to the answer's first token.
+func turnThroughService(ctx context.Context, e realEnv, agent, message string) (turn.Answer, time.Duration, error) {
+	cs := e.cluster.Clientset
+	sec, err := cs.CoreV1().Secrets(e.ns).Get(ctx, render.GatewayTokenSecret(agent), metav1.GetOptions{})
+	if err != nil {
+		return turn.Answer{}, 0, err
+	}
+	svc, err := cs.CoreV1().Services(e.ns).Get(ctx, agent, metav1.GetOptions{})
+	if err != nil {
+		return turn.Answer{}, 0, err
+	}
+	base := "http://" + net.JoinHostPort(svc.Spec.ClusterIP, fmt.Sprint(render.GatewayPort))
+	c := e.httpClient()
+	c.Timeout = 0 // the turn's context bounds it
+	start := time.Now()
+	deadline := start.Add(60 * time.Second)
+	for {
+		tctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+		a, err := turn.Send(tctx, c, turn.Request{BaseURL: base, Token: string(sec.Data[render.GatewayTokenKey]), Message: message})
+		cancel()
+		var te *turn.Error
+		if err == nil || errors.As(err, &te) || time.Now().After(deadline) {
+			return a, time.Since(start) - a.Total + a.FirstToken, err
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// refusedWithoutToken checks that the gateway's chat endpoint refuses a
+// turn without the gateway token and with another one.
+func refusedWithoutToken(ctx context.Context, e realEnv, agent string) error {
+	svc, err := e.cluster.Clientset.CoreV1().Services(e.ns).Get(ctx, agent, metav1.GetOptions{})
+	if err != nil {
+		return err
+	}
+	base := "http://" + net.JoinHostPort(svc.Spec.ClusterIP, fmt.Sprint(render.GatewayPort))
+	for _, tok := range []string{"", "not-the-gateway-token-0123456789"} {
+		tctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		_, err := turn.Send(tctx, e.httpClient(), turn.Request{BaseURL: base, Token: tok, Message: "hello"})
+		cancel()
+		var te *turn.Error
+		if !errors.As(err, &te) || !te.Unauthorized() {
+			return fmt.Errorf("a turn with token %q: %v, want 401", tok, err)
+		}
+	}
+	return nil
+}
+
+// podIP is the IP of the agent's one Pod of a component.
+func podIP(ctx context.Context, e realEnv, agent, component string) (string, error) {
+	pods, err := e.cluster.Clientset.CoreV1().Pods(e.ns).List(ctx, metav1.ListOptions{
+		LabelSelector: render.LabelAgent + "=" + agent + "," + render.LabelComponent + "=" + component})
+	if err != nil {
+		return "", err
+	}
+	var ips []string
+	for _, p := range pods.Items {
+		if p.DeletionTimestamp == nil && p.Status.PodIP != "" {
+			ips = append(ips, p.Status.PodIP)
+		}
+	}
+	if len(ips) != 1 {
+		return "", fmt.Errorf("%s Pods of %s with an IP: %v, want one", component, agent, ips)
+	}
+	return ips[0], nil
+}
+
+// turnCalls are the model calls made after the probe: those of the turn.
+func turnCalls(srv *fakemodel.Server, probes int) []fakemodel.Request {
+	calls := srv.ProbeRequests()
+	if len(calls) <= probes {
+		return nil
+	}
+	return calls[probes:]
+}
+
+// TestAccAgent_RealNodeEmbeddedTurn: embedded OpenClaw on the real node
+// answers a turn. The message goes into the gateway's chat completions
+// endpoint through the agent's Service with the gateway token; the
+// gateway itself (its Pod's address) calls the model the configuration
+// names, at its baseUrl, with the agent's key; the model's words come
+// back. Without the token, or with another, the gateway refuses the turn.
+func TestAccAgent_RealNodeEmbeddedTurn(t *testing.T) {
+	env := newRealEnv(t)
+	srv := env.model(t, fakemodel.Step{Kind: fakemodel.OK})
+	t.Setenv("TF_VAR_key", testSentinel)
+	config := strings.Replace(realAgentConfig(env, srv.URL, "6m"),
+		`agents = { defaults = { model = "anthropic/claude-sonnet-4-5" } }`,
+		`agents = { defaults = { model = "anthropic/claude-sonnet-4-5" } }
+    `+chatCompletionsOn, 1)
+	if !strings.Contains(config, "chatCompletions") {
+		t.Fatal("the configuration was not rewritten")
+	}
+	clock := &applyClock{}
+	resource.Test(t, resource.TestCase{
+		PreCheck:                 func() { testAccPreCheck(t) },
+		ProtoV6ProviderFactories: testAccProtoV6ProviderFactories,
+		Steps: []resource.TestStep{{
+			Config:           config,
+			ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{clock}},
+			ConfigStateChecks: []statecheck.StateCheck{
+				statecheck.ExpectKnownValue("occ_agent.a", tfjsonpath.New("status"), knownvalue.StringExact("active")),
+			},
+			Check: func(*terraform.State) error {
+				clock.stop()
+				ctx := context.Background()
+				probes := len(srv.ProbeRequests())
+				a, ttft, err := turnThroughService(ctx, env, "support", "Say ok.")
+				if err != nil {
+					return fmt.Errorf("the turn: %w", err)
+				}
+				if a.Text != "ok" {
+					return fmt.Errorf("the agent answered %q, want the model's %q", a.Text, "ok")
+				}
+				gw, err := podIP(ctx, env, "support", render.ComponentGateway)
+				if err != nil {
+					return err
+				}
+				calls := turnCalls(srv, probes)
+				if len(calls) == 0 {
+					return fmt.Errorf("the turn answered without a model call")
+				}
+				for _, c := range calls {
+					// The configuration's endpoint (baseUrl + the Messages
+					// API), the agent's key, its primary model, and the
+					// gateway's own Pod: embedded, the gateway is the harness.
+					if c.Path != "/v1/messages" || c.Credential != testSentinel || c.Model != "claude-sonnet-4-5" || c.Remote != gw {
+						return fmt.Errorf("model call %s %s model %q from %s (the agent's key: %v); want POST /v1/messages, claude-sonnet-4-5, from the gateway %s, with the key",
+							c.Method, c.Path, c.Model, c.Remote, c.Credential == testSentinel, gw)
+					}
+				}
+				if err := refusedWithoutToken(ctx, env, "support"); err != nil {
+					return err
+				}
+				t.Logf("figures: embedded OpenClaw: activated in %s (apply), first answered token %s after activation (turn total %s)",
+					clock.apply().Round(time.Millisecond), ttft.Round(time.Millisecond), a.Total.Round(time.Millisecond))
+				return nil
+			},
+		}},
+	})
+}
+
+// TestAccAgent_RealNodeDedicatedCodexTurn: dedicated Codex on the real node
+// answers a turn sent the moment the apply returns (PR10: the gateway
+// waits for its harness before it serves). The message goes into the
+// gateway's chat completions endpoint; the gateway's Codex plugin starts a
+// thread on the app server with the provider the configuration names
+// (openai-compatible, MR4, PR3); the app server, from the harness Pod's
+// address, calls the configuration's baseUrl with the agent's key; the
+// gateway itself makes no model call at all (it has no key, AU6).
+func TestAccAgent_RealNodeDedicatedCodexTurn(t *testing.T) {
+	env := newRealEnv(t)
+	srv := env.model(t, fakemodel.Step{Kind: fakemodel.OK})
+	t.Setenv("TF_VAR_key", testSentinel)
+	config := strings.Replace(realCodexConfig(env, srv.URL, "8m"),
+		`agents = { defaults = { model = "codex/gpt-5-codex" } }`,
+		`agents = { defaults = { model = "codex/gpt-5-codex" } }
+    `+chatCompletionsOn, 1)
+	if !strings.Contains(config, "chatCompletions") {
+		t.Fatal("the configuration was not rewritten")
+	}
+	clock := &applyClock{}
+	var gatewayIP string
+	defer func() {
+		if !t.Failed() {
+			return
+		}
+		logs, _ := podLogs(context.Background(), env, "coder")
+		for name, l := range logs {
+			t.Logf("--- %s:\n%s", name, strings.ReplaceAll(l, testSentinel, "<key>"))
+		}
+	}()
+	resource.Test(t, resource.TestCase{
+		PreCheck:                 func() { testAccPreCheck(t) },
+		ProtoV6ProviderFactories: testAccProtoV6ProviderFactories,
+		Steps: []resource.TestStep{{
+			Config:           config,
+			ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{clock}},
+			ConfigStateChecks: []statecheck.StateCheck{
+				statecheck.ExpectKnownValue("occ_agent.a", tfjsonpath.New("status"), knownvalue.StringExact("active")),
+			},
+			Check: func(*terraform.State) error {
+				clock.stop()
+				ctx := context.Background()
+				probes := len(srv.ProbeRequests())
+				a, ttft, err := turnThroughService(ctx, env, "coder", "Say ok.")
+				if err != nil {
+					return fmt.Errorf("the turn, right after activation: %w", err)
+				}
+				if a.Text != "ok" {
+					return fmt.Errorf("the agent answered %q, want the model's %q", a.Text, "ok")
+				}
+				gw, err := podIP(ctx, env, "coder", render.ComponentGateway)
+				if err != nil {
+					return err
+				}
+				gatewayIP = gw
+				harness, err := podIP(ctx, env, "coder", render.ComponentHarness)
+				if err != nil {
+					return err
+				}
+				calls := turnCalls(srv, probes)
+				if len(calls) == 0 {
+					return fmt.Errorf("the turn answered without a model call")
+				}
+				for _, c := range calls {
+					if c.Path != "/v1/responses" || c.Credential != testSentinel || c.Model != "gpt-5-codex" || c.Remote != harness {
+						return fmt.Errorf("model call %s %s model %q from %s (the agent's key: %v); want POST /v1/responses, gpt-5-codex, from the harness %s, with the key",
+							c.Method, c.Path, c.Model, c.Remote, c.Credential == testSentinel, harness)
+					}
+				}
+				if err := refusedWithoutToken(ctx, env, "coder"); err != nil {
+					return err
+				}
+				t.Logf("figures: dedicated Codex: activated in %s (apply), first answered token %s after activation (turn total %s)",
+					clock.apply().Round(time.Millisecond), ttft.Round(time.Millisecond), a.Total.Round(time.Millisecond))
+				return nil
+			},
+		}},
+	})
+	// AU6: over the whole test (probe and turn), the gateway called no model.
+	if gatewayIP == "" {
+		t.Fatal("the gateway's address was never read: the check would prove nothing")
+	}
+	for _, r := range srv.Requests() {
+		if r.Remote == gatewayIP {
+			t.Errorf("the gateway called the model: %s %s", r.Method, r.Path)
+		}
+	}
+}
