@@ -66,6 +66,8 @@ const (
 	AuthRefused          Code = "AUTH_REFUSED"
 	HostKeyMismatch      Code = "HOST_KEY_MISMATCH"
 	CommandFailed        Code = "COMMAND_FAILED"
+
+	TurnFailed Code = "TURN_FAILED"
 )
 
 // CodeRuntime is a runtime's held startup code as a failure code.
@@ -106,6 +108,9 @@ var Catalog = []Entry{
 	{BadRecord, SourceProvider, nil,
 		"The runtime wrote a startup record outside the contract (an unknown field value or code).",
 		"Use the pinned runtime image or fix the custom image or wrapper."},
+	{TurnFailed, SourceProvider, nil,
+		"A turn sent with the occ_agent_turn action did not answer: the gateway refused it (its chat completions endpoint is off, or it refused the gateway token) or the agent's run failed (the model refused the key, was unreachable, or the turn outlived its timeout); the gateway's own words are quoted, bounded.",
+		"Enable gateway.http.endpoints.chatCompletions in the agent's configuration when the diagnostic says the endpoint is off; otherwise read the agent's status and logs (terraform plan refreshes it), fix the credential or the model endpoint, and send the turn again."},
 	{CrashLoop, SourceProvider, k8s,
 		"A container keeps exiting; the diagnostic quotes the last lines of its previous run (at most 20, with every credential the Pod was given, and whatever looks like one, redacted).",
 		"Fix the image or the configuration, then apply again."},

@@ -36,6 +36,7 @@ import (
 	"time"
 
 	"github.com/occ-platform/terraform-provider-occ/internal/admission"
+	"github.com/occ-platform/terraform-provider-occ/internal/turn"
 )
 
 // Executor runs agents on one compute kind.
@@ -64,6 +65,11 @@ type Executor interface {
 	List(ctx context.Context, where string) ([]Listed, error)
 	// Delete removes every object of an agent.
 	Delete(ctx context.Context, a Agent) error
+	// Turn sends one message to the agent's activated revision through
+	// its gateway's own client surface and returns the answer; it writes
+	// nothing. A turn that does not answer is a *Failure (TURN_FAILED, or
+	// UNAVAILABLE / NOT_FOUND when the gateway cannot be reached).
+	Turn(ctx context.Context, t Turn) (turn.Answer, error)
 	// ParseImportID recognises an import id of this kind; ok is false for
 	// ids of other kinds, err set for an id of this kind that is malformed.
 	ParseImportID(id string) (name string, ok bool, err error)
@@ -189,6 +195,45 @@ type Agent struct {
 	ImportID               string
 	Harness, ExecutionMode string
 	Log                    Log
+}
+
+// Turn is one message to an agent (the occ_agent_turn action).
+type Turn struct {
+	// Agent names the agent and its compute (Compute is required). Where
+	// the gateway listens and how it authenticates are read from what the
+	// target runs, not from Terraform.
+	Agent   Agent
+	Message string
+	Log     Log
+}
+
+// TurnFailure words a turn that did not answer (turn.Send's error) as a
+// Failure: the gateway's refusal or the run's failure is TURN_FAILED,
+// with the gateway's own bounded words; a gateway that cannot be reached
+// is UNAVAILABLE.
+func TurnFailure(agent, where string, err error) *Failure {
+	f := &Failure{Code: TurnFailed, Op: OpTurn, Agent: agent, Where: where, Err: err}
+	var te *turn.Error
+	switch {
+	case errors.As(err, &te) && te.NotEnabled():
+		f.Reason = "the gateway does not serve its chat completions endpoint (" + te.Error() + ")"
+		f.Next = "set gateway.http.endpoints.chatCompletions.enabled = true in the agent's configuration document and apply (a new revision), then send the turn again"
+	case errors.As(err, &te) && te.Unauthorized():
+		f.Reason = "the gateway refused the gateway token (" + te.Error() + ")"
+		f.Next = "the gateway runs with another token than the one the provider sent: apply the agent again (a restart with its token), then send the turn again"
+	case errors.As(err, &te):
+		f.Reason = te.Error()
+		f.Next = "read the agent's status and its gateway's log; a model that refuses the key or cannot be reached fails the turn the same way it would fail the startup probe"
+	case errors.Is(err, context.DeadlineExceeded):
+		f.Code = Deadline
+		f.Reason = "the turn did not answer before the action's timeout"
+		f.Next = "raise the action's timeout, or check the model endpoint the configuration names"
+	default:
+		f.Code = Unavailable
+		f.Reason = "the gateway did not answer: " + err.Error()
+		f.Next = "check that the agent is active (terraform plan refreshes its status), then send the turn again"
+	}
+	return f
 }
 
 // RetainsState reports whether destroying the agent keeps its state claim

@@ -17,6 +17,7 @@ const (
 	OpDelete  Op = "delete"
 	OpImport  Op = "import"
 	OpList    Op = "list"
+	OpTurn    Op = "turn"
 )
 
 // Failure is an operation that did not succeed: its code from the catalog,
@@ -83,6 +84,8 @@ func (f *Failure) SummaryText() string {
 		return f.Summary
 	case f.Op == OpDeploy && f.Agent != "":
 		return fmt.Sprintf("agent %q revision %d did not activate", f.Agent, f.Revision)
+	case f.Op == OpTurn && f.Agent != "":
+		return fmt.Sprintf("agent %q did not answer the turn", f.Agent)
 	case f.Agent != "":
 		return fmt.Sprintf("agent %q: %s failed", f.Agent, f.Op)
 	}

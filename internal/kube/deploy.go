@@ -21,6 +21,7 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/metadata"
+	"k8s.io/client-go/rest"
 
 	"github.com/occ-platform/terraform-provider-occ/internal/admission"
 	"github.com/occ-platform/terraform-provider-occ/internal/executor"
@@ -71,6 +72,9 @@ type Executor struct {
 	references string
 	// prepared is shared by every operation (nil: nothing is remembered).
 	prepared *preparedSet
+	// cfg is the connection, for the streams client-go's typed clients do
+	// not make (a turn's port-forward); nil: none.
+	cfg *rest.Config
 }
 
 func (e *Executor) now() time.Time {

@@ -40,7 +40,7 @@ func New(cfg *rest.Config) (*Executor, error) {
 	if err != nil {
 		return nil, fmt.Errorf("kubernetes metadata client: %w", err)
 	}
-	return &Executor{Client: client, Dynamic: dyn, Metadata: meta, prepared: &preparedSet{done: map[string]bool{}}}, nil
+	return &Executor{Client: client, Dynamic: dyn, Metadata: meta, prepared: &preparedSet{done: map[string]bool{}}, cfg: cfg}, nil
 }
 
 // MarkWrites wraps a client's transport so that every request that may

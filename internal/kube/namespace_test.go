@@ -64,3 +64,18 @@ func TestSandboxRulesMatchDocumentedRoles(t *testing.T) {
 		}
 	}
 }
+
+// The documented turn Role is the one the turn's port-forward needs.
+func TestTurnRulesMatchDocumentedRole(t *testing.T) {
+	b, err := os.ReadFile("../../examples/kubernetes-role/turn-role.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var role rbacv1.Role
+	if err := yaml.Unmarshal(b, &role); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(role.Rules, TurnRules) {
+		t.Errorf("examples/kubernetes-role/turn-role.yaml rules differ from kube.TurnRules:\n%+v\n%+v", role.Rules, TurnRules)
+	}
+}

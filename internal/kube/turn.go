@@ -1,0 +1,184 @@
+package kube
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/httpstream"
+	"k8s.io/client-go/tools/portforward"
+	"k8s.io/client-go/transport/spdy"
+
+	"github.com/occ-platform/terraform-provider-occ/internal/executor"
+	"github.com/occ-platform/terraform-provider-occ/internal/render"
+	"github.com/occ-platform/terraform-provider-occ/internal/turn"
+)
+
+// TurnRules are what the provider needs in a tenant namespace, beside
+// RequiredRules, to send a turn to an agent (the occ_agent_turn action):
+// a port-forward to the gateway Pod the agent's Service selects, over
+// websocket (get) or, from an API server that does not upgrade to it,
+// SPDY (create). Only the action needs it; docs render it from here.
+var TurnRules = []rbacv1.PolicyRule{
+	{APIGroups: []string{""}, Resources: []string{"pods/portforward"}, Verbs: []string{"get", "create"}},
+}
+
+// Turn sends one message to the agent's activated revision through its
+// gateway: a port-forward (through the API server and the kubelet, as
+// kubectl port-forward does) to a ready gateway Pod the agent's Service
+// selects, and the gateway's chat completions endpoint with the agent's
+// gateway token. Nothing is written to the cluster.
+func (e *Executor) Turn(ctx context.Context, t executor.Turn) (turn.Answer, error) {
+	a := t.Agent
+	if a.Compute == nil {
+		return turn.Answer{}, &executor.Failure{Code: executor.NotFound, Op: executor.OpTurn, Agent: a.Name, Reason: "the agent's compute is not known", Next: "apply the agent first"}
+	}
+	ns := a.Compute.Namespace
+	fail := func(code executor.Code, reason, next string, err error) error {
+		return &executor.Failure{Code: code, Op: executor.OpTurn, Agent: a.Name, Where: "namespace " + ns, Reason: reason, Next: next, Err: err}
+	}
+	if e.cfg == nil {
+		return turn.Answer{}, fail(executor.Unavailable, "the executor has no connection to port-forward through", "", nil)
+	}
+	svc, err := e.Client.CoreV1().Services(ns).Get(ctx, render.ServiceName(a.Name), metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		return turn.Answer{}, fail(executor.NotFound, fmt.Sprintf("agent %s has no Service in namespace %s: no revision is activated", a.Name, ns), "apply the agent, then send the turn", err)
+	case err != nil:
+		return turn.Answer{}, fail(executor.Unavailable, "reading the agent's Service: "+err.Error(), "", err)
+	case !ownedBy(svc, a.Name):
+		return turn.Answer{}, fail(executor.ResourceConflict, fmt.Sprintf("Service %s/%s is not the provider's", ns, svc.Name), "", nil)
+	}
+	pod, err := e.servingPod(ctx, svc)
+	if err != nil {
+		return turn.Answer{}, fail(executor.Unavailable, err.Error(), "check the agent's status with terraform plan (a refresh reads it), and its gateway Pod's events", err)
+	}
+	sec, err := e.Client.CoreV1().Secrets(ns).Get(ctx, render.GatewayTokenSecret(a.Name), metav1.GetOptions{})
+	if err != nil {
+		return turn.Answer{}, fail(executor.Unavailable, "reading the agent's gateway token Secret "+render.GatewayTokenSecret(a.Name)+": "+err.Error(), "", err)
+	}
+	token := string(sec.Data[render.GatewayTokenKey])
+	local, stop, err := e.forward(ctx, ns, pod, render.GatewayPort)
+	if err != nil {
+		if errors.Is(err, errForbidden) {
+			return turn.Answer{}, fail(executor.ResourceConflict, fmt.Sprintf("the provider's identity may not port-forward to Pod %s: %v", pod, err),
+				fmt.Sprintf("grant the provider's identity get and create on pods/portforward in namespace %s (the turn's Role rule in the Kubernetes permissions guide), then send the turn again", ns), err)
+		}
+		return turn.Answer{}, fail(executor.Unavailable, fmt.Sprintf("port-forward to Pod %s: %v", pod, err), "", err)
+	}
+	defer stop()
+	t.Log.Print("turn: port-forward ready", map[string]any{"agent": a.Name, "namespace": ns, "pod": pod})
+	return sendTurn(ctx, t, "http://127.0.0.1:"+strconv.Itoa(int(local)), token, "Pod "+pod)
+}
+
+// sendTurn sends the turn and words what went wrong as a Failure.
+func sendTurn(ctx context.Context, t executor.Turn, base, token, where string) (turn.Answer, error) {
+	c := &http.Client{}
+	ans, err := turn.Send(ctx, c, turn.Request{BaseURL: base, Token: token, Message: t.Message})
+	if err == nil {
+		return ans, nil
+	}
+	return turn.Answer{}, executor.TurnFailure(t.Agent.Name, where, err)
+}
+
+// servingPod is a ready gateway Pod the Service selects.
+func (e *Executor) servingPod(ctx context.Context, svc *corev1.Service) (string, error) {
+	if len(svc.Spec.Selector) == 0 {
+		return "", fmt.Errorf("Service %s selects no Pods", svc.Name)
+	}
+	pods, err := e.Client.CoreV1().Pods(svc.Namespace).List(ctx, metav1.ListOptions{LabelSelector: labels.SelectorFromSet(svc.Spec.Selector).String()})
+	if err != nil {
+		return "", fmt.Errorf("listing the gateway Pods: %w", err)
+	}
+	for _, p := range pods.Items {
+		if p.DeletionTimestamp != nil || p.Status.Phase != corev1.PodRunning {
+			continue
+		}
+		for _, c := range p.Status.Conditions {
+			if c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue {
+				return p.Name, nil
+			}
+		}
+	}
+	return "", fmt.Errorf("no ready gateway Pod behind Service %s (%d Pods selected)", svc.Name, len(pods.Items))
+}
+
+var errForbidden = errors.New("forbidden")
+
+// forward opens a port-forward to port of pod on a free loopback port and
+// returns it; stop ends the forward. The websocket protocol comes first,
+// SPDY when the API server does not upgrade to it (kubectl's order).
+func (e *Executor) forward(ctx context.Context, ns, pod string, port int) (uint16, func(), error) {
+	u, err := url.Parse(e.cfg.Host)
+	if err != nil {
+		return 0, nil, err
+	}
+	u = u.JoinPath("api", "v1", "namespaces", ns, "pods", pod, "portforward")
+	rt, upgrader, err := spdy.RoundTripperFor(e.cfg)
+	if err != nil {
+		return 0, nil, err
+	}
+	dialer := spdy.NewDialer(upgrader, &http.Client{Transport: rt}, http.MethodPost, u)
+	if ws, err := portforward.NewSPDYOverWebsocketDialer(u, e.cfg); err == nil {
+		dialer = portforward.NewFallbackDialer(ws, dialer, func(err error) bool {
+			return httpstream.IsUpgradeFailure(err) || httpstream.IsHTTPSProxyError(err)
+		})
+	}
+	fctx, cancel := context.WithCancel(ctx)
+	ready := make(chan struct{})
+	pf, err := portforward.NewOnAddressesWithContext(fctx, dialer, []string{"127.0.0.1"}, []string{"0:" + strconv.Itoa(port)}, ready, io.Discard, io.Discard)
+	if err != nil {
+		cancel()
+		return 0, nil, err
+	}
+	done := make(chan error, 1)
+	go func() { done <- pf.ForwardPorts() }()
+	select {
+	case <-ready:
+	case err := <-done:
+		cancel()
+		if err == nil {
+			err = errors.New("the port-forward ended before it was ready")
+		}
+		return 0, nil, forwardErr(err)
+	case <-ctx.Done():
+		cancel()
+		return 0, nil, ctx.Err()
+	}
+	ports, err := pf.GetPorts()
+	if err != nil || len(ports) != 1 {
+		cancel()
+		return 0, nil, fmt.Errorf("the port-forward has no local port: %v", err)
+	}
+	stop := func() {
+		cancel()
+		select {
+		case <-done:
+		case <-time.After(5 * time.Second):
+		}
+	}
+	return ports[0].Local, stop, nil
+}
+
+// forwardErr marks an upgrade the API server refused for want of a
+// permission: a 403 status, or, as client-go reports a refused streaming
+// upgrade, its message (RBAC's "… is forbidden: User … cannot …").
+func forwardErr(err error) error {
+	var se interface{ Status() metav1.Status }
+	if (errors.As(err, &se) && se.Status().Code == http.StatusForbidden) || apierrors.IsForbidden(err) ||
+		strings.Contains(err.Error(), " is forbidden: ") {
+		return fmt.Errorf("%w: %v", errForbidden, err)
+	}
+	return err
+}
