@@ -116,13 +116,13 @@ testacc-tofu: devconfig testenv-tofu ## Acceptance tests with OpenTofu (TF_ACC_T
 		go test $(TEST) -count=1 -timeout $(TEST_TIMEOUT) -run 'TestAcc' -v $(TESTARGS)
 
 # The acceptance tests of Terraform features newer than the machine's CLI
-# (resource identity, list resources and `terraform query`), with the
+# (resource identity, list resources and `terraform query`, actions), with the
 # built Terraform. Under OCC_ACC_NEW_TERRAFORM=1 they fail instead of
 # skipping when the CLI lacks the feature (newTerraformPreCheck). The
 # provider binary is built too: TestAccQuery_GenerateConfigPlans runs it as
-# a user does, through dev_overrides.
-NEW_TERRAFORM_TESTS ?= TestAcc(Identity|Query)_
-testacc-new-terraform: build devconfig testenv-tofu ## Acceptance tests of resource identity and list resources with the built Terraform 1.14.
+# a user does, through dev_overrides, and so do the TestAccAction_ tests.
+NEW_TERRAFORM_TESTS ?= TestAcc(Identity|Query|Action)_
+testacc-new-terraform: build devconfig testenv-tofu ## Acceptance tests of resource identity, list resources and actions with the built Terraform 1.14.
 	TF_ACC=1 OCC_ACC_NEW_TERRAFORM=1 TF_ACC_TERRAFORM_PATH="$(TERRAFORM_NEW)" \
 	TF_CLI_CONFIG_FILE="$(TF_TEST_CONFIG)" \
 		go test $(TEST) -count=1 -timeout $(TEST_TIMEOUT) -run '$(NEW_TERRAFORM_TESTS)' -v $(TESTARGS)

@@ -9,6 +9,7 @@ import (
 	"os"
 	"sync"
 
+	"github.com/hashicorp/terraform-plugin-framework/action"
 	"github.com/hashicorp/terraform-plugin-framework/datasource"
 	"github.com/hashicorp/terraform-plugin-framework/diag"
 	"github.com/hashicorp/terraform-plugin-framework/function"
@@ -33,6 +34,7 @@ var (
 	_ provider.ProviderWithFunctions      = (*occProvider)(nil)
 	_ provider.ProviderWithValidateConfig = (*occProvider)(nil)
 	_ provider.ProviderWithListResources  = (*occProvider)(nil)
+	_ provider.ProviderWithActions        = (*occProvider)(nil)
 )
 
 type occProvider struct {
@@ -282,6 +284,7 @@ func (p *occProvider) Configure(ctx context.Context, req provider.ConfigureReque
 	resp.ResourceData = data
 	resp.DataSourceData = data
 	resp.ListResourceData = data
+	resp.ActionData = data
 }
 
 func (p *occProvider) Resources(context.Context) []func() resource.Resource {
@@ -300,6 +303,11 @@ func (p *occProvider) DataSources(context.Context) []func() datasource.DataSourc
 // ListResources: occ_agent, for `terraform query` (Terraform 1.14+).
 func (p *occProvider) ListResources(context.Context) []func() list.ListResource {
 	return []func() list.ListResource{NewAgentListResource}
+}
+
+// Actions: occ_agent_turn (Terraform 1.14+).
+func (p *occProvider) Actions(context.Context) []func() action.Action {
+	return []func() action.Action{NewAgentTurnAction}
 }
 
 func (p *occProvider) Functions(context.Context) []func() function.Function {

@@ -2,11 +2,9 @@ package provider
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -157,34 +155,9 @@ list "occ_agent" "edge" {
 // updates in place, keeping the agent's revision (nothing deployed).
 func TestAccQuery_GenerateConfigPlans(t *testing.T) {
 	queryPreCheck(t) // before the environment starts
-	bin, err := filepath.Abs(filepath.Join("..", "..", "bin"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := os.Stat(filepath.Join(bin, "terraform-provider-occ")); err != nil {
-		t.Fatalf("the provider binary is not built (%v): run `make build`, or `make testacc-new-terraform`, which builds it", err)
-	}
+	run := builtProviderCLI(t)
 	env := newKubeEnv(t)
 	env.secret(t, "llm", "api-key", testSentinel)
-	cli := testCLI(t).path
-	rc := filepath.Join(t.TempDir(), "terraformrc")
-	if err := os.WriteFile(rc, fmt.Appendf(nil, "provider_installation {\n  dev_overrides {\n    \"occ-platform/occ\" = %q\n  }\n  direct {}\n}\n", bin), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	run := func(dir string, args ...string) (string, int) {
-		t.Helper()
-		cmd := exec.Command(cli, append([]string{"-chdir=" + dir}, args...)...)
-		cmd.Env = append(os.Environ(), "TF_CLI_CONFIG_FILE="+rc, "CHECKPOINT_DISABLE=1", "TF_IN_AUTOMATION=1", "TF_ACC=", "TF_REATTACH_PROVIDERS=")
-		out, err := cmd.CombinedOutput()
-		code := 0
-		var exitErr *exec.ExitError
-		if errors.As(err, &exitErr) {
-			code = exitErr.ExitCode()
-		} else if err != nil {
-			t.Fatalf("%s %v: %v", cli, args, err)
-		}
-		return string(out), code
-	}
 	source := `
 terraform {
   required_providers {
