@@ -14,7 +14,8 @@
 # Steps: apply the quickstart (the startup probe calls the model with the
 # key, the gateway starts, apply returns once the revision is activated); a
 # second plan is empty; /readyz through kubectl port-forward to the Agent's
-# Service; a plan the provider refuses, with its rule; a held failure (the
+# Service, then one turn through it (a message in, the model's answer out,
+# through the gateway's chat completions endpoint); a plan the provider refuses, with its rule; a held failure (the
 # same Agent with a wrong key, in a namespace of its own: the apply fails
 # with AUTHENTICATION_FAILED and the startup record's fields); how to
 # destroy both and stop the cluster.
@@ -168,6 +169,28 @@ echo "    \$ curl -sS http://127.0.0.1:$port/readyz"
 readyz="$(curl -sS --max-time 10 -w '\n(HTTP %{http_code})' "http://127.0.0.1:$port/readyz")" ||
 	{ cat "$work/port-forward.log" >&2; die "GET /readyz failed"; }
 printf '%s\n' "$readyz" | sed 's/^/    /'
+
+step "a turn: one message through the same port-forward, to the gateway's chat completions endpoint"
+# The gateway token is the Agent's own Secret (the provider made it; it is
+# in no state); the gateway runs the message as any client's turn, and its
+# built-in harness calls the model with the Agent's key.
+gateway_token="$(k -n "$ns" get secret assistant-gateway-token -o jsonpath='{.data.token}' | base64 -d)"
+[ -n "$gateway_token" ] || die "the Agent's gateway token Secret $ns/assistant-gateway-token has no token"
+echo "    \$ curl -sS http://127.0.0.1:$port/v1/chat/completions -H 'Authorization: Bearer <the gateway token>' \\"
+echo "        -d '{\"model\":\"openclaw/default\",\"messages\":[{\"role\":\"user\",\"content\":\"Say hello.\"}]}'"
+t_turn=$(date +%s%N)
+answer_json="$(curl -sS --max-time 120 -H "Authorization: Bearer $gateway_token" -H 'Content-Type: application/json' \
+	-d '{"model":"openclaw/default","messages":[{"role":"user","content":"Say hello."}]}' \
+	-w '\n%{http_code}' "http://127.0.0.1:$port/v1/chat/completions")" || { cat "$work/port-forward.log" >&2; die "the turn failed"; }
+unset gateway_token
+turn_ms=$((($(date +%s%N) - t_turn) / 1000000))
+status="${answer_json##*$'\n'}"
+answer_json="${answer_json%$'\n'*}"
+[ "$status" = 200 ] || { printf '%s\n' "$answer_json" >&2; die "the gateway answered the turn with HTTP $status"; }
+answer="$(printf '%s' "$answer_json" | sed -n 's/.*"message":{[^}]*"content":"\([^"]*\)".*/\1/p')"
+[ -n "$answer" ] || { printf '%s\n' "$answer_json" >&2; die "the gateway's answer holds no message"; }
+echo "    the agent answered in ${turn_ms} ms: $answer"
+[ "$local_cluster" = 1 ] && echo "    (the local fake model's words, through the real gateway and its built-in harness)"
 stop_pf
 
 step "a plan the provider refuses: the quickstart without its harness line"

@@ -2,7 +2,9 @@
 #
 # The host needs systemd, sshd, OpenClaw at openclaw_path, a login that is
 # root or has passwordless sudo, and the credentials file below, written by
-# the operator (the provider never reads or writes it). See the SSH guide.
+# the operator (the provider never writes it): the model key
+# (ANTHROPIC_API_KEY=…) and the gateway's token (OPENCLAW_GATEWAY_TOKEN=…, a
+# long random value its clients authenticate with). See the SSH guide.
 terraform {
   required_providers {
     occ = {
@@ -56,13 +58,20 @@ resource "occ_compute" "edge" {
   }
 }
 
-resource "occ_configuration" "assistant" {
-  name     = "assistant"
-  document = file("${path.module}/openclaw.json5")
+variable "model_base_url" {
+  description = "An Anthropic-compatible endpoint (Messages API) for the model, e.g. http://llm.internal:8080; null (the default): Anthropic's own."
+  type        = string
+  default     = null
 }
 
-# The model credential stays on the host: systemd loads this file into the
-# gateway's environment (EnvironmentFile=). Plan, state and logs never see it.
+resource "occ_configuration" "assistant" {
+  name     = "assistant"
+  document = templatefile("${path.module}/openclaw.json5.tftpl", { model_base_url = var.model_base_url })
+}
+
+# The model credential and the gateway token stay on the host: systemd loads
+# this file into the gateway's environment (EnvironmentFile=). Plan, state and
+# logs never see them.
 resource "occ_credential_source" "host" {
   name             = "host-credentials"
   compute          = occ_compute.edge
@@ -74,6 +83,7 @@ resource "occ_agent" "assistant" {
   name          = "assistant"
   compute       = occ_compute.edge
   configuration = occ_configuration.assistant
+  harness       = "openclaw" # explicit: with model_base_url, an own models.providers entry needs a runtime policy (MR5)
   harness_auth  = { source = occ_credential_source.host }
 }
 
