@@ -49,7 +49,7 @@ var Rules = []Rule{
 	{"MR3", "`agentRuntime.id` is `openclaw` or `codex`; model, Agent-entry and provider runtime policies are checked together and explicit conflicts are refused."},
 	{"MR4", "With a custom Codex endpoint, the private gateway configuration names the `openai-compatible` provider; the stored configuration and the probe model are unchanged."},
 	{"MR5", "Without `harness`, the harness is resolved: OpenClaw for no model or an unambiguous built-in provider without policy; `openai`, `codex`, custom and plugin-routed providers need an explicit policy."},
-	{"MR6", "Dedicated Codex accepts only the `codex` provider, or `openai` with the Codex plugin enabled on the websocket app-server transport."},
+	{"MR6", "Dedicated Codex accepts only the `codex` provider, or `openai` with the Codex plugin enabled on the websocket app-server transport; it refuses what Codex cannot honour of that provider's entry: an `openai` `baseUrl` of its own (OpenClaw never routes it to Codex) and request transport overrides (`headers`, `request`, `params`, `authHeader`, `timeoutSeconds`, `localService`)."},
 	{"MR7", "The gateway's main workspace is `/home/node/workspace`; Codex works in a separate harness workspace."},
 	{"MR8", "Catalog models and fallbacks keep the selected provider and resolve to the same harness; a provider's `models` may hold only the primary and fallback models."},
 	{"MR9", "Saving a configuration and deploying it refuse a non-empty `agents.list` and the other rosters OpenClaw rejects."},
