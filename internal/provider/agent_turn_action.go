@@ -67,7 +67,7 @@ func (a *agentTurnAction) Schema(_ context.Context, _ action.SchemaRequest, resp
 			"completions endpoint, which the Agent's configuration must enable (`gateway.http.endpoints.chatCompletions.enabled = " +
 			"true`); the gateway runs it as any client's turn, so its harness calls the model the configuration names with the " +
 			"Agent's credential. On Kubernetes the provider reaches the gateway with a port-forward to the Pod the Agent's Service " +
-			"selects and authenticates with the Agent's gateway token (it needs `create` on `pods/portforward` in the namespace, " +
+			"selects and authenticates with the Agent's gateway token (it needs `get` and `create` on `pods/portforward` in the namespace, " +
 			"beside the provider's Role); on an SSH host, through the SSH connection to the gateway's loopback port, with the " +
 			"`OPENCLAW_GATEWAY_TOKEN` of the runtime source's `environment_file` when the gateway's `gateway.auth.mode` is " +
 			"`token`. Nothing is written and nothing is kept: the answer is shown, never stored. A turn that does not answer " +
