@@ -110,10 +110,16 @@ cluster-down: ## Stop the cluster of make cluster-up (with its real node) and re
 # Terraform. OpenTofu reattaches to the in-process provider only under a
 # real namespace (the legacy "-" one fails), hence
 # TF_ACC_PROVIDER_NAMESPACE.
-testacc-tofu: devconfig testenv-tofu ## Acceptance tests with OpenTofu (TF_ACC_TERRAFORM_PATH=built tofu).
+# The OpenTofu pass runs a representative subset, not every acceptance test
+# twice: what depends on the CLI (write-only attributes, plan modifiers and
+# unknown values, import, refusals at plan, data sources, a failed update),
+# one lifecycle per compute kind, one turn on the real node and the
+# sandboxed path. TOFU_TESTS=TestAcc runs them all.
+TOFU_TESTS ?= ^TestAcc(Agent_(KubernetesEmbedded|SSHLifecycle|PlanShowsAdmittedRevision|UnknownInputsDeferToApply|RuleFamiliesRefuseAtPlan|SecretBindingsAndModeSwitch|HeldCodeFailsApply|SandboxedCodex|RealNodeEmbeddedTurn)|CredentialSource_WriteOnlyValue|Configuration_GenerationFollowsSemanticChanges|Compute_KubernetesLifecycle|AgentDataSource_ReadsDeployedAgent|Fault_FailedUpdateThenFix)$$
+testacc-tofu: devconfig testenv-tofu ## Acceptance tests with OpenTofu (TF_ACC_TERRAFORM_PATH=built tofu), a representative subset (TOFU_TESTS).
 	TF_ACC=1 TF_ACC_TERRAFORM_PATH="$(TOFU)" TF_ACC_PROVIDER_NAMESPACE=hashicorp \
 	TF_CLI_CONFIG_FILE="$(TF_TEST_CONFIG)" \
-		go test $(TEST) -count=1 -timeout $(TEST_TIMEOUT) -run 'TestAcc' -v $(TESTARGS)
+		go test $(TEST) -count=1 -timeout $(TEST_TIMEOUT) -run '$(TOFU_TESTS)' -v $(TESTARGS)
 
 # The acceptance tests of Terraform features newer than the machine's CLI
 # (resource identity, list resources and `terraform query`, actions), with the
