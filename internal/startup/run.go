@@ -181,6 +181,11 @@ func (s *run) codexFor() (*Codex, error) {
 	if s.probe != nil {
 		c.Policy = PolicyFor(*s.probe, CPULimitMillis(s.o.CgroupDir))
 		c.Transport, c.BaseURL = s.probe.Transport, strings.TrimRight(strings.TrimSpace(s.probe.BaseURL), "/")
+		if c.BaseURL == "" {
+			// OpenAI's default endpoint, unless --default-endpoint names
+			// another for openai (tests, mirrors), as for OpenClaw's probe.
+			c.BaseURL = strings.TrimRight(s.o.DefaultBaseURLs["openai"], "/")
+		}
 		if ref, err := admission.ParseModelRef(s.probe.Model); err == nil {
 			c.Model = ref.Model
 		}
