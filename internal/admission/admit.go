@@ -189,7 +189,7 @@ func Admit(in Input) (*Revision, Errors) {
 	if kind.StartupProbe {
 		errs = append(errs, withAttr(checkProbeTransport(admitted, res.Primary), "configuration")...)
 	}
-	errs = append(errs, CheckSandbox(res.Harness, mode, in.Compute)...)
+	errs = append(errs, CheckSandbox(mode, in.Compute)...)
 	errs = append(errs, CheckLoggingOwnership(in.Compute)...)
 
 	primaryProvider := ""

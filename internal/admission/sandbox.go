@@ -42,13 +42,13 @@ func CheckNativeOpenClaw(harness, mode, kind string) *Error {
 	return invalid("ND6", []string{"execution_mode"}, nil, "%s", nativeWorkerRefusal)
 }
 
-// CheckSandbox applies ND4 and ND5 to a harness, mode and Compute: a
+// CheckSandbox applies ND4 and ND5 to an execution mode and a Compute: a
 // sandbox driver needs a kind that takes one (RESOURCE_CONFLICT), must be
 // the bundled driver (OS1), and a dedicated harness (Codex: ND6 refuses
 // dedicated OpenClaw before this is asked) fails closed when the driver its
 // compute declares is not installed in the cluster (RESOURCE_CONFLICT
 // naming it).
-func CheckSandbox(harness, mode string, c Compute) Errors {
+func CheckSandbox(mode string, c Compute) Errors {
 	var errs Errors
 	row := kindRow(c.Kind)
 	if c.SandboxDriver != nil && !row.SandboxDriver {
