@@ -123,8 +123,9 @@ func (r *Revision) ID() string {
 
 // Admit runs the whole admission over an Agent's four inputs and returns the
 // revision that would run, or every refusal found. The harness × mode ×
-// compute matrix (HM1) is judged first: an unsupported combination is
-// refused with INVALID_REQUEST before any other work is admitted.
+// compute matrix (HM1) is judged first, then dedicated OpenClaw (ND6): an
+// unsupported combination, or one that could not serve a turn, is refused
+// with INVALID_REQUEST before any other work is admitted.
 func Admit(in Input) (*Revision, Errors) {
 	doc := in.Configuration.Document
 	if doc == nil {
@@ -132,11 +133,14 @@ func Admit(in Input) (*Revision, Errors) {
 	}
 	mode := DefaultExecutionMode(in.Agent.ExecutionMode, "")
 
-	// HM1 first and alone when the Agent names its harness: the combination
-	// is known before the document is read. An omitted harness comes from
-	// resolution, so it is judged after Resolve below.
+	// HM1, then ND6, first and alone when the Agent names its harness: the
+	// combination is known before the document is read. An omitted harness
+	// comes from resolution, so it is judged after Resolve below.
 	if in.Agent.Harness != "" {
 		if e := CheckHarnessMode(in.Agent.Harness, mode, in.Compute.Kind); e != nil {
+			return nil, Errors{e}
+		}
+		if e := CheckNativeOpenClaw(in.Agent.Harness, mode, in.Compute.Kind); e != nil {
 			return nil, Errors{e}
 		}
 	}
@@ -176,6 +180,9 @@ func Admit(in Input) (*Revision, Errors) {
 		}
 		return nil, Errors{e}
 	}
+	if e := CheckNativeOpenClaw(res.Harness, mode, in.Compute.Kind); e != nil {
+		return nil, Errors{e}
+	}
 	errs = append(errs, withAttr(checkDedicated(admitted, res, mode), "configuration")...)
 	// AD3: the wiring render writes is the platform's; a user value there
 	// would be replaced after admission without a word.
@@ -183,7 +190,7 @@ func Admit(in Input) (*Revision, Errors) {
 	if kind.StartupProbe {
 		errs = append(errs, withAttr(checkProbeTransport(admitted, res.Primary), "configuration")...)
 	}
-	errs = append(errs, CheckSandbox(res.Harness, mode, in.Compute)...)
+	errs = append(errs, CheckSandbox(mode, in.Compute)...)
 	errs = append(errs, CheckLoggingOwnership(in.Compute)...)
 
 	primaryProvider := ""
@@ -359,12 +366,14 @@ type ComputeSettings struct {
 	Kind string `json:"kind"`
 	Name string `json:"name"`
 	// Kubernetes.
-	Namespace           string `json:"namespace,omitempty"`
-	RuntimeImage        string `json:"runtime_image,omitempty"`
-	CodexImage          string `json:"codex_image,omitempty"`
-	CPUMillis           int64  `json:"cpu_millis,omitempty"`
-	MemoryLimit         string `json:"memory_limit,omitempty"`
-	NativeWorkerSupport bool   `json:"native_worker_support,omitempty"`
+	Namespace    string `json:"namespace,omitempty"`
+	RuntimeImage string `json:"runtime_image,omitempty"`
+	CodexImage   string `json:"codex_image,omitempty"`
+	CPUMillis    int64  `json:"cpu_millis,omitempty"`
+	MemoryLimit  string `json:"memory_limit,omitempty"`
+	// NativeWorkerSupport admits nothing any more (ND6); it stays frozen
+	// so that the revisions of the computes that set it keep their ids.
+	NativeWorkerSupport bool `json:"native_worker_support,omitempty"`
 	// PodAnnotations are the operator's annotations on every runtime Pod.
 	PodAnnotations map[string]string `json:"pod_annotations,omitempty"`
 	// State is the gateway's persistent state claim; nil: an emptyDir.

@@ -24,7 +24,8 @@ var revisionIDRe = regexp.MustCompile(`^[0-9a-f]{16}$`)
 // refusal has a class, a rule and a message; Admit is deterministic (the
 // same inputs twice give the same revision ID and the same refusals), a
 // revision exactly when there is no refusal, and never touches the stored
-// document (AD2); an admitted revision's documents re-parse from their
+// document (AD2), and never admits dedicated OpenClaw (ND6), whatever
+// the document; an admitted revision's documents re-parse from their
 // canonical form (they are stored, and written to the runtime); its ID is
 // 16 hex digits. ParseModelRef refuses with a message, or splits at the
 // first slash into a provider and a model that write back to the same
@@ -118,6 +119,9 @@ func FuzzAdmit(f *testing.F) {
 		}
 		if rev1 == nil {
 			return
+		}
+		if rev1.Harness == HarnessOpenClaw && rev1.ExecutionMode == ModeDedicated {
+			t.Fatalf("Admit admitted dedicated OpenClaw (rule ND6)")
 		}
 		if len(saved) > 0 {
 			t.Fatalf("Admit admitted a document CheckDocument refuses: %v", saved)

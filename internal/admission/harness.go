@@ -16,6 +16,45 @@ const (
 	PinnedCodexImage      = "registry.occ-platform.io/runtime/codex:" + PinnedCodexVersion
 )
 
+// What the pinned OpenClaw does with a native worker, and so why dedicated
+// OpenClaw is refused (ND6, CheckNativeOpenClaw). Read from OpenClaw
+// 2026.9.6: a node started as a session host (`openclaw node run
+// --session-host`, `openclaw connect --ephemeral`) runs a session's agent
+// loop, but every model call goes back to the gateway
+// (WorkerInferenceProxyClient, worker.inference.start), which runs it with
+// its own configuration and credential; the worker processes get no secret;
+// a session runs on a node only once the sessions.dispatch RPC places it
+// there, and no configuration key places every session of an Agent on a
+// node (cloudWorkers has no requiredProfile). The topology rendered for
+// dedicated OpenClaw (a gateway without the credential, ND2; a node with
+// it, ND1, ND4) therefore runs every turn on the keyless gateway.
+const (
+	// NativeInferenceCheckedVersion is the newest OpenClaw release read
+	// for node-local worker inference: the newest published when it was
+	// read. Raise it only after reading a newer release; a test holds it
+	// to PinnedOpenClawVersion, so that pinning a newer runtime asks for
+	// that reading.
+	NativeInferenceCheckedVersion = "2026.9.6"
+
+	// pinnedWorkerInference says where the pinned runtime runs a native
+	// worker's inference.
+	pinnedWorkerInference = "the pinned runtime OpenClaw " + PinnedOpenClawVersion + " sends a native worker's model calls through the gateway's inference proxy " +
+		"with the gateway's own credential, which the gateway must not hold (ND2), and places a session on a node only when that session is dispatched there; " +
+		"no OpenClaw release up to " + NativeInferenceCheckedVersion + " runs a worker's inference on the node"
+
+	// nativeWorkerRefusal is ND6's refusal of dedicated OpenClaw: why, and
+	// what to deploy instead.
+	nativeWorkerRefusal = "dedicated OpenClaw cannot serve a turn: " + pinnedWorkerInference +
+		", so neither a custom runtime_image nor native_worker_support changes this. " +
+		`Deploy embedded OpenClaw (execution_mode = "embedded") or dedicated Codex (harness = "codex", execution_mode = "dedicated"); ` +
+		"dedicated OpenClaw returns when a pinned runtime runs worker inference on the node"
+
+	// nativeWorkerSupportIgnored says why a native_worker_support
+	// declaration admits nothing.
+	nativeWorkerSupportIgnored = "dedicated OpenClaw is refused whatever it says (rule ND6), because no OpenClaw release up to " +
+		NativeInferenceCheckedVersion + " runs a native worker's inference on the node"
+)
+
 // DefaultNodeWorkers is the Kubernetes default of session-owned workers of a
 // native OpenClaw node host (HM6).
 const DefaultNodeWorkers = 8

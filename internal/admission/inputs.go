@@ -71,7 +71,7 @@ type Compute struct {
 	// Kubernetes.
 	Namespace           string
 	RuntimeImage        string // empty: the pinned runtime image
-	NativeWorkerSupport bool   // declared by a custom runtime image (ND6)
+	NativeWorkerSupport bool   // deprecated declaration of a custom runtime image; admits nothing (ND6)
 	CodexImage          string // empty: the pinned Codex image
 	CPUMillis           int64  // CPU limit in millicores; 0 when not set
 	MemoryLimit         string

@@ -25,8 +25,9 @@ type KindSupport struct {
 	SecretBindings bool
 	// SandboxDriver is true when a compute of the kind may have a sandbox
 	// driver (ND4): with it come the driver's transform (AD2), the
-	// qualifying driver of native OpenClaw (ND4, ND5) and the paired
-	// OpenShell sandbox of a credential_source binding (AU3).
+	// Sandbox of a dedicated harness, checked live before the first write
+	// (ND5), and the paired OpenShell sandbox of a credential_source
+	// binding (AU3).
 	SandboxDriver bool
 	// StartupProbe is true when the platform runs the native model probe
 	// before serving, so the primary provider's transport settings must be
@@ -73,7 +74,7 @@ var kindTable = []KindSupport{
 		Runs: []HarnessMode{
 			{HarnessOpenClaw, ModeEmbedded},
 			{HarnessCodex, ModeDedicated},
-			{HarnessOpenClaw, ModeDedicated}, // native worker, experimental (ND)
+			{HarnessOpenClaw, ModeDedicated}, // native worker: the kind runs it, ND6 refuses it (CheckNativeOpenClaw)
 		},
 		AuthMethods:    []string{MethodAPIKey, MethodCodexPAT, MethodCredentialSource},
 		SecretBindings: true,

@@ -168,7 +168,7 @@ func TestKinds_RefusalMessagesKept(t *testing.T) {
 			`compute "edge" selects credential gateway "cg-main", which serves only credential_source bindings of a dedicated harness in the OpenShell sandbox on Kubernetes; method "runtime" would bypass it. Remove credential_gateway from the SSH compute`},
 		{"AU6 bindings on ssh", checkBindingsCompute(bindings, sshCompute()),
 			`the configuration has secret_bindings (telegram), which are Kubernetes Secrets; an SSH compute cannot project them. Remove them and add each as a NAME=value line to the environment_file of the agent's runtime credential source, which systemd loads at every start of the unit (outside version immutability, like the model credential); the document keeps referring to it as ${NAME} (here: TELEGRAM=…), or run the Agent on a Kubernetes compute`},
-		{"ND4 driver on ssh", CheckSandbox(HarnessOpenClaw, ModeEmbedded, withDriver),
+		{"ND4 driver on ssh", CheckSandbox(ModeEmbedded, withDriver),
 			`a sandbox driver needs a Kubernetes compute; remove sandbox_driver or use a kubernetes compute`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

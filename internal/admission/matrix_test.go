@@ -37,14 +37,15 @@ func expect(c matrixCell) (ok bool, class Class, rule string) {
 	if dedicated && ssh {
 		return false, InvalidRequest, "HM1"
 	}
+	// ND6, judged next and alone: dedicated OpenClaw cannot serve a turn
+	// (its worker's inference runs on the gateway, which holds no key),
+	// whatever the driver, gateway or auth method.
+	if native {
+		return false, InvalidRequest, "ND6"
+	}
 	// ND4: a sandbox driver needs Kubernetes Compute (the target cannot take it: 409).
 	if c.driver != "none" && ssh {
 		return false, ResourceConflict, "ND4"
-	}
-	// ND6 (pinned image here: always supported), then ND5: native OpenClaw
-	// needs a qualifying driver with all three facets; 409 naming the driver.
-	if native && c.driver != "full" {
-		return false, ResourceConflict, "ND5"
 	}
 	// AU5: SSH accepts only runtime; Kubernetes rejects runtime; both 409.
 	if ssh && c.method != MethodRuntime {
@@ -62,8 +63,8 @@ func expect(c matrixCell) (ok bool, class Class, rule string) {
 	}
 	switch c.method {
 	case MethodAPIKey:
-		// AU1: embedded by provider (anthropic here), dedicated OpenClaw
-		// and Codex through OPENAI_API_KEY (openai / codex models here).
+		// AU1: embedded by provider (anthropic here), dedicated Codex
+		// through OPENAI_API_KEY (codex models here).
 		return true, "", ""
 	case MethodCodexPAT:
 		// AU2: dedicated Codex only; an unsupported combination (400).
@@ -149,7 +150,7 @@ func matrixCells() []matrixCell {
 	return cells
 }
 
-// rules HM1, ND4, ND5, AU1 to AU5 together
+// rules HM1, ND4, ND6, AU1 to AU5 together
 func TestMatrix_HarnessModeComputeAuthGatewayDriver(t *testing.T) {
 	cells := matrixCells()
 	if len(cells) != 2*2*2*4*2*3 {
@@ -179,8 +180,8 @@ func TestMatrix_HarnessModeComputeAuthGatewayDriver(t *testing.T) {
 			if errs[0].Class != wantClass || errs[0].Rule != wantRule {
 				t.Errorf("errs[0] = %s %s (%s); want %s %s", errs[0].Class, errs[0].Rule, errs[0].Message, wantClass, wantRule)
 			}
-			if wantRule == "HM1" && len(errs) != 1 {
-				t.Errorf("HM1 must be judged alone: %v", errs)
+			if (wantRule == "HM1" || wantRule == "ND6") && len(errs) != 1 {
+				t.Errorf("%s must be judged alone: %v", wantRule, errs)
 			}
 		})
 	}

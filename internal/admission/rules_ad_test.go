@@ -334,7 +334,6 @@ func TestAD5_DriverLoggingOnlyFromATrustedComputeDriver(t *testing.T) {
 	}{
 		{"kubernetes embedded", k8sEmbeddedInput(), true},
 		{"kubernetes dedicated codex", dedicatedCodexInput(), true},
-		{"kubernetes native openclaw", dedicatedOpenClawInput(), true},
 		{"ssh", sshInput(), false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

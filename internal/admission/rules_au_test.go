@@ -44,8 +44,6 @@ func embeddedWithModel(model string) Input {
 
 // rule AU1
 func TestAU1_APIKeyEnvByProvider(t *testing.T) {
-	dedicatedOpenClawAnthropic := dedicatedOpenClawInput()
-	dedicatedOpenClawAnthropic.Configuration.Document = modelDoc(anthropicModel)
 	unknownMethod := k8sEmbeddedInput()
 	unknownMethod.Source.Method = "oauth"
 	runAuthCases(t, []authCase{
@@ -53,13 +51,9 @@ func TestAU1_APIKeyEnvByProvider(t *testing.T) {
 			CredentialDelivery{Method: MethodAPIKey, Consumer: ConsumerGateway, EnvVar: "ANTHROPIC_API_KEY"}, nil},
 		{"embedded openai", embeddedWithModel(openaiModel),
 			CredentialDelivery{Method: MethodAPIKey, Consumer: ConsumerGateway, EnvVar: "OPENAI_API_KEY"}, nil},
-		{"dedicated openclaw: only the harness, OPENAI_API_KEY", dedicatedOpenClawInput(),
-			CredentialDelivery{Method: MethodAPIKey, Consumer: ConsumerHarness, EnvVar: "OPENAI_API_KEY"}, nil},
 		{"dedicated codex: only codex, stdin login", dedicatedCodexInput(),
 			CredentialDelivery{Method: MethodAPIKey, Consumer: ConsumerHarness, EnvVar: "OPENAI_API_KEY", LoginMode: "api_key_stdin"}, nil},
 		{"embedded provider with neither variable", embeddedWithModel("google/gemini-2.5-pro"), CredentialDelivery{},
-			&refusal{InvalidRequest, "AU1", attrSource, ""}},
-		{"dedicated openclaw with an anthropic model", dedicatedOpenClawAnthropic, CredentialDelivery{},
 			&refusal{InvalidRequest, "AU1", attrSource, ""}},
 		{"unknown method", unknownMethod, CredentialDelivery{},
 			&refusal{InvalidRequest, "AU1", attrSource, ""}},
@@ -80,8 +74,6 @@ func TestAU2_CodexPATDedicatedCodexOnly(t *testing.T) {
 		{"dedicated codex, managed service account", withSource(dedicatedCodexInput(), saPATSource(k8sComputeID)), pat, nil},
 		{"embedded openclaw", withSource(k8sEmbeddedInput(), patSource(k8sComputeID)), CredentialDelivery{},
 			&refusal{InvalidRequest, "AU2", attrSource, ""}},
-		{"dedicated openclaw", withSource(dedicatedOpenClawInput(), saPATSource(k8sComputeID)), CredentialDelivery{},
-			&refusal{InvalidRequest, "AU2", attrSource, ""}},
 	})
 	// Both sources freeze their reference, never a value.
 	rev := admitOK(t, withSource(dedicatedCodexInput(), saPATSource(k8sComputeID)))
@@ -99,16 +91,9 @@ func TestAU3_CredentialSourceRequirements(t *testing.T) {
 	// The harness receives the OpenAI key's placeholder in OPENAI_API_KEY,
 	// and Codex logs in with it; codex-oauth delivers no key at all.
 	placeholder := CredentialDelivery{Method: MethodCredentialSource, Consumer: ConsumerProxy, Placeholder: true}
-	codexPlaceholder, nodePlaceholder := placeholder, placeholder
+	codexPlaceholder := placeholder
 	codexPlaceholder.EnvVar, codexPlaceholder.LoginMode = EnvOpenAIAPIKey, LoginAPIKeyStdin
-	nodePlaceholder.EnvVar = EnvOpenAIAPIKey
 	codexWith := func(st string) Input { in := credentialGatewayCodexInput(); in.Source = credSource(st); return in }
-	openclawWith := func(st string) Input {
-		in := dedicatedOpenClawInput()
-		in.Compute.CredentialGateway = gateway()
-		in.Source = credSource(st)
-		return in
-	}
 	noGateway := codexWith(SourceTypeOpenAIAPIKey)
 	noGateway.Compute.CredentialGateway = nil
 	noDriver := codexWith(SourceTypeOpenAIAPIKey)
@@ -125,9 +110,6 @@ func TestAU3_CredentialSourceRequirements(t *testing.T) {
 		// The platform's experimental codex-oauth source cannot pass the
 		// Codex probe as this provider renders it: refused (rule AU3, PR2).
 		{"dedicated codex, codex-oauth", codexWith(SourceTypeCodexOAuth), CredentialDelivery{},
-			&refusal{InvalidRequest, "AU3", attrSource, ""}},
-		{"native openclaw, openai api key", openclawWith(SourceTypeOpenAIAPIKey), nodePlaceholder, nil},
-		{"native openclaw, codex-oauth", openclawWith(SourceTypeCodexOAuth), CredentialDelivery{},
 			&refusal{InvalidRequest, "AU3", attrSource, ""}},
 		{"embedded openclaw", embedded, CredentialDelivery{},
 			&refusal{InvalidRequest, "AU3", attrSource, ""}},
@@ -170,7 +152,6 @@ func TestAU4_CredentialGatewayRejectsSecretMethods(t *testing.T) {
 			CredentialDelivery{Method: MethodAPIKey, Consumer: ConsumerHarness, EnvVar: "OPENAI_API_KEY", LoginMode: "api_key_stdin"}, nil},
 		{"api_key, dedicated codex", gw(dedicatedCodexInput()), CredentialDelivery{}, &refusal{ResourceConflict, "AU4", attrSource, ""}},
 		{"api_key, embedded openclaw", gw(k8sEmbeddedInput()), CredentialDelivery{}, &refusal{ResourceConflict, "AU4", attrSource, ""}},
-		{"api_key, native openclaw", gw(dedicatedOpenClawInput()), CredentialDelivery{}, &refusal{ResourceConflict, "AU4", attrSource, ""}},
 		{"codex_pat secret", gw(withSource(dedicatedCodexInput(), patSource(k8sComputeID))), CredentialDelivery{}, &refusal{ResourceConflict, "AU4", attrSource, ""}},
 		{"codex_pat service account", gw(withSource(dedicatedCodexInput(), saPATSource(k8sComputeID))), CredentialDelivery{}, &refusal{ResourceConflict, "AU4", attrSource, ""}},
 		// On SSH the gateway cannot serve the agent; host credentials would bypass it.
@@ -362,23 +343,18 @@ func TestAU3_PlaceholderDeliveryEncoding(t *testing.T) {
 
 // rules AU3, PR2: the codex_oauth credential source is refused at plan with
 // INVALID_REQUEST at harness_auth.source, naming the source type, why, and
-// what to use instead, on every harness; openai_api_key is admitted.
+// what to use instead (dedicated Codex is the one harness a credential
+// gateway serves: dedicated OpenClaw is refused before, ND6);
+// openai_api_key is admitted.
 func TestAU3_CodexOAuthIsRefused(t *testing.T) {
 	codex := credentialGatewayCodexInput()
 	codex.Source = credSource(SourceTypeCodexOAuth)
-	native := dedicatedOpenClawInput()
-	native.Compute.CredentialGateway = gateway()
-	native.Source = credSource(SourceTypeCodexOAuth)
-	for name, in := range map[string]Input{"dedicated codex": codex, "native openclaw": native} {
-		t.Run(name, func(t *testing.T) {
-			_, errs := Admit(in)
-			checkRefusal(t, errs, refusal{InvalidRequest, "AU3", attrSource, ""})
-			for _, want := range []string{`"codex_oauth"`, "PR2", `source_type = "openai_api_key"`} {
-				if !strings.Contains(errs[0].Message, want) {
-					t.Errorf("refusal %q does not say %s", errs[0].Message, want)
-				}
-			}
-		})
+	_, errs := Admit(codex)
+	checkRefusal(t, errs, refusal{InvalidRequest, "AU3", attrSource, ""})
+	for _, want := range []string{`"codex_oauth"`, "PR2", `source_type = "openai_api_key"`} {
+		if !strings.Contains(errs[0].Message, want) {
+			t.Errorf("refusal %q does not say %s", errs[0].Message, want)
+		}
 	}
 	admitOK(t, credentialGatewayCodexInput())
 }

@@ -8,7 +8,8 @@ import (
 
 // rule HM1
 func TestHM1_HarnessModeComputeMatrix(t *testing.T) {
-	// The direct statement: exactly four supported combinations.
+	// The direct statement: exactly four supported combinations (ND6 then
+	// refuses the fourth, dedicated OpenClaw, in Admit).
 	supported := map[[3]string]bool{
 		{HarnessOpenClaw, ModeEmbedded, KindKubernetes}:  true,
 		{HarnessOpenClaw, ModeEmbedded, KindSSH}:         true,
@@ -78,7 +79,8 @@ func TestHM1_HarnessModeComputeMatrix(t *testing.T) {
 		{"openclaw embedded kubernetes", k8sEmbeddedInput(), nil},
 		{"openclaw embedded ssh", sshInput(), nil},
 		{"codex dedicated kubernetes", dedicatedCodexInput(), nil},
-		{"openclaw dedicated kubernetes", dedicatedOpenClawInput(), nil},
+		// HM1 takes it; ND6 refuses it, right after HM1 (TestND6_DedicatedOpenClawIsRefused).
+		{"openclaw dedicated kubernetes", dedicatedOpenClawInput(), &refusal{InvalidRequest, "ND6", attrMode, ""}},
 		{"codex embedded", codexEmbedded, &refusal{InvalidRequest, "HM1", attrMode, ""}},
 		{"codex embedded by document policy", codexEmbeddedByPolicy, &refusal{InvalidRequest, "HM1", attrMode, ""}},
 		{"codex embedded judged alone", codexEmbeddedWithConflicts, &refusal{InvalidRequest, "HM1", attrMode, ""}},
@@ -167,10 +169,8 @@ func TestHM6_NodeWorkersDefault(t *testing.T) {
 		in   Input
 		want int64
 	}{
-		{"native openclaw, default", dedicatedOpenClawInput(), 8},
-		{"native openclaw, configured 3", withWorkers(dedicatedOpenClawInput(), 3), 3},
-		{"native openclaw, configured 32", withWorkers(dedicatedOpenClawInput(), 32), 32},
-		// Not a native node host: no session-owned workers are frozen.
+		// Not a native node host (no admitted revision has one, ND6): no
+		// session-owned workers are frozen.
 		{"dedicated codex ignores node workers", withWorkers(dedicatedCodexInput(), 3), 0},
 		{"embedded openclaw ignores node workers", withWorkers(k8sEmbeddedInput(), 3), 0},
 		{"ssh ignores node workers", withWorkers(sshInput(), 3), 0},
@@ -183,17 +183,16 @@ func TestHM6_NodeWorkersDefault(t *testing.T) {
 			}
 		})
 	}
-	// The worker count is part of the frozen revision.
-	a := admitOK(t, withWorkers(dedicatedOpenClawInput(), 4))
-	b := admitOK(t, withWorkers(dedicatedOpenClawInput(), 5))
-	if a.ID() == b.ID() {
-		t.Errorf("changing node workers kept revision %s", a.ID())
+	// Changing the count changes no admitted revision.
+	a := admitOK(t, withWorkers(dedicatedCodexInput(), 4))
+	b := admitOK(t, withWorkers(dedicatedCodexInput(), 5))
+	if a.ID() != b.ID() {
+		t.Errorf("changing node workers changed dedicated Codex's revision %s -> %s", a.ID(), b.ID())
 	}
-	// Refused side: a native node host without its qualifying driver is not admitted at all.
-	noDriver := dedicatedOpenClawInput()
-	noDriver.Compute.SandboxDriver = nil
-	_, errs := Admit(noDriver)
-	checkRefusal(t, errs, refusal{ResourceConflict, "ND5", attrCompute, ""})
+	// Refused side: the only topology with a node host, dedicated OpenClaw,
+	// is not admitted at all, whatever its worker count (ND6).
+	_, errs := Admit(withWorkers(dedicatedOpenClawInput(), 3))
+	checkRefusal(t, errs, refusal{InvalidRequest, "ND6", attrMode, ""})
 }
 
 // rule HM7: the default is max(8, 4 × available parallelism), where the
@@ -255,7 +254,6 @@ func TestHM7_MaxConcurrentFrozenForDedicatedCodexOnly(t *testing.T) {
 		{"codex: no cpu limit, explicit", with(codex, 0, `{agents: {defaults: {model: "codex/gpt-5-codex", maxConcurrent: 24}}}`), 24, int64(24)},
 		{"embedded: not written", with(k8sEmbeddedInput(), 4000, ""), 0, nil},
 		{"embedded: explicit kept", with(k8sEmbeddedInput(), 4000, `{agents: {defaults: {model: "anthropic/claude-sonnet-4-5", maxConcurrent: 5}}}`), 5, int64(5)},
-		{"native openclaw: not written", with(dedicatedOpenClawInput(), 4000, ""), 0, nil},
 		{"ssh: not written", sshInput(), 0, nil},
 		{"ssh: explicit kept", with(sshInput(), 0, `{agents: {defaults: {model: "anthropic/claude-sonnet-4-5", maxConcurrent: 6}}}`), 6, int64(6)},
 	}

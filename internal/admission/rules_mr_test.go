@@ -212,7 +212,7 @@ func TestMR3_RuntimePolicyConflicts(t *testing.T) {
 		{"agent harness vs document policy",
 			func() Input {
 				in := withDoc(dedicatedCodexInput(), codexPolicies)
-				in.Agent.Harness = HarnessOpenClaw
+				in.Agent.Harness, in.Agent.ExecutionMode = HarnessOpenClaw, ModeEmbedded
 				return in
 			}(),
 			"", &refusal{InvalidRequest, "MR3", attrHarness, "models.providers.codex.agentRuntime.id"}},
@@ -469,8 +469,8 @@ func TestMR6_DedicatedCodexProviders(t *testing.T) {
 			checkRefusal(t, errs, *tc.want)
 		})
 	}
-	// MR6 is a dedicated-Codex rule: dedicated OpenClaw may run openai without the plugin.
-	admitOK(t, dedicatedOpenClawInput())
+	// MR6 is a dedicated-Codex rule: embedded OpenClaw may run openai without the plugin.
+	admitOK(t, embeddedWithModel(openaiModel))
 }
 
 // rule MR8

@@ -8,43 +8,17 @@ import (
 )
 
 // rule ND4
-func TestND4_SandboxDriverNeedsKubernetesAndFacets(t *testing.T) {
-	qualify := []struct {
-		name string
-		c    Compute
-		want bool
-	}{
-		{"all facets and profile", Compute{Kind: KindKubernetes, SandboxDriver: fullDriver()}, true},
-		{"facets in any order", Compute{Kind: KindKubernetes, SandboxDriver: &SandboxDriver{Name: DriverOpenShell, Facets: []string{FacetProcess, FacetNetworking, FacetFilesystem}, RequiredProfile: "p"}}, true},
-		{"no driver", Compute{Kind: KindKubernetes}, false},
-		{"missing process", Compute{Kind: KindKubernetes, SandboxDriver: partialDriver()}, false},
-		{"no facets", Compute{Kind: KindKubernetes, SandboxDriver: &SandboxDriver{Name: DriverOpenShell, RequiredProfile: "p"}}, false},
-		{"no required profile", Compute{Kind: KindKubernetes, SandboxDriver: &SandboxDriver{Name: DriverOpenShell, Facets: Facets}}, false},
-		{"not openshell", Compute{Kind: KindKubernetes, SandboxDriver: &SandboxDriver{Name: "gvisor", Facets: Facets, RequiredProfile: "p"}}, false},
-		{"on ssh", Compute{Kind: KindSSH, SandboxDriver: fullDriver()}, false},
-	}
-	for _, tc := range qualify {
-		if got := QualifyingDriver(tc.c); got != tc.want {
-			t.Errorf("QualifyingDriver(%s) = %v, want %v", tc.name, got, tc.want)
-		}
-	}
-	if m := MissingFacets(partialDriver()); !slices.Equal(m, []string{FacetProcess}) {
-		t.Errorf("MissingFacets(partial) = %v", m)
-	}
-	if m := MissingFacets(nil); !slices.Equal(m, Facets) {
-		t.Errorf("MissingFacets(nil) = %v", m)
-	}
-
+func TestND4_SandboxDriverNeedsKubernetes(t *testing.T) {
 	driverOnSSH := sshInput()
 	driverOnSSH.Compute.SandboxDriver = fullDriver()
-	missingProcess := dedicatedOpenClawInput()
-	missingProcess.Compute.SandboxDriver = partialDriver()
-	noProfile := dedicatedOpenClawInput()
-	noProfile.Compute.SandboxDriver.RequiredProfile = ""
 	unknownDriver := k8sEmbeddedInput()
 	unknownDriver.Compute.SandboxDriver = &SandboxDriver{Name: "gvisor", Facets: Facets, RequiredProfile: "p"}
+	codexFull := dedicatedCodexInput()
+	codexFull.Compute.SandboxDriver = fullDriver()
 	codexPartial := dedicatedCodexInput()
 	codexPartial.Compute.SandboxDriver = partialDriver()
+	codexNoProfile := dedicatedCodexInput()
+	codexNoProfile.Compute.SandboxDriver = &SandboxDriver{Name: DriverOpenShell}
 	embeddedWithDriver := k8sEmbeddedInput()
 	embeddedWithDriver.Compute.SandboxDriver = partialDriver()
 	tests := []struct {
@@ -53,12 +27,11 @@ func TestND4_SandboxDriverNeedsKubernetesAndFacets(t *testing.T) {
 		want    *refusal
 		mention string
 	}{
-		{"native openclaw with all facets", dedicatedOpenClawInput(), nil, ""},
+		{"dedicated codex with all facets", codexFull, nil, ""},
 		{"dedicated codex needs no facet set", codexPartial, nil, ""},
+		{"dedicated codex needs no required profile", codexNoProfile, nil, ""},
 		{"embedded beside a driver", embeddedWithDriver, nil, ""},
 		{"driver on ssh", driverOnSSH, &refusal{ResourceConflict, "ND4", attrCompute, ""}, "Kubernetes"},
-		{"native openclaw missing process", missingProcess, &refusal{ResourceConflict, "ND5", attrCompute, ""}, "process"},
-		{"native openclaw without required profile", noProfile, &refusal{ResourceConflict, "ND5", attrCompute, ""}, "required_profile"},
 		{"unknown driver", unknownDriver, &refusal{InvalidRequest, "OS1", attrCompute, ""}, "gvisor"},
 	}
 	for _, tc := range tests {
@@ -96,107 +69,157 @@ func TestND5_InstallationCapabilities(t *testing.T) {
 	notInstalled.SandboxDriver.NotInstalled = true
 	sshWithDriver := sshCompute()
 	sshWithDriver.SandboxDriver = fullDriver()
+	// No compute offers dedicated OpenClaw (ND6): whatever the driver, the
+	// image or its declaration, the installation lists embedded alone.
 	tests := []struct {
 		name        string
 		c           Compute
-		modes       []string
-		support     string
 		unavailable bool
 	}{
-		{"no driver", k8sCompute(), []string{ModeEmbedded}, "", false},
-		{"qualifying driver, pinned image", withDriver(fullDriver()), []string{ModeEmbedded, ModeDedicated}, NativeWorkersPinned, false},
-		{"pinned image spelled out", func() Compute { c := withDriver(fullDriver()); c.RuntimeImage = PinnedRuntimeImage; return c }(), []string{ModeEmbedded, ModeDedicated}, NativeWorkersPinned, false},
-		{"custom image declaring support", custom(true), []string{ModeEmbedded, ModeDedicated}, NativeWorkersDeclared, false},
-		{"custom image without support", custom(false), []string{ModeEmbedded}, "", false},
-		{"partial driver", withDriver(partialDriver()), []string{ModeEmbedded}, "", false},
-		{"driver outage", outage, []string{ModeEmbedded, ModeDedicated}, NativeWorkersPinned, true},
-		{"declared driver not installed", notInstalled, []string{ModeEmbedded}, "", false},
-		{"ssh", sshCompute(), []string{ModeEmbedded}, "", false},
-		{"ssh with a driver", sshWithDriver, []string{ModeEmbedded}, "", false},
+		{"no driver", k8sCompute(), false},
+		{"qualifying driver, pinned image", withDriver(fullDriver()), false},
+		{"pinned image spelled out", func() Compute { c := withDriver(fullDriver()); c.RuntimeImage = PinnedRuntimeImage; return c }(), false},
+		{"custom image declaring support", custom(true), false},
+		{"custom image without support", custom(false), false},
+		{"partial driver", withDriver(partialDriver()), false},
+		{"driver outage", outage, true},
+		{"declared driver not installed", notInstalled, false},
+		{"ssh", sshCompute(), false},
+		{"ssh with a driver", sshWithDriver, false},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			inst := ComputeInstallation(tc.c)
-			if !slices.Equal(inst.ExecutionModes, tc.modes) || inst.NativeWorkersSupport != tc.support || inst.SandboxDriverUnavailable != tc.unavailable {
-				t.Errorf("installation = %+v, want modes %v support %q unavailable %v", inst, tc.modes, tc.support, tc.unavailable)
+			if !slices.Equal(inst.ExecutionModes, []string{ModeEmbedded}) || inst.SandboxDriverUnavailable != tc.unavailable {
+				t.Errorf("installation = %+v, want modes [embedded] unavailable %v", inst, tc.unavailable)
 			}
 		})
 	}
 
-	// Deploy agrees with the installation: dedicated OpenClaw is admitted
-	// exactly where the installation lists it, else RESOURCE_CONFLICT naming the driver.
 	// A declared driver the cluster does not serve fails closed at apply
-	// for every dedicated harness, naming the driver (AD6, ND5).
-	for _, in := range []Input{dedicatedOpenClawInput(), dedicatedCodexInput()} {
-		in.Compute.SandboxDriver = fullDriver()
-		in.Compute.SandboxDriver.NotInstalled = true
-		_, errs := Admit(in)
-		checkRefusal(t, errs, refusal{ResourceConflict, "ND5", attrCompute, ""})
-		if !strings.Contains(errs[0].Message, "not installed") || !strings.Contains(errs[0].Message, DriverOpenShell) {
-			t.Errorf("not-installed refusal: %s", errs[0].Message)
-		}
-	}
-	noDriver := dedicatedOpenClawInput()
-	noDriver.Compute.SandboxDriver = nil
-	_, errs := Admit(noDriver)
+	// for dedicated Codex, naming the driver (AD6, ND5).
+	in := dedicatedCodexInput()
+	in.Compute.SandboxDriver = fullDriver()
+	in.Compute.SandboxDriver.NotInstalled = true
+	_, errs := Admit(in)
 	checkRefusal(t, errs, refusal{ResourceConflict, "ND5", attrCompute, ""})
-	if !strings.Contains(errs[0].Message, DriverOpenShell) {
-		t.Errorf("ND5 refusal does not name the missing driver: %s", errs[0].Message)
+	if !strings.Contains(errs[0].Message, "not installed") || !strings.Contains(errs[0].Message, DriverOpenShell) {
+		t.Errorf("not-installed refusal: %s", errs[0].Message)
 	}
+
+	// Deploy agrees with the installation: an OpenClaw mode is admitted
+	// exactly where the installation lists it (a mode not listed is refused
+	// before any write).
 	for _, tc := range tests {
-		if tc.c.Kind != KindKubernetes {
-			continue
-		}
-		in := dedicatedOpenClawInput()
-		in.Compute = tc.c
-		_, errs := Admit(in)
-		listed := slices.Contains(ComputeInstallation(tc.c).ExecutionModes, ModeDedicated)
-		if listed != (len(errs) == 0) {
-			t.Errorf("%s: dedicated listed=%v but Admit errors %v", tc.name, listed, errs)
+		for _, mode := range ExecutionModes {
+			in := k8sEmbeddedInput()
+			if tc.c.Kind == KindSSH {
+				in = sshInput()
+			}
+			in.Agent.Harness, in.Agent.ExecutionMode = HarnessOpenClaw, mode
+			in.Compute = tc.c
+			in.Compute.SandboxDriver = nil // the driver's own refusals (ND4) are not the mode's
+			_, errs := Admit(in)
+			listed := slices.Contains(ComputeInstallation(tc.c).ExecutionModes, mode)
+			if listed != (len(errs) == 0) {
+				t.Errorf("%s, %s: listed=%v but Admit errors %v", tc.name, mode, listed, errs)
+			}
 		}
 	}
 }
 
-// rule ND6
-func TestND6_CustomImageNativeWorkerSupport(t *testing.T) {
+// rule ND6: dedicated OpenClaw is refused at plan, INVALID_REQUEST at
+// execution_mode, judged alone right after HM1, for the pinned image and
+// for a custom one whatever it declares, with a qualifying driver or none,
+// with any auth binding: the pinned runtime runs a native worker's
+// inference on the gateway, which ND2 keeps from the credential.
+func TestND6_DedicatedOpenClawIsRefused(t *testing.T) {
+	const custom = "registry.example/openclaw:custom"
 	image := func(in Input, img string, declared bool) Input {
 		in.Compute.RuntimeImage = img
 		in.Compute.NativeWorkerSupport = declared
 		return in
 	}
 	noDriver := func(in Input) Input { in.Compute.SandboxDriver = nil; return in }
+	partial := func(in Input) Input { in.Compute.SandboxDriver = partialDriver(); return in }
+	gatewayKey := func(in Input) Input {
+		in.Compute.CredentialGateway = gateway()
+		in.Source = credSource(SourceTypeOpenAIAPIKey)
+		return in
+	}
+	// Resolved, not named: the document's runtime policy picks OpenClaw.
+	resolved := withDoc(dedicatedOpenClawInput(), `{agents: {defaults: {model: "openai/gpt-5", models: {"openai/gpt-5": {agentRuntime: {id: "openclaw"}}}}}}`)
+	resolved.Agent.Harness = ""
+	// Other faults of the agent do not come first: ND6 is judged alone.
+	withFaults := withDoc(dedicatedOpenClawInput(), `{agents: {defaults: {model: "openai/gpt-5"}}, gateway: {nodes: {pairing: {autoApproveLocal: true}}}}`)
+	withFaults.Source = patSource(k8sComputeID)
 	tests := []struct {
-		name    string
-		in      Input
-		want    *refusal
-		version string
+		name string
+		in   Input
 	}{
-		{"pinned image", dedicatedOpenClawInput(), nil, "openclaw@" + PinnedOpenClawVersion},
-		{"pinned image spelled out", image(dedicatedOpenClawInput(), PinnedRuntimeImage, false), nil, "openclaw@" + PinnedOpenClawVersion},
-		{"custom image declaring support", image(dedicatedOpenClawInput(), "registry.example/openclaw:custom", true), nil, "openclaw@image:registry.example/openclaw:custom"},
-		{"custom image, embedded needs no support", image(k8sEmbeddedInput(), "registry.example/openclaw:custom", false), nil, "openclaw@image:registry.example/openclaw:custom"},
-		{"custom image, dedicated codex needs no support", image(dedicatedCodexInput(), "registry.example/openclaw:custom", false), nil, "codex@" + PinnedCodexVersion},
-		{"custom image without support", image(dedicatedOpenClawInput(), "registry.example/openclaw:custom", false), &refusal{InvalidRequest, "ND6", attrCompute, ""}, ""},
-		// ND6 (400) is judged before ND5 (409): with no driver either, the image is reported.
-		{"custom image without support and no driver", noDriver(image(dedicatedOpenClawInput(), "registry.example/openclaw:custom", false)), &refusal{InvalidRequest, "ND6", attrCompute, ""}, ""},
+		{"pinned image, qualifying driver", dedicatedOpenClawInput()},
+		{"pinned image spelled out", image(dedicatedOpenClawInput(), PinnedRuntimeImage, false)},
+		{"pinned image, no driver", noDriver(dedicatedOpenClawInput())},
+		{"pinned image, partial driver", partial(dedicatedOpenClawInput())},
+		{"custom image declaring support, qualifying driver", image(dedicatedOpenClawInput(), custom, true)},
+		{"custom image without the declaration", image(dedicatedOpenClawInput(), custom, false)},
+		{"custom image without the declaration, no driver", noDriver(image(dedicatedOpenClawInput(), custom, false))},
+		{"credential gateway key", gatewayKey(dedicatedOpenClawInput())},
+		{"harness resolved from the document", resolved},
+		{"judged before the agent's other faults", withFaults},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			rev, errs := Admit(tc.in)
-			if tc.want == nil {
-				if len(errs) > 0 {
-					t.Fatalf("refused: %v", errs)
-				}
-				if rev.HarnessVersion != tc.version {
-					t.Errorf("harness version = %q, want %q", rev.HarnessVersion, tc.version)
-				}
-				return
+			if rev != nil {
+				t.Fatalf("admitted dedicated OpenClaw: revision %s", rev.ID())
 			}
-			checkRefusal(t, errs, *tc.want)
+			checkRefusal(t, errs, refusal{InvalidRequest, "ND6", attrMode, ""})
 			if len(errs) != 1 {
 				t.Errorf("errors = %v, want ND6 alone", errs)
 			}
+			msg := errs[0].Message
+			for _, want := range []string{
+				"dedicated OpenClaw cannot serve a turn",
+				"OpenClaw " + PinnedOpenClawVersion, "inference proxy", "gateway's own credential", "(ND2)", "dispatched",
+				"no OpenClaw release up to " + NativeInferenceCheckedVersion + " runs a worker's inference on the node",
+				"native_worker_support",
+				`execution_mode = "embedded"`, `harness = "codex"`,
+				"dedicated OpenClaw returns when a pinned runtime runs worker inference on the node",
+			} {
+				if !strings.Contains(msg, want) {
+					t.Errorf("message does not say %q: %s", want, msg)
+				}
+			}
 		})
+	}
+	// The other combinations are not ND6's, whatever the image declares.
+	for _, tc := range []struct {
+		name    string
+		in      Input
+		version string
+	}{
+		{"custom image, embedded", image(k8sEmbeddedInput(), custom, false), "openclaw@image:" + custom},
+		{"custom image declaring support, embedded", image(k8sEmbeddedInput(), custom, true), "openclaw@image:" + custom},
+		{"custom image, dedicated codex", image(dedicatedCodexInput(), custom, false), "codex@" + PinnedCodexVersion},
+	} {
+		rev := admitOK(t, tc.in)
+		if rev.HarnessVersion != tc.version {
+			t.Errorf("%s: harness version = %q, want %q", tc.name, rev.HarnessVersion, tc.version)
+		}
+	}
+	if e := CheckNativeOpenClaw(HarnessOpenClaw, ModeDedicated, KindSSH); e != nil {
+		t.Errorf("ND6 on SSH, where HM1 refuses the combination: %v", e)
+	}
+}
+
+// rule ND6: the refusal names the OpenClaw release it was read from; a
+// newer pinned runtime needs that reading again (NativeInferenceCheckedVersion)
+// before the refusal may name it.
+func TestND6_RefusalNamesTheReadRelease(t *testing.T) {
+	if PinnedOpenClawVersion != NativeInferenceCheckedVersion {
+		t.Fatalf("the pinned runtime is OpenClaw %s, but ND6's refusal was read from %s: read the new release for node-local worker inference "+
+			"and required placement, then raise NativeInferenceCheckedVersion (or admit dedicated OpenClaw again)", PinnedOpenClawVersion, NativeInferenceCheckedVersion)
 	}
 }
 
@@ -229,7 +252,6 @@ func TestPR1_ProbeBudget(t *testing.T) {
 		budget    time.Duration
 	}{
 		{"embedded kubernetes", k8sEmbeddedInput(), Probe{Model: anthropicModel, OutputTokens: 256, WallSeconds: 20, CPUSeconds: 45, Transport: "http-streaming"}, 2000, 42500 * time.Millisecond},
-		{"native openclaw", dedicatedOpenClawInput(), Probe{Model: openaiModel, OutputTokens: 256, WallSeconds: 20, CPUSeconds: 45, Transport: "http-streaming"}, 2000, 42500 * time.Millisecond},
 		{"probe calls the primary, never a fallback", fallbacks, Probe{Model: anthropicModel, OutputTokens: 256, WallSeconds: 20, CPUSeconds: 45, Transport: "http-streaming"}, 2000, 42500 * time.Millisecond},
 	}
 	for _, tc := range tests {
@@ -270,9 +292,10 @@ func TestPR4_CodexProbeBudget(t *testing.T) {
 	}
 }
 
-// rule ND6, the other way round: native worker support is declared only
-// for a custom runtime image (CheckNativeWorkerDeclaration, which
-// occ_compute calls); the pinned image supports native workers already.
+// rule ND6, the other way round: native_worker_support, deprecated, no
+// longer admits anything; on the pinned image, which is no custom image,
+// it is refused as before (CheckNativeWorkerDeclaration, which occ_compute
+// calls), saying that it admits nothing.
 func TestND6_DeclarationOnlyForACustomImage(t *testing.T) {
 	const custom = "registry.example/openclaw:custom"
 	for _, tc := range []struct {
@@ -298,21 +321,20 @@ func TestND6_DeclarationOnlyForACustomImage(t *testing.T) {
 			if e == nil || e.Class != InvalidRequest || e.Rule != "ND6" || !slices.Equal(e.Attribute, []string{"kubernetes", "native_worker_support"}) {
 				t.Fatalf("got %+v, want INVALID_REQUEST ND6 at kubernetes.native_worker_support", e)
 			}
-			if !strings.HasPrefix(e.Message, "native_worker_support is only for a custom runtime_image: ") {
+			if !strings.HasPrefix(e.Message, "native_worker_support is only for a custom runtime_image, and it no longer admits anything: ") ||
+				strings.Contains(e.Message, "already supports") || !strings.Contains(e.Message, "Remove native_worker_support") {
 				t.Errorf("message %q", e.Message)
 			}
 		})
 	}
-	// It agrees with admission's own reading of the image: a declaration is
-	// accepted exactly where it changes what the installation reports.
+	// Whatever the declaration says, the installation is the same.
 	for _, img := range []string{"", PinnedRuntimeImage, custom} {
 		c := k8sCompute()
 		c.SandboxDriver, c.RuntimeImage = fullDriver(), img
-		without := ComputeInstallation(c).NativeWorkersSupport
+		without := ComputeInstallation(c)
 		c.NativeWorkerSupport = true
-		with := ComputeInstallation(c).NativeWorkersSupport
-		if (CheckNativeWorkerDeclaration(img, true) == nil) != (with != without) {
-			t.Errorf("image %q: declaration check %v, installation %q -> %q", img, CheckNativeWorkerDeclaration(img, true), without, with)
+		if with := ComputeInstallation(c); !slices.Equal(with.ExecutionModes, without.ExecutionModes) {
+			t.Errorf("image %q: the declaration changed the installation %v -> %v", img, without, with)
 		}
 	}
 }

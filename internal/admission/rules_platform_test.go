@@ -59,9 +59,6 @@ func TestAD3_PlatformOwnedKeys(t *testing.T) {
 		{"codex app-server token", dedicatedCodexInput(), codexModel, `plugins: {entries: {codex: {config: {appServer: {authToken: "${MINE}"}}}}}`, "plugins.entries.codex.config.appServer.authToken", "capability token"},
 		{"codex plugin entry not an object", dedicatedCodexInput(), codexModel, `plugins: {entries: {codex: true}}`, "plugins.entries.codex", "must be an object"},
 		{"embedded keeps its own codex plugin url", k8sEmbeddedInput(), anthropicModel, `plugins: {entries: {codex: {enabled: false, config: {appServer: {url: "ws://x:1"}}}}}`, "", ""},
-		// Native OpenClaw: node pairing.
-		{"native auto-approve", dedicatedOpenClawInput(), openaiModel, `gateway: {nodes: {pairing: {autoApproveLocal: true}}}`, "gateway.nodes.pairing.autoApproveLocal", "one-use setup code"},
-		{"native ssh verify", dedicatedOpenClawInput(), openaiModel, `gateway: {nodes: {pairing: {sshVerify: true}}}`, "gateway.nodes.pairing.sshVerify", "SSH probes"},
 		// SSH: the port stays the user's; bind, mode, reload and the offline start do not.
 		{"ssh gateway.port is the user's", sshInput(), anthropicModel, `gateway: {port: 18790}`, "", ""},
 		{"ssh gateway.bind", sshInput(), anthropicModel, `gateway: {bind: "lan"}`, "gateway.bind", "loopback"},
@@ -152,7 +149,6 @@ func TestAD3_AdmittedDocumentHoldsThePlatformWiring(t *testing.T) {
 		{"k8s embedded", k8sEmbeddedInput(), anthropicModel, "", 0},
 		{"k8s embedded, platform's own values written", k8sEmbeddedInput(), anthropicModel, `gateway: {port: 18789, bind: "lan"}`, 0},
 		{"dedicated codex", dedicatedCodexInput(), codexModel, "", 0},
-		{"native openclaw", dedicatedOpenClawInput(), openaiModel, "", 0},
 		{"ssh, default port", sshInput(), anthropicModel, "", int64(GatewayPort)},
 		{"ssh, own port", sshInput(), anthropicModel, `gateway: {port: 18790}`, 18790},
 	} {

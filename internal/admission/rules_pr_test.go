@@ -41,16 +41,10 @@ func TestPR11_ProbeTransportIsLiteral(t *testing.T) {
 // refer only to the alias harness_auth fills.
 func TestPR11_DedicatedRevisionsToo(t *testing.T) {
 	codex := func(doc string) Input { return withDoc(dedicatedCodexInput(), doc) }
-	native := func(doc string) Input { return withDoc(dedicatedOpenClawInput(), doc) }
 	tests := []admitCase{
 		{"codex: literal baseUrl", codex(`{agents: {defaults: {model: "codex/gpt-5-codex"}}, models: {providers: {codex: {baseUrl: "https://llm.internal/v1"}}}}`), nil},
 		{"codex: baseUrl from the environment", codex(`{agents: {defaults: {model: "codex/gpt-5-codex"}}, models: {providers: {codex: {baseUrl: "${LLM_URL}"}}}}`),
 			&refusal{InvalidRequest, "PR11", attrConfig, "models.providers.codex.baseUrl"}},
-		{"native: literal baseUrl, the alias as key", native(`{agents: {defaults: {model: "openai/gpt-5"}}, models: {providers: {openai: {baseUrl: "https://llm.internal/v1", apiKey: "${OPENAI_API_KEY}"}}}}`), nil},
-		{"native: baseUrl from the environment", native(`{agents: {defaults: {model: "openai/gpt-5"}}, models: {providers: {openai: {baseUrl: "${LLM_URL}"}}}}`),
-			&refusal{InvalidRequest, "PR11", attrConfig, "models.providers.openai.baseUrl"}},
-		{"native: key from another variable", native(`{agents: {defaults: {model: "openai/gpt-5"}}, models: {providers: {openai: {apiKey: "${OTHER_KEY}"}}}}`),
-			&refusal{InvalidRequest, "PR11", attrConfig, "models.providers.openai.apiKey"}},
 	}
 	runAdmitCases(t, tests)
 }

@@ -300,7 +300,7 @@ func (e *Executor) awaitDriver(ctx context.Context, rev *admission.Revision, c a
 		return nil, &executor.Failure{Code: executor.Unavailable, Op: executor.OpDeploy, Agent: rev.Agent, Summary: "cannot read the sandbox driver", Reason: err.Error(), Err: err}
 	}
 	if !st.Installed {
-		return nil, admission.CheckSandbox(rev.Harness, rev.ExecutionMode, st.Observed(c))
+		return nil, admission.CheckSandbox(rev.ExecutionMode, st.Observed(c))
 	}
 	if st.Ready {
 		return nil, nil

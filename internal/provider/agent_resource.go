@@ -107,9 +107,9 @@ func agentSchema(ctx context.Context) schema.Schema {
 			"`admitted_document`; a refused combination fails the plan with `INVALID_REQUEST` or `RESOURCE_CONFLICT` at the attribute " +
 			"that caused it. Any change to a referenced object that matters plans a new `revision`; nothing else does. Apply checks " +
 			"everything again before its first write (rule AD6), then blocks until the revision is activated or fails with the held " +
-			"failure code. On a compute with a `sandbox_driver`, a dedicated harness (Codex, or experimental native OpenClaw) runs in " +
+			"failure code. On a compute with a `sandbox_driver`, dedicated Codex runs in " +
 			"one Sandbox per revision and activates only once the driver reports it ready with every Credential Gateway attachment; " +
-			"see the guide \"Dedicated harnesses and sandboxes\".",
+			"see the guide \"Dedicated harnesses and sandboxes\". Dedicated OpenClaw is refused at plan (rule ND6): no OpenClaw release runs a native worker's inference on the node.",
 		Attributes: map[string]schema.Attribute{
 			"id": schema.StringAttribute{Computed: true, MarkdownDescription: "`NAMESPACE/NAME` on Kubernetes, `HOST/NAME` on SSH."},
 			"name": schema.StringAttribute{Required: true, Validators: []validator.String{agentName()},
@@ -146,7 +146,7 @@ func agentSchema(ctx context.Context) schema.Schema {
 				"for dedicated Codex the admitted `maxConcurrent` (HM7), and the deployment wiring the platform owns (gateway listener and auth, the offline start, the Codex plugin's app-server wiring; rule AD3). " +
 				"Only the address of a dedicated Codex revision's own harness is added when the gateway's file is written; see the Configuration keys guide."),
 			"gateway_document": computed("The private gateway configuration compiled from `admitted_document`, which the gateway runs: with a custom Codex endpoint, codex model references name the openai-compatible provider (MR4); otherwise identical. " +
-				"Writing it adds only a dedicated Codex harness's `appServer.url` and, for a native node host, removes the model credentials (ND2)."),
+				"Writing it adds only a dedicated Codex harness's `appServer.url`."),
 			"harness_version": computed("The approved harness identity and version the revision freezes, such as `openclaw@2026.9.6`."),
 			"revision_reason": computed("Why the current revision was made, as the plan that made it said: `" + reasonFirst + "`, or what differs from the revision before it " +
 				"(for example `the compute's cpu_limit 1000m → 2000m; the configuration document at agents.defaults`), the drift it repairs, or a provider release that pins another runtime " +
@@ -154,7 +154,7 @@ func agentSchema(ctx context.Context) schema.Schema {
 			"max_concurrent": schema.Int64Attribute{Computed: true,
 				MarkdownDescription: "Concurrent top-level turns (`agents.defaults.maxConcurrent`, rule HM7). Dedicated Codex: the configuration's value, or the platform's default " +
 					"max(8, 4 × available parallelism), where the parallelism honours the compute's CPU quota: `cpu_limit` in whole CPUs, rounded down, at least 1 " +
-					"(`2` and `2.5` give 8, `3` gives 12); the default is written into `admitted_document`. Other topologies (embedded OpenClaw, a native node host, SSH): " +
+					"(`2` and `2.5` give 8, `3` gives 12); the default is written into `admitted_document`. Other topologies (embedded OpenClaw, SSH): " +
 					"the configuration's value when it sets one, else null: the document keeps no value and the runtime applies its own default."},
 			"status": computed("The revision's status: `active` once activated. A refresh that finds what runs is not the activated revision says `drifted: …` " +
 				"(the plan deploys a new revision), or `unretired: …` when the activated revision runs but the apply that activated it stopped before retiring " +

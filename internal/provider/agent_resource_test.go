@@ -173,14 +173,14 @@ func TestAccAgent_RuleFamiliesRefuseAtPlan(t *testing.T) {
 		// rule AU1: embedded api_key needs an openai or anthropic primary.
 		"AU1 api_key provider": {agentConfig(testComputeK8s, `{ agents = { defaults = { model = "mistral/mistral-large" } } }`, testSourceSecretRef, ""),
 			`INVALID_REQUEST: embedded OpenClaw receives an api_key as OPENAI_API_KEY or ANTHROPIC_API_KEY[\s\S]*Rule AU1`},
-		// rule ND5: dedicated OpenClaw needs a qualifying driver.
-		"ND5 no driver": {agentConfig(testComputeK8s, `{ agents = { defaults = { model = "openai/gpt-5" } } }`, testSourceSecretRef, `harness = "openclaw"
+		// rule ND6: dedicated OpenClaw cannot serve a turn, pinned image or
+		// custom, whatever the driver: refused at execution_mode.
+		"ND6 dedicated openclaw": {agentConfig(testComputeK8s, `{ agents = { defaults = { model = "openai/gpt-5" } } }`, testSourceSecretRef, `harness = "openclaw"
   execution_mode = "dedicated"`),
-			`RESOURCE_CONFLICT: dedicated OpenClaw needs a qualifying sandbox driver[\s\S]*Attribute compute[\s\S]*Rule ND5`},
-		// rule ND6: a custom image must declare native worker support.
-		"ND6 custom image": {agentConfig(testComputeCustomImage, `{ agents = { defaults = { model = "openai/gpt-5" } } }`, testSourceSecretRef, `harness = "openclaw"
+			`INVALID_REQUEST: dedicated OpenClaw cannot serve a turn[\s\S]*Attribute execution_mode[\s\S]*inference proxy[\s\S]*Rule ND6`},
+		"ND6 dedicated openclaw on a custom image": {agentConfig(testComputeCustomImage, `{ agents = { defaults = { model = "openai/gpt-5" } } }`, testSourceSecretRef, `harness = "openclaw"
   execution_mode = "dedicated"`),
-			`INVALID_REQUEST: the custom runtime image "registry.example/openclaw:custom" does not declare native worker support[\s\S]*Rule ND6`},
+			`INVALID_REQUEST: dedicated OpenClaw cannot serve a turn[\s\S]*Attribute execution_mode[\s\S]*Rule ND6`},
 		// rule AD3: a key the platform owns on Kubernetes is refused, naming
 		// the key and the fix, at the configuration attribute.
 		"AD3 user gateway.port on kubernetes": {agentConfig(testComputeK8s, `{ agents = { defaults = { model = "anthropic/claude-sonnet-4-5" } }, gateway = { port = 8080 } }`, testSourceSecretRef, ""),
@@ -288,12 +288,12 @@ func TestAccAgent_AcceptedTopologiesPlan(t *testing.T) {
 	cases := map[string]string{
 		"dedicated codex with codex_pat": agentConfig(testComputeK8s, `{ agents = { defaults = { model = "codex/gpt-5-codex" } } }`, testSourcePAT, `harness = "codex"
   execution_mode = "dedicated"`),
-		"dedicated native openclaw behind the credential gateway": agentConfig(testComputeGateway, `{ agents = { defaults = { model = "openai/gpt-5" } } }`, `
+		"dedicated codex behind the credential gateway": agentConfig(testComputeGateway, `{ agents = { defaults = { model = "codex/gpt-5-codex" } } }`, `
 resource "occ_credential_source" "s" {
   name        = "gw"
   method      = "credential_source"
   source_type = "openai_api_key"
-}`, `harness = "openclaw"
+}`, `harness = "codex"
   execution_mode = "dedicated"`),
 		"embedded openclaw on ssh": sshAgentConfig("10.0.0.5"),
 		// rule MR3: without agents.defaults.model, the one entry's primary is the agent's.

@@ -272,13 +272,10 @@ func podSettingsFromModel(ctx context.Context, k kubernetesModel, c *admission.C
 func installationObject(inst admission.Installation, diags *diag.Diagnostics) types.Object {
 	modes, d := types.ListValueFrom(context.Background(), types.StringType, inst.ExecutionModes)
 	diags.Append(d...)
-	support := types.StringNull()
-	if inst.NativeWorkersSupport != "" {
-		support = types.StringValue(inst.NativeWorkersSupport)
-	}
 	obj, d := types.ObjectValue(installationAttrTypes, map[string]attr.Value{
-		"execution_modes":            modes,
-		"native_workers_support":     support,
+		"execution_modes": modes,
+		// rule ND6: no runtime supports native workers; kept for configurations that read it.
+		"native_workers_support":     types.StringNull(),
 		"sandbox_driver_unavailable": types.BoolValue(inst.SandboxDriverUnavailable),
 	})
 	diags.Append(d...)

@@ -102,9 +102,13 @@ func computeSchema() schema.Schema {
 						MarkdownDescription: "The tenant namespace the Agents run in; created when missing. Changing it replaces the compute (its Agents redeploy into the new namespace)."},
 					"runtime_image": schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString(admission.PinnedRuntimeImage),
 						Validators:          []validator.String{stringvalidator.LengthAtLeast(1)},
-						MarkdownDescription: fmt.Sprintf("The OpenClaw runtime image. Default: the pinned runtime image `%s` (OpenClaw %s), which supports native workers.", admission.PinnedRuntimeImage, admission.PinnedOpenClawVersion)},
+						MarkdownDescription: fmt.Sprintf("The OpenClaw runtime image. Default: the pinned runtime image `%s` (OpenClaw %s).", admission.PinnedRuntimeImage, admission.PinnedOpenClawVersion)},
 					"native_worker_support": schema.BoolAttribute{Optional: true, Computed: true, Default: booldefault.StaticBool(false),
-						MarkdownDescription: "Declares that a custom `runtime_image` supports native workers (`runtime.nativeWorkerSupport`). Only for a custom image; without it, dedicated OpenClaw is refused with INVALID_REQUEST (rule ND6)."},
+						DeprecationMessage: nativeWorkerSupportDeprecation,
+						MarkdownDescription: "Deprecated: it no longer admits anything. It declared that a custom `runtime_image` supports native workers, for dedicated OpenClaw; " +
+							"dedicated OpenClaw is now refused at plan whatever it says (rule ND6), because no OpenClaw release up to " + admission.NativeInferenceCheckedVersion +
+							" runs a native worker's inference on the node: the pinned runtime sends a worker's model calls through the gateway, with the gateway's credential. " +
+							"It is still refused on the pinned image, which is no custom image. Remove it (where it was `true`, that gives the compute's Agents a new revision, as any change of a compute setting does)."},
 					"codex_image": schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString(admission.PinnedCodexImage),
 						Validators:          []validator.String{stringvalidator.LengthAtLeast(1)},
 						MarkdownDescription: fmt.Sprintf("The Codex app-server image for dedicated Codex. Default: `%s`.", admission.PinnedCodexImage)},
@@ -121,8 +125,9 @@ func computeSchema() schema.Schema {
 						Validators:          []validator.String{quantity{what: "memory"}, notAboveLimit{limit: "memory_limit", defaultLimit: defaultMemoryLimit}},
 						MarkdownDescription: "Memory request of each runtime container (a Kubernetes quantity such as `1Gi`), at most `memory_limit`. Unset, the request equals `memory_limit`. Part of the revision."},
 					"node_workers": schema.Int64Attribute{Optional: true, Computed: true, Default: int64default.StaticInt64(admission.DefaultNodeWorkers),
-						Validators:          []validator.Int64{int64validator.Between(1, 256)},
-						MarkdownDescription: "Session-owned workers a native OpenClaw node host admits; further sessions are refused while all are taken (rule HM6). Default 8."},
+						Validators: []validator.Int64{int64validator.Between(1, 256)},
+						MarkdownDescription: "Session-owned workers a native OpenClaw node host admits; further sessions are refused while all are taken (rule HM6). Default 8. " +
+							"Only dedicated OpenClaw runs a node host, and it is refused at plan (rule ND6), so no admitted Agent uses it today."},
 					"pod_annotations": schema.MapAttribute{Optional: true, ElementType: types.StringType,
 						MarkdownDescription: "Annotations on every runtime Pod (for example a service mesh's or a scraper's). Changing them plans a new revision."},
 					"state": schema.SingleNestedAttribute{
@@ -133,7 +138,7 @@ func computeSchema() schema.Schema {
 						MarkdownDescription: "Each agent's gateway state on a PersistentVolumeClaim of its own, `NAME-state`: the state directory (sessions, transcripts, channel pairings, memory) and the main workspace, all of `/home/node`. " +
 							"The claim belongs to the agent, not to a revision: every revision and every Pod restart or reschedule mounts the same claim. On by default (`" + defaultStateSize + "`, the cluster's default StorageClass, `ReadWriteOnce`); " +
 							"`enabled = false` keeps the state on an emptyDir that every new revision, restart and reschedule wipes. " +
-							"The dedicated Codex harness's workspace and Codex home, and the native node's worker state, stay ephemeral. " +
+							"The dedicated Codex harness's workspace and Codex home stay ephemeral. " +
 							"A claim that cannot bind (no default StorageClass, a class that does not exist) or that a quota refuses fails the apply at once with `STATE_CLAIM_FAILED`. " +
 							"Changing `size`, `storage_class` or `access_mode` gives the agent a new revision; a larger size grows the claim in place where its class allows expansion, and what Kubernetes cannot change (a class, an access mode, a smaller size) is refused at apply before anything is written.",
 						Attributes: map[string]schema.Attribute{
@@ -199,7 +204,7 @@ func computeSchema() schema.Schema {
 					},
 					"sandbox_driver": schema.SingleNestedAttribute{
 						Optional:            true,
-						MarkdownDescription: "The sandbox driver that contains dedicated harnesses (rules ND4, OS1). Dedicated native OpenClaw needs the `openshell` driver with all three facets and a `required_profile`.",
+						MarkdownDescription: "The sandbox driver that contains dedicated Codex, one Sandbox per revision (rules ND4, OS1). Dedicated OpenClaw is refused at plan whatever the driver (rule ND6).",
 						Attributes: map[string]schema.Attribute{
 							"name": schema.StringAttribute{Required: true, Validators: []validator.String{oneOfRule("OS1", admission.SandboxDrivers...)},
 								MarkdownDescription: "The driver: `openshell` (bundled)."},
@@ -207,7 +212,8 @@ func computeSchema() schema.Schema {
 								Validators:          []validator.Set{setvalidator.ValueStringsAre(oneOfRule("ND7", admission.Facets...))},
 								MarkdownDescription: "The facets the driver provides: `networking`, `filesystem`, `process`."},
 							"required_profile": schema.StringAttribute{Optional: true, Validators: []validator.String{stringvalidator.LengthAtLeast(1)},
-								MarkdownDescription: "Enforced worker placement (`cloudWorkers.requiredProfile`)."},
+								MarkdownDescription: "A placement profile passed to the driver on each Sandbox (the `occ-platform.io/required-profile` annotation). " +
+									"It admits nothing: OpenClaw has no setting that places every session on a node (there is no `cloudWorkers.requiredProfile`), and dedicated OpenClaw is refused (rule ND6)."},
 							"gateway_namespace": schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString(sandboxapi.DefaultGatewayNamespace),
 								Validators:          []validator.String{dnsLabel()},
 								MarkdownDescription: "The namespace of the driver's gateway (the OpenShell Helm release). Default `openshell`."},
@@ -266,12 +272,12 @@ func computeSchema() schema.Schema {
 			},
 			"installation": schema.SingleNestedAttribute{
 				Computed:            true,
-				MarkdownDescription: "The capabilities an Agent can use on this compute (rule ND5). Without a sandbox driver they follow from the declared settings; with one they are read live from the cluster on create and refresh (a driver that is not installed offers no native workers; `sandbox_driver_unavailable` is true while its gateway is not ready).",
+				MarkdownDescription: "The capabilities an Agent can use on this compute (rule ND5). Without a sandbox driver they follow from the declared settings; with one they are read live from the cluster on create and refresh (`sandbox_driver_unavailable` is true while its gateway is not ready).",
 				Attributes: map[string]schema.Attribute{
 					"execution_modes": schema.ListAttribute{Computed: true, ElementType: types.StringType,
-						MarkdownDescription: "The OpenClaw execution modes an Agent can deploy in."},
+						MarkdownDescription: "The OpenClaw execution modes an Agent can deploy in: `embedded` (dedicated OpenClaw is refused, rule ND6)."},
 					"native_workers_support": schema.StringAttribute{Computed: true,
-						MarkdownDescription: "`pinned-runtime`, `declared` (custom image), or null when native workers are not available."},
+						MarkdownDescription: nativeWorkersSupportDescription},
 					"sandbox_driver_unavailable": schema.BoolAttribute{Computed: true,
 						MarkdownDescription: "True during a sandbox driver outage."},
 				},
@@ -279,6 +285,17 @@ func computeSchema() schema.Schema {
 		},
 	}
 }
+
+// nativeWorkerSupportDeprecation is the warning a configuration that sets
+// the deprecated kubernetes.native_worker_support gets (rule ND6).
+const nativeWorkerSupportDeprecation = "native_worker_support no longer admits anything: dedicated OpenClaw is refused at plan whatever it says (rule ND6), " +
+	"because no OpenClaw release up to " + admission.NativeInferenceCheckedVersion + " runs a native worker's inference on the node. Remove it."
+
+// nativeWorkersSupportDescription describes the installation's
+// native_workers_support, kept for configurations that read it (rule ND6).
+const nativeWorkersSupportDescription = "Always null: no runtime supports native workers, so no installation offers dedicated OpenClaw " +
+	"(rule ND6: no OpenClaw release up to " + admission.NativeInferenceCheckedVersion + " runs a native worker's inference on the node). " +
+	"Kept so that configurations that read it keep working."
 
 // Schema defaults of the runtime containers' limits; a request is checked
 // against the default when its limit is unset.
@@ -311,7 +328,7 @@ func (r *computeResource) ValidateConfig(ctx context.Context, req resource.Valid
 	}
 	checkOneKind(m, &resp.Diagnostics)
 	if k, ok := decodeObject[kubernetesModel](ctx, m.Kubernetes, &resp.Diagnostics); ok && !k.RuntimeImage.IsUnknown() {
-		// rule ND6, judged in admission: a declaration only for a custom image.
+		// rule ND6, judged in admission: the deprecated declaration is refused on the pinned image.
 		if e := admission.CheckNativeWorkerDeclaration(k.RuntimeImage.ValueString(), k.NativeWorkerSupport.ValueBool()); e != nil {
 			addAdmissionErrors(&resp.Diagnostics, path.Empty(), e)
 		}

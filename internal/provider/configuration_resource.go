@@ -93,8 +93,8 @@ func configurationSchema() schema.Schema {
 			"secret_bindings": schema.MapNestedAttribute{
 				Optional: true,
 				MarkdownDescription: "Kubernetes Secrets that supply channel and gateway feature credentials (memory embeddings included), " +
-					"by binding name (rule AU6). Each binding reaches the gateway container, and only the gateway (never a dedicated harness " +
-					"or a native node), as the environment variable named after the binding in upper case with `-` as `_`: refer to binding " +
+					"by binding name (rule AU6). Each binding reaches the gateway container, and only the gateway (never a dedicated harness), " +
+					"as the environment variable named after the binding in upper case with `-` as `_`: refer to binding " +
 					"`telegram` in the document as `${TELEGRAM}`. A binding may not set a variable the platform sets itself, one a model " +
 					"SDK reads as a model credential or endpoint, a proxy or TLS trust setting, or a loader setting; these are refused " +
 					"(INVALID_REQUEST): " + reservedBindingList() + ". Other `*_API_KEY` names (a tool's or channel's own key, such as " +

@@ -42,17 +42,17 @@ func (d *installationDataSource) Metadata(_ context.Context, req datasource.Meta
 
 func (d *installationDataSource) Schema(_ context.Context, _ datasource.SchemaRequest, resp *datasource.SchemaResponse) {
 	resp.Schema = schema.Schema{
-		MarkdownDescription: "The capabilities an Agent can use on a compute (rule ND5): the OpenClaw execution modes it can deploy in, " +
-			"native worker support (ND6) and sandbox driver outage, read live: for a compute with a sandbox driver the provider asks the " +
+		MarkdownDescription: "The capabilities an Agent can use on a compute (rule ND5): the OpenClaw execution modes it can deploy in " +
+			"and sandbox driver outage, read live: for a compute with a sandbox driver the provider asks the " +
 			"cluster whether the driver is installed (the agent-sandbox API is served and its gateway Service exists) and whether its gateway is ready; " +
 			"without a driver the capabilities follow from the compute's settings.",
 		Attributes: map[string]schema.Attribute{
 			"compute": schema.ObjectAttribute{Required: true, AttributeTypes: computeRefType(),
 				MarkdownDescription: passWhole("The compute.", "compute", "occ_compute")},
 			"execution_modes": schema.ListAttribute{Computed: true, ElementType: types.StringType,
-				MarkdownDescription: "The OpenClaw execution modes an Agent can deploy in."},
+				MarkdownDescription: "The OpenClaw execution modes an Agent can deploy in: `embedded` (dedicated OpenClaw is refused, rule ND6)."},
 			"native_workers_support": schema.StringAttribute{Computed: true,
-				MarkdownDescription: "`pinned-runtime`, `declared`, or null when the installation omits native workers."},
+				MarkdownDescription: nativeWorkersSupportDescription},
 			"sandbox_driver_unavailable": schema.BoolAttribute{Computed: true,
 				MarkdownDescription: "True during a sandbox driver outage."},
 		},

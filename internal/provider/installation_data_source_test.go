@@ -69,13 +69,15 @@ data "occ_installation" "partial" { compute = occ_compute.partial }
 				statecheck.ExpectKnownValue("data.occ_installation.plain", tfjsonpath.New("execution_modes"), modes("embedded")),
 				statecheck.ExpectKnownValue("data.occ_installation.plain", tfjsonpath.New("native_workers_support"), knownvalue.Null()),
 				statecheck.ExpectKnownValue("data.occ_installation.plain", tfjsonpath.New("sandbox_driver_unavailable"), knownvalue.Bool(false)),
-				// The declared driver's gateway does not exist in the cluster:
-				// no qualifying driver (ND5).
+				// The declared driver's gateway does not exist in the cluster
+				// (ND5); no compute offers dedicated OpenClaw anyway (ND6).
 				statecheck.ExpectKnownValue("data.occ_installation.sandboxed", tfjsonpath.New("execution_modes"), modes("embedded")),
 				statecheck.ExpectKnownValue("data.occ_installation.sandboxed", tfjsonpath.New("native_workers_support"), knownvalue.Null()),
 				statecheck.ExpectKnownValue("data.occ_installation.sandboxed", tfjsonpath.New("sandbox_driver_unavailable"), knownvalue.Bool(false)),
 				statecheck.ExpectKnownValue("data.occ_installation.custom", tfjsonpath.New("execution_modes"), modes("embedded")),
 				statecheck.ExpectKnownValue("data.occ_installation.custom", tfjsonpath.New("native_workers_support"), knownvalue.Null()),
+				// The deprecated declaration admits nothing (ND6).
+				statecheck.ExpectKnownValue("data.occ_installation.declared", tfjsonpath.New("execution_modes"), modes("embedded")),
 				statecheck.ExpectKnownValue("data.occ_installation.declared", tfjsonpath.New("native_workers_support"), knownvalue.Null()),
 				statecheck.ExpectKnownValue("data.occ_installation.partial", tfjsonpath.New("execution_modes"), modes("embedded")),
 			},

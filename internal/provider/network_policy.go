@@ -52,10 +52,10 @@ func networkPolicySchema() schema.SingleNestedAttribute {
 	return schema.SingleNestedAttribute{
 		Optional: true,
 		MarkdownDescription: "Network isolation of every Agent on this compute: one Kubernetes NetworkPolicy per component of each Agent, named like the component " +
-			"(`NAME-gateway`, `NAME-harness`, `NAME-node`) and labelled with the Agent. Unset, it is enabled with the defaults: the gateway accepts connections on its port " +
-			fmt.Sprintf("(%d) only from Pods of the Agent's namespace; a dedicated Codex harness (port %d) and a native node only from their own Agent's gateway; ", render.GatewayPort, render.AppServerPort) +
-			"every component may reach the cluster DNS (UDP and TCP 53) and TCP 443 anywhere, the gateway its own harness, the node its own gateway, and a sandboxed " +
-			"harness or node the sandbox driver's gateway namespace (the egress proxy). The policies are applied on every deploy, before the workloads, and are not part " +
+			"(`NAME-gateway`, `NAME-harness`) and labelled with the Agent. Unset, it is enabled with the defaults: the gateway accepts connections on its port " +
+			fmt.Sprintf("(%d) only from Pods of the Agent's namespace; a dedicated Codex harness (port %d) only from its own Agent's gateway; ", render.GatewayPort, render.AppServerPort) +
+			"every component may reach the cluster DNS (UDP and TCP 53) and TCP 443 anywhere, the gateway its own harness, and a sandboxed " +
+			"harness the sandbox driver's gateway namespace (the egress proxy). The policies are applied on every deploy, before the workloads, and are not part " +
 			"of the revision: changing them gives no Agent a new revision and restarts nothing. They take effect only on a cluster whose CNI enforces NetworkPolicy " +
 			"(Calico, Cilium, …); see Network isolation in the Revisions guide.",
 		Attributes: map[string]schema.Attribute{
@@ -64,7 +64,7 @@ func networkPolicySchema() schema.SingleNestedAttribute {
 			"ingress_from": schema.ListNestedAttribute{Optional: true, NestedObject: networkPeerSchema(),
 				Validators: []validator.List{listvalidator.SizeAtLeast(1)},
 				MarkdownDescription: "Who may connect to the gateway's port, replacing the default (every Pod of the Agent's namespace). Each entry is a Kubernetes NetworkPolicyPeer: " +
-					"`namespace_selector` and/or `pod_selector`, or an `ip_block`. A native node's path to its own gateway is always allowed."},
+					"`namespace_selector` and/or `pod_selector`, or an `ip_block`."},
 			"extra_egress": schema.ListNestedAttribute{Optional: true,
 				MarkdownDescription: "Egress rules every component gets beside the defaults, shaped like a Kubernetes NetworkPolicyEgressRule: for example a model endpoint or proxy on a port other than 443.",
 				NestedObject: schema.NestedAttributeObject{Attributes: map[string]schema.Attribute{

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -136,8 +137,9 @@ func modesCheck(ms ...string) knownvalue.Check {
 
 // TestAccInstallation_DriverStates: every capability state shows in the
 // installation, read live (rules ND5, ND6): no driver, driver ready, custom
-// image with and without declared support, a driver that is not installed,
-// and a driver outage (which changes no Agent's plan).
+// image with and without the deprecated support declaration, a driver that
+// is not installed, and a driver outage (which changes no Agent's plan).
+// No state offers dedicated OpenClaw or native workers (ND6).
 func TestAccInstallation_DriverStates(t *testing.T) {
 	env := newSandboxEnv(t)
 	// "missing" points its driver at the tenant namespace, where no driver
@@ -169,16 +171,18 @@ data "occ_installation" "missing" { compute = occ_compute.missing }
 				ConfigStateChecks: []statecheck.StateCheck{
 					statecheck.ExpectKnownValue("data.occ_installation.plain", tfjsonpath.New("execution_modes"), modesCheck("embedded")),
 					statecheck.ExpectKnownValue("data.occ_installation.plain", tfjsonpath.New("native_workers_support"), knownvalue.Null()),
-					statecheck.ExpectKnownValue("data.occ_installation.ready", tfjsonpath.New("execution_modes"), modesCheck("embedded", "dedicated")),
-					statecheck.ExpectKnownValue("data.occ_installation.ready", tfjsonpath.New("native_workers_support"), knownvalue.StringExact("pinned-runtime")),
+					statecheck.ExpectKnownValue("data.occ_installation.ready", tfjsonpath.New("execution_modes"), modesCheck("embedded")),
+					statecheck.ExpectKnownValue("data.occ_installation.ready", tfjsonpath.New("native_workers_support"), knownvalue.Null()),
 					statecheck.ExpectKnownValue("data.occ_installation.ready", tfjsonpath.New("sandbox_driver_unavailable"), knownvalue.Bool(false)),
 					statecheck.ExpectKnownValue("data.occ_installation.custom", tfjsonpath.New("execution_modes"), modesCheck("embedded")),
 					statecheck.ExpectKnownValue("data.occ_installation.custom", tfjsonpath.New("native_workers_support"), knownvalue.Null()),
-					statecheck.ExpectKnownValue("data.occ_installation.declared", tfjsonpath.New("execution_modes"), modesCheck("embedded", "dedicated")),
-					statecheck.ExpectKnownValue("data.occ_installation.declared", tfjsonpath.New("native_workers_support"), knownvalue.StringExact("declared")),
+					statecheck.ExpectKnownValue("data.occ_installation.declared", tfjsonpath.New("execution_modes"), modesCheck("embedded")),
+					statecheck.ExpectKnownValue("data.occ_installation.declared", tfjsonpath.New("native_workers_support"), knownvalue.Null()),
 					statecheck.ExpectKnownValue("data.occ_installation.missing", tfjsonpath.New("execution_modes"), modesCheck("embedded")),
 					statecheck.ExpectKnownValue("data.occ_installation.missing", tfjsonpath.New("native_workers_support"), knownvalue.Null()),
-					statecheck.ExpectKnownValue("occ_compute.ready", tfjsonpath.New("installation").AtMapKey("native_workers_support"), knownvalue.StringExact("pinned-runtime")),
+					statecheck.ExpectKnownValue("occ_compute.ready", tfjsonpath.New("installation").AtMapKey("execution_modes"), modesCheck("embedded")),
+					statecheck.ExpectKnownValue("occ_compute.ready", tfjsonpath.New("installation").AtMapKey("native_workers_support"), knownvalue.Null()),
+					statecheck.ExpectKnownValue("occ_compute.declared", tfjsonpath.New("installation").AtMapKey("native_workers_support"), knownvalue.Null()),
 				},
 			},
 			{
@@ -191,7 +195,7 @@ data "occ_installation" "missing" { compute = occ_compute.missing }
 				Config: config,
 				ConfigStateChecks: []statecheck.StateCheck{
 					statecheck.ExpectKnownValue("data.occ_installation.ready", tfjsonpath.New("sandbox_driver_unavailable"), knownvalue.Bool(true)),
-					statecheck.ExpectKnownValue("data.occ_installation.ready", tfjsonpath.New("execution_modes"), modesCheck("embedded", "dedicated")),
+					statecheck.ExpectKnownValue("data.occ_installation.ready", tfjsonpath.New("execution_modes"), modesCheck("embedded")),
 					statecheck.ExpectKnownValue("occ_compute.ready", tfjsonpath.New("installation").AtMapKey("sandbox_driver_unavailable"), knownvalue.Bool(true)),
 					statecheck.ExpectKnownValue("data.occ_installation.plain", tfjsonpath.New("sandbox_driver_unavailable"), knownvalue.Bool(false)),
 				},
@@ -371,146 +375,167 @@ var nativeConfig = dedicatedAgent("native", "openclaw", `{ agents = { defaults =
   method = "api_key"
   secret_ref = { name = "openai", key = "api-key" }`)
 
-// TestAccAgent_NativeOpenClaw: dedicated native OpenClaw under the sandbox
-// driver (rules ND1, ND2, ND4, HM4, HM6, AC2): deploy, activate, update,
-// delete; the gateway's ServiceAccount is bound to nothing, its Pod holds
-// neither the model credential nor the node's state; the node has the
-// one-use enrollment target and no gateway token.
-func TestAccAgent_NativeOpenClaw(t *testing.T) {
+// nativeRefusal is ND6's refusal as the Terraform CLI prints it: the
+// class and why in the summary, pointing at the agent's execution_mode in
+// the configuration, the attribute and the pinned runtime's inference
+// proxy in the detail, and the rule.
+var nativeRefusal = mustRegexp(`INVALID_REQUEST: dedicated OpenClaw cannot serve a turn\s+with occ_agent\.a,[\s\S]*execution_mode\s+=\s+"dedicated"\s+` +
+	`Attribute execution_mode:[\s\S]*OpenClaw\s+` + regexp.QuoteMeta(admission.PinnedOpenClawVersion) + `[\s\S]*inference\s+proxy[\s\S]*` +
+	`Rule ND6, answered as INVALID_REQUEST \(400\)`)
+
+// namespaceObjects names every object of the kinds the provider writes
+// for a compute and an agent in the test namespace (the namespace's own
+// annotations, which a compute sets, included), sorted.
+func namespaceObjects(env sandboxEnv) ([]string, error) {
+	ctx := context.Background()
+	cs := env.cluster.Clientset
+	opts := metav1.ListOptions{}
+	var out []string
+	add := func(kind string, metas ...metav1.Object) {
+		for _, m := range metas {
+			out = append(out, kind+"/"+m.GetName())
+		}
+	}
+	deployments, err := cs.AppsV1().Deployments(env.ns).List(ctx, opts)
+	if err != nil {
+		return nil, err
+	}
+	for i := range deployments.Items {
+		add("deployment", &deployments.Items[i])
+	}
+	pods, err := cs.CoreV1().Pods(env.ns).List(ctx, opts)
+	if err != nil {
+		return nil, err
+	}
+	for i := range pods.Items {
+		add("pod", &pods.Items[i])
+	}
+	services, err := cs.CoreV1().Services(env.ns).List(ctx, opts)
+	if err != nil {
+		return nil, err
+	}
+	for i := range services.Items {
+		add("service", &services.Items[i])
+	}
+	secrets, err := cs.CoreV1().Secrets(env.ns).List(ctx, opts)
+	if err != nil {
+		return nil, err
+	}
+	for i := range secrets.Items {
+		add("secret", &secrets.Items[i])
+	}
+	configMaps, err := cs.CoreV1().ConfigMaps(env.ns).List(ctx, opts)
+	if err != nil {
+		return nil, err
+	}
+	for i := range configMaps.Items {
+		add("configmap", &configMaps.Items[i])
+	}
+	accounts, err := cs.CoreV1().ServiceAccounts(env.ns).List(ctx, opts)
+	if err != nil {
+		return nil, err
+	}
+	for i := range accounts.Items {
+		add("serviceaccount", &accounts.Items[i])
+	}
+	claims, err := cs.CoreV1().PersistentVolumeClaims(env.ns).List(ctx, opts)
+	if err != nil {
+		return nil, err
+	}
+	for i := range claims.Items {
+		add("persistentvolumeclaim", &claims.Items[i])
+	}
+	policies, err := cs.NetworkingV1().NetworkPolicies(env.ns).List(ctx, opts)
+	if err != nil {
+		return nil, err
+	}
+	for i := range policies.Items {
+		add("networkpolicy", &policies.Items[i])
+	}
+	sandboxes, err := env.cluster.Dynamic.Resource(sandboxapi.GVR).Namespace(env.ns).List(ctx, opts)
+	if err != nil {
+		return nil, err
+	}
+	for i := range sandboxes.Items {
+		add("sandbox", &sandboxes.Items[i])
+	}
+	ns, err := cs.CoreV1().Namespaces().Get(ctx, env.ns, metav1.GetOptions{})
+	if err != nil {
+		return nil, err
+	}
+	for k, v := range ns.Annotations {
+		out = append(out, "namespace-annotation/"+k+"="+v)
+	}
+	slices.Sort(out)
+	return out, nil
+}
+
+// TestAccAgent_NativeOpenClawIsRefused: dedicated OpenClaw is refused at
+// plan with INVALID_REQUEST at execution_mode (rule ND6), on a compute
+// whose sandbox driver qualifies, with the pinned runtime image and with a
+// custom image that declares native worker support or does not; terraform
+// plan and terraform apply write nothing to the namespace (not even the
+// compute, which shares the refused plan).
+func TestAccAgent_NativeOpenClawIsRefused(t *testing.T) {
 	env := newSandboxEnv(t)
 	env.secret(t, "openai", "api-key", testSentinel)
-	config := func(workers int) string {
-		return env.provider + env.sandboxCompute("k", fmt.Sprintf("node_workers = %d", workers)) + nativeConfig
+	const image = "registry.example/openclaw:custom"
+	before, err := namespaceObjects(env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	unchanged := func() {
+		t.Helper()
+		after, err := namespaceObjects(env)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(after, before) {
+			t.Fatalf("the refused agent wrote to namespace %s:\nbefore %v\nafter  %v", env.ns, before, after)
+		}
+	}
+	config := func(extra string) string {
+		return env.provider + env.sandboxCompute("k", extra) + nativeConfig
 	}
 	resource.Test(t, resource.TestCase{
 		PreCheck:                 func() { testAccPreCheck(t) },
 		ProtoV6ProviderFactories: testAccProtoV6ProviderFactories,
-		CheckDestroy: func(*terraform.State) error {
-			ctx := context.Background()
-			list, err := env.cluster.Dynamic.Resource(sandboxapi.GVR).Namespace(env.ns).List(ctx, metav1.ListOptions{})
-			if err != nil {
-				return err
-			}
-			pods, err := env.cluster.Clientset.CoreV1().Pods(env.ns).List(ctx, metav1.ListOptions{LabelSelector: render.LabelAgent + "=native"})
-			if err != nil {
-				return err
-			}
-			if len(list.Items)+len(pods.Items) != 0 {
-				return fmt.Errorf("after destroy: %d Sandboxes, %d Pods", len(list.Items), len(pods.Items))
-			}
-			return nil
-		},
 		Steps: []resource.TestStep{
 			{
-				Config: config(8),
-				ConfigStateChecks: []statecheck.StateCheck{
-					statecheck.ExpectKnownValue("occ_agent.a", tfjsonpath.New("status"), knownvalue.StringExact("active")),
-				},
-				Check: func(*terraform.State) error { return checkNativeIsolation(env, 1, 8) },
+				// The pinned runtime image, refused by terraform plan.
+				Config:      config(""),
+				PlanOnly:    true,
+				ExpectError: nativeRefusal,
 			},
 			{
-				Config: config(4),
-				ConfigStateChecks: []statecheck.StateCheck{
-					statecheck.ExpectKnownValue("occ_agent.a", tfjsonpath.New("revision"), knownvalue.Int64Exact(2)),
-					statecheck.ExpectKnownValue("occ_agent.a", tfjsonpath.New("status"), knownvalue.StringExact("active")),
-				},
-				Check: func(*terraform.State) error {
-					if _, err := env.sandbox(t, "native-node-r1"); !apierrors.IsNotFound(err) {
-						return fmt.Errorf("revision 1's node Sandbox after the replacement: %v", err)
-					}
-					for _, name := range []string{"native-r1-enrollment", "native-r1-enrollment-verifier"} {
-						if _, err := env.cluster.Clientset.CoreV1().Secrets(env.ns).Get(context.Background(), name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
-							return fmt.Errorf("revision 1's %s after activation of revision 2: %v", name, err)
-						}
-					}
-					if _, err := env.cluster.Clientset.CoreV1().Secrets(env.ns).Get(context.Background(), "openai", metav1.GetOptions{}); err != nil {
-						return fmt.Errorf("retiring removed the credential Secret: %v", err)
-					}
-					return checkNativeIsolation(env, 2, 4)
-				},
+				// A custom image that declares native worker support
+				// (deprecated: it admits nothing), refused by terraform apply's plan.
+				PreConfig:   unchanged,
+				Config:      config(fmt.Sprintf("runtime_image = %q\n    native_worker_support = true", image)),
+				ExpectError: nativeRefusal,
+			},
+			{
+				// A custom image without the declaration.
+				PreConfig:   unchanged,
+				Config:      config(fmt.Sprintf("runtime_image = %q", image)),
+				ExpectError: nativeRefusal,
 			},
 		},
 	})
+	unchanged()
 }
 
-func checkNativeIsolation(env sandboxEnv, n int64, workers int) error {
-	ctx := context.Background()
-	cs := env.cluster.Clientset
-	pods, err := env.podsByComponent(fmt.Sprintf("%s=native,%s=%d", render.LabelAgent, render.LabelRevision, n))
-	if err != nil {
-		return err
-	}
-	gw, node := pods[render.ComponentGateway], pods[render.ComponentNode]
-	if gw == nil || node == nil {
-		return fmt.Errorf("revision %d pods: gateway %v node %v", n, gw != nil, node != nil)
-	}
-	if gw.Spec.ServiceAccountName == node.Spec.ServiceAccountName {
-		return fmt.Errorf("gateway and node share ServiceAccount %s", gw.Spec.ServiceAccountName)
-	}
-	// RBAC: nothing grants the gateway's ServiceAccount anything (it can read
-	// neither the model Secret nor the node's state), and it has no token.
-	bindings, err := cs.RbacV1().RoleBindings(env.ns).List(ctx, metav1.ListOptions{})
-	if err != nil {
-		return err
-	}
-	for _, b := range bindings.Items {
-		for _, s := range b.Subjects {
-			if s.Kind == rbacv1.ServiceAccountKind && (s.Name == gw.Spec.ServiceAccountName || s.Name == node.Spec.ServiceAccountName) {
-				return fmt.Errorf("RoleBinding %s grants %s", b.Name, s.Name)
-			}
-		}
-	}
-	if gw.Spec.AutomountServiceAccountToken == nil || *gw.Spec.AutomountServiceAccountToken {
-		return fmt.Errorf("the gateway Pod mounts a ServiceAccount token")
-	}
-	gwSpec, _ := json.Marshal(gw.Spec)
-	for _, leak := range []string{"OPENAI_API_KEY", `"openai"`, fmt.Sprintf(`"native-r%d-enrollment"`, n), "node-state"} {
-		if strings.Contains(string(gwSpec), leak) {
-			return fmt.Errorf("the gateway Pod mentions %s", leak)
-		}
-	}
-	nodeSpec, _ := json.Marshal(node.Spec)
-	for _, leak := range []string{"OCC_APP_SERVER_TOKEN", "app-server-token", "enrollment-verifier"} {
-		if strings.Contains(string(nodeSpec), leak) {
-			return fmt.Errorf("the node Pod mentions %s (no gateway token in the worker)", leak)
-		}
-	}
-	// The pinned runtime's node command (ND2) and its worker slots (HM6,
-	// nodeHost.workerRuns.capacity in the node's configuration).
-	if !strings.Contains(string(nodeSpec), `"openclaw","connect","--ephemeral","--target-file"`) {
-		return fmt.Errorf("node args: %s", nodeSpec)
-	}
-	cm, err := cs.CoreV1().ConfigMaps(env.ns).Get(ctx, render.NodeConfigMapName("native", n), metav1.GetOptions{})
-	if err != nil {
-		return fmt.Errorf("node configuration: %v", err)
-	}
-	var nodeDoc struct {
-		NodeHost struct {
-			WorkerRuns struct {
-				Capacity int `json:"capacity"`
-			} `json:"workerRuns"`
-		} `json:"nodeHost"`
-	}
-	if err := json.Unmarshal([]byte(cm.Data[render.ConfigFile]), &nodeDoc); err != nil || nodeDoc.NodeHost.WorkerRuns.Capacity != workers {
-		return fmt.Errorf("node worker capacity = %d (%v), want %d", nodeDoc.NodeHost.WorkerRuns.Capacity, err, workers)
-	}
-	target, err := cs.CoreV1().Secrets(env.ns).Get(ctx, fmt.Sprintf("native-r%d-enrollment", n), metav1.GetOptions{})
-	if err != nil {
-		return fmt.Errorf("enrollment target: %v", err)
-	}
-	if target.Immutable == nil || !*target.Immutable || len(target.Data[render.EnrollmentFile]) == 0 {
-		return fmt.Errorf("enrollment target Secret: immutable %v, %d bytes", target.Immutable, len(target.Data[render.EnrollmentFile]))
-	}
-	if owner := metav1.GetControllerOf(node); owner == nil || owner.Kind != "Sandbox" || owner.Name != fmt.Sprintf("native-node-r%d", n) {
-		return fmt.Errorf("the node Pod is not its Sandbox's: %+v", owner)
-	}
-	return nil
-}
+// sandboxCodexKey is dedicated Codex in the sandbox with an api_key Secret.
+var sandboxCodexKey = dedicatedAgent("coder", "codex", `{ agents = { defaults = { model = "codex/gpt-5-codex" } } }`,
+	`name = "openai"
+  compute = occ_compute.k
+  method = "api_key"
+  secret_ref = { name = "openai", key = "api-key" }`)
 
 // TestAccAgent_SandboxDriverGatesDeploy: a declared driver the cluster does
 // not have is refused with RESOURCE_CONFLICT naming it, before any write;
 // during an outage provisioning waits for the driver and then activates
-// (rule ND5, AD6).
+// dedicated Codex (rule ND5, AD6).
 func TestAccAgent_SandboxDriverGatesDeploy(t *testing.T) {
 	env := newSandboxEnv(t)
 	env.secret(t, "openai", "api-key", testSentinel)
@@ -523,7 +548,7 @@ func TestAccAgent_SandboxDriverGatesDeploy(t *testing.T) {
 		ProtoV6ProviderFactories: testAccProtoV6ProviderFactories,
 		Steps: []resource.TestStep{
 			{
-				Config:      env.provider + missing + nativeConfig,
+				Config:      env.provider + missing + sandboxCodexKey,
 				ExpectError: mustRegexp(`RESOURCE_CONFLICT: the dedicated harness needs the sandbox driver "openshell", which is not installed`),
 			},
 			{
@@ -539,51 +564,9 @@ func TestAccAgent_SandboxDriverGatesDeploy(t *testing.T) {
 						_ = env.driver.SetOutage(context.Background(), false)
 					}()
 				},
-				Config: env.provider + env.sandboxCompute("k", "") + nativeConfig,
+				Config: env.provider + env.sandboxCompute("k", "") + sandboxCodexKey,
 				ConfigStateChecks: []statecheck.StateCheck{
 					statecheck.ExpectKnownValue("occ_agent.a", tfjsonpath.New("status"), knownvalue.StringExact("active")),
-				},
-			},
-		},
-	})
-}
-
-// TestAccAgent_NativeOpenClawCustomImage: a custom runtime image gates
-// native OpenClaw by its declaration (rule ND6): without it the deploy is
-// refused with INVALID_REQUEST before anything is written; with it the node
-// host and the gateway run the custom image and the revision activates.
-func TestAccAgent_NativeOpenClawCustomImage(t *testing.T) {
-	env := newSandboxEnv(t)
-	env.secret(t, "openai", "api-key", testSentinel)
-	const image = "registry.example/openclaw:custom"
-	config := func(declared bool) string {
-		return env.provider + env.sandboxCompute("k", fmt.Sprintf("runtime_image = %q\n    native_worker_support = %v", image, declared)) + nativeConfig
-	}
-	resource.Test(t, resource.TestCase{
-		PreCheck:                 func() { testAccPreCheck(t) },
-		ProtoV6ProviderFactories: testAccProtoV6ProviderFactories,
-		Steps: []resource.TestStep{
-			{
-				Config:      config(false),
-				ExpectError: mustRegexp(`INVALID_REQUEST: the custom runtime image "` + image + `" does not declare native worker support[\s\S]*Rule ND6`),
-			},
-			{
-				Config: config(true),
-				ConfigStateChecks: []statecheck.StateCheck{
-					statecheck.ExpectKnownValue("occ_agent.a", tfjsonpath.New("status"), knownvalue.StringExact("active")),
-					statecheck.ExpectKnownValue("occ_compute.k", tfjsonpath.New("installation").AtMapKey("native_workers_support"), knownvalue.StringExact("declared")),
-				},
-				Check: func(*terraform.State) error {
-					pods, err := env.podsByComponent(render.LabelAgent + "=native")
-					if err != nil {
-						return err
-					}
-					for _, c := range []string{render.ComponentGateway, render.ComponentNode} {
-						if p := pods[c]; p == nil || p.Spec.Containers[0].Image != image {
-							return fmt.Errorf("%s pod does not run %s: %+v", c, image, p)
-						}
-					}
-					return nil
 				},
 			},
 		},

@@ -258,8 +258,7 @@ func TestRender_RefusesOtherTopologies(t *testing.T) {
 }
 
 // rule PR10: the dedicated Codex gateway's wrapper waits for its harness
-// (--wait-peer=harness); no other gateway waits (a native node enrolls
-// through its gateway, which must not wait for it: ND2, ND3).
+// (--wait-peer=harness); no other gateway waits.
 func TestPR10_OnlyTheDedicatedCodexGatewayWaitsForItsPeer(t *testing.T) {
 	for _, tc := range topologyCases(t) {
 		objs, err := Kubernetes(tc.rev, 1)
@@ -339,14 +338,13 @@ func TestAU2_CodexPATFromManagedServiceAccount(t *testing.T) {
 }
 
 // rule AU6: the configuration's secret bindings reach the gateway
-// container, and no dedicated harness or native node.
+// container, and no dedicated harness.
 func TestAU6_SecretBindingsReachOnlyTheGateway(t *testing.T) {
 	bindings := map[string]admission.SecretRef{"telegram": {Name: "tg-bot", Key: "token"}}
 	for name, in := range map[string]admission.Input{
 		"embedded":        embeddedInput(t, "anthropic/claude-sonnet-4-5"),
 		"dedicated codex": codexInput(t, admission.MethodAPIKey),
 		"sandboxed codex": sandboxedCodexInput(t),
-		"native openclaw": nativeInput(t, admission.MethodAPIKey),
 	} {
 		in.Configuration.SecretBindings = bindings
 		objs, err := Kubernetes(admit(t, in), 1)
@@ -384,10 +382,9 @@ func TestLG4_IdentityLabels(t *testing.T) {
 		in   admission.Input
 		want map[string][2]string // component -> service name, version
 	}{
-		"embedded":                {embeddedInput(t, "anthropic/claude-sonnet-4-5"), map[string][2]string{"gateway": {"openclaw-gateway", admission.PinnedOpenClawVersion}}},
-		"dedicated codex":         {codexInput(t, admission.MethodAPIKey), map[string][2]string{"gateway": {"openclaw-gateway", admission.PinnedOpenClawVersion}, "harness": {"codex-app-server", admission.PinnedCodexVersion}}},
-		"custom codex image":      {custom, map[string][2]string{"gateway": {"openclaw-gateway", admission.PinnedOpenClawVersion}, "harness": {"codex-app-server", "custom-image"}}},
-		"native openclaw sandbox": {nativeInput(t, admission.MethodAPIKey), map[string][2]string{"gateway": {"openclaw-gateway", admission.PinnedOpenClawVersion}, "node": {"openclaw-node", admission.PinnedOpenClawVersion}}},
+		"embedded":           {embeddedInput(t, "anthropic/claude-sonnet-4-5"), map[string][2]string{"gateway": {"openclaw-gateway", admission.PinnedOpenClawVersion}}},
+		"dedicated codex":    {codexInput(t, admission.MethodAPIKey), map[string][2]string{"gateway": {"openclaw-gateway", admission.PinnedOpenClawVersion}, "harness": {"codex-app-server", admission.PinnedCodexVersion}}},
+		"custom codex image": {custom, map[string][2]string{"gateway": {"openclaw-gateway", admission.PinnedOpenClawVersion}, "harness": {"codex-app-server", "custom-image"}}},
 	} {
 		rev := admit(t, tc.in)
 		objs, err := Kubernetes(rev, 4)
@@ -654,7 +651,6 @@ func TestPR9_TiniIsPID1OfEveryRuntimeContainer(t *testing.T) {
 		"embedded":        embeddedInput(t, "anthropic/claude-sonnet-4-5"),
 		"dedicated codex": codexInput(t, admission.MethodAPIKey),
 		"sandboxed codex": sandboxedCodexInput(t),
-		"native openclaw": nativeInput(t, admission.MethodAPIKey),
 	} {
 		objs, err := Kubernetes(admit(t, in), 1)
 		if err != nil {
@@ -679,7 +675,6 @@ func TestPR9_EveryGatewayHasTokenAuth(t *testing.T) {
 	for name, in := range map[string]admission.Input{
 		"embedded":        embeddedInput(t, "anthropic/claude-sonnet-4-5"),
 		"dedicated codex": codexInput(t, admission.MethodAPIKey),
-		"native openclaw": nativeInput(t, admission.MethodAPIKey),
 		"sandboxed codex": sandboxedCodexInput(t),
 	} {
 		t.Run(name, func(t *testing.T) {
@@ -696,11 +691,8 @@ func TestPR9_EveryGatewayHasTokenAuth(t *testing.T) {
 				if isGateway {
 					gateways++
 				}
-				// The native node's enrollment broker sits beside the
-				// gateway and asks it for a setup code: it holds the token too.
-				wantToken := isGateway || *c.Name == "enrollment"
-				if has != wantToken {
-					t.Errorf("container %s: has the gateway token %v, want %v", *c.Name, has, wantToken)
+				if has != isGateway {
+					t.Errorf("container %s: has the gateway token %v, want %v", *c.Name, has, isGateway)
 					continue
 				}
 				if has && (tok.ValueFrom == nil || *tok.ValueFrom.SecretKeyRef.Name != GatewayTokenSecret(rev.Agent) || *tok.ValueFrom.SecretKeyRef.Key != GatewayTokenKey) {
@@ -711,9 +703,6 @@ func TestPR9_EveryGatewayHasTokenAuth(t *testing.T) {
 				t.Fatalf("%d gateway containers", gateways)
 			}
 			d, err := GatewayDocument(rev, 1)
-			if rev.ExecutionMode == admission.ModeDedicated && rev.Harness == admission.HarnessOpenClaw {
-				d, err = NativeGatewayDocument(rev, 1)
-			}
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -737,7 +726,6 @@ func TestSS1_EveryGatewayStartsOffline(t *testing.T) {
 	for name, in := range map[string]admission.Input{
 		"embedded":        embeddedInput(t, "anthropic/claude-sonnet-4-5"),
 		"dedicated codex": codexInput(t, admission.MethodAPIKey),
-		"native openclaw": nativeInput(t, admission.MethodAPIKey),
 	} {
 		rev := admit(t, in)
 		objs, err := Kubernetes(rev, 1)
@@ -763,8 +751,8 @@ func TestSS1_EveryGatewayStartsOffline(t *testing.T) {
 		t.Fatal(err)
 	}
 	docs["ssh"] = d
-	if len(docs) != 4 {
-		t.Fatalf("gateway documents of %d topologies, want 4", len(docs))
+	if len(docs) != 3 {
+		t.Fatalf("gateway documents of %d topologies, want 3", len(docs))
 	}
 	for name, d := range docs {
 		for p, want := range offline {
@@ -832,6 +820,5 @@ func topologyCases(t *testing.T) []struct {
 		{"embedded", admit(t, embeddedInput(t, "anthropic/claude-sonnet-4-5"))},
 		{"dedicated codex", admit(t, codexInput(t, admission.MethodAPIKey))},
 		{"sandboxed codex", admit(t, sandboxedCodexInput(t))},
-		{"native openclaw", admit(t, nativeInput(t, admission.MethodAPIKey))},
 	}
 }

@@ -112,7 +112,6 @@ var (
 func TestNetworkPolicy_RulesOfEveryTopology(t *testing.T) {
 	gw := fmt.Sprintf("TCP/%d", GatewayPort)
 	app := fmt.Sprintf("TCP/%d", AppServerPort)
-	enroll := fmt.Sprintf("TCP/%d,TCP/%d", GatewayPort, EnrollPort)
 	driver := fmt.Sprintf("ns{%s=openshell} -> any port", LabelNamespaceName)
 	type want struct{ ingress, egress []string }
 	cases := []struct {
@@ -131,16 +130,6 @@ func TestNetworkPolicy_RulesOfEveryTopology(t *testing.T) {
 			ComponentGateway: {ingress: []string{"pod{} -> " + gw}, egress: []string{dns, https, pods("coder", ComponentHarness) + " -> " + app}},
 			// The Credential Gateway's egress proxy runs in the driver's namespace (AU3).
 			ComponentHarness: {ingress: []string{pods("coder", ComponentGateway) + " -> " + app}, egress: []string{dns, driver, https}},
-		}},
-		{"native node", nativeInput(t, admission.MethodAPIKey), map[string]want{
-			// The node dials its gateway (ND1, ND2): ingress to the gateway,
-			// egress from the node; the node listens on no port.
-			ComponentGateway: {ingress: []string{"pod{} -> " + gw, pods("native", ComponentNode) + " -> " + enroll}, egress: []string{dns, https}},
-			ComponentNode:    {ingress: []string{pods("native", ComponentGateway) + " -> any port"}, egress: []string{dns, driver, https, pods("native", ComponentGateway) + " -> " + enroll}},
-		}},
-		{"native node with a credential gateway", nativeInput(t, admission.MethodCredentialSource), map[string]want{
-			ComponentGateway: {ingress: []string{"pod{} -> " + gw, pods("native", ComponentNode) + " -> " + enroll}, egress: []string{dns, https}},
-			ComponentNode:    {ingress: []string{pods("native", ComponentGateway) + " -> any port"}, egress: []string{dns, driver, https, pods("native", ComponentGateway) + " -> " + enroll}},
 		}},
 	}
 	for _, tc := range cases {

@@ -61,7 +61,6 @@ func TestAD3_RenderWritesExactlyThePlatformKeys(t *testing.T) {
 		"embedded":        embeddedInput(t, "anthropic/claude-sonnet-4-5"),
 		"dedicated codex": codexInput(t, admission.MethodAPIKey),
 		"sandboxed codex": sandboxedCodexInput(t),
-		"native openclaw": nativeInput(t, admission.MethodAPIKey),
 		"ssh":             sshInput(t, anthropicSSH),
 		"ssh, own port":   sshPort,
 	} {
@@ -100,7 +99,7 @@ func TestAD3_RenderWritesExactlyThePlatformKeys(t *testing.T) {
 				t.Errorf("render changed %s from %q to %q, which admission.PlatformKeys does not list", p, before[p], v)
 			}
 			for p, v := range before {
-				if _, kept := after[p]; !kept && !owned[p] && !strings.HasSuffix(p, ".apiKey") {
+				if _, kept := after[p]; !kept && !owned[p] {
 					t.Errorf("render dropped %s = %s, which admission.PlatformKeys does not list", p, v)
 				}
 			}
@@ -133,7 +132,6 @@ func TestAD6_RenderFailsClosedOnANonObjectPlatformPath(t *testing.T) {
 		{"k8s discovery number", embeddedInput(t, "anthropic/claude-sonnet-4-5"), "discovery", int64(5), "discovery.mdns.mode"},
 		{"k8s update bool", codexInput(t, admission.MethodAPIKey), "update", true, "update.checkOnStart"},
 		{"k8s plugins list", codexInput(t, admission.MethodAPIKey), "plugins", []any{}, "plugins.entries.codex.enabled"},
-		{"native gateway string", nativeInput(t, admission.MethodAPIKey), "gateway", "x", "gateway.mode"},
 		{"ssh gateway string", sshInput(t, anthropicSSH), "gateway", "x", "gateway.mode"},
 		{"ssh discovery number", sshInput(t, anthropicSSH), "discovery", int64(5), "discovery.mdns.mode"},
 	} {
@@ -154,15 +152,12 @@ func TestAD6_RenderFailsClosedOnANonObjectPlatformPath(t *testing.T) {
 // rule AD3: the gateway runs the document the plan shows. Admission froze
 // the platform's wiring into the revision, so render's file is the
 // revision's gateway document plus only the computed keys (the address of
-// the revision's own Codex harness, which names the revision number) and,
-// with a native node, minus the inference credentials (ND2: the gateway
-// never holds them).
+// the revision's own Codex harness, which names the revision number).
 func TestAD3_RenderedGatewayIsTheAdmittedDocument(t *testing.T) {
 	for name, in := range map[string]admission.Input{
 		"embedded":        embeddedInput(t, "anthropic/claude-sonnet-4-5"),
 		"dedicated codex": codexInput(t, admission.MethodAPIKey),
 		"sandboxed codex": sandboxedCodexInput(t),
-		"native openclaw": nativeInput(t, admission.MethodAPIKey),
 		"ssh":             sshInput(t, anthropicSSH),
 	} {
 		t.Run(name, func(t *testing.T) {
@@ -191,7 +186,7 @@ func TestAD3_RenderedGatewayIsTheAdmittedDocument(t *testing.T) {
 				}
 			}
 			for p, v := range before {
-				if _, kept := after[p]; !kept && !strings.HasSuffix(p, ".apiKey") {
+				if _, kept := after[p]; !kept {
 					t.Errorf("render dropped %s = %s", p, v)
 				}
 			}

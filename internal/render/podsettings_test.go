@@ -34,7 +34,6 @@ func podTopologies(t *testing.T) []struct {
 		{"embedded", embeddedInput(t, "anthropic/claude-sonnet-4-5"), 1},
 		{"dedicated codex", codexInput(t, admission.MethodAPIKey), 2},
 		{"sandboxed codex", sandboxedCodexInput(t), 2},
-		{"native openclaw", nativeInput(t, admission.MethodAPIKey), 2},
 	}
 }
 
@@ -72,10 +71,6 @@ func renderedPods(t *testing.T, objs *Objects) []renderedPod {
 	}
 	return out
 }
-
-// broker is the enrollment broker beside a native gateway: it keeps its
-// own small requests and limits (it runs one OpenClaw CLI call).
-const broker = "enrollment"
 
 func int64p(v int64) *int64 { return &v }
 
@@ -128,15 +123,10 @@ func TestAD3_PodSettingsReachEveryRuntimePod(t *testing.T) {
 		{"cpu_request", func(c *admission.Compute) { c.CPURequestMillis = 500 }, func(t *testing.T, p renderedPod) {
 			for _, c := range p.tmpl.Spec.Containers {
 				req, limit := c.Resources.Requests[corev1.ResourceCPU], c.Resources.Limits[corev1.ResourceCPU]
-				switch {
-				case c.Name == broker:
-					if req.String() != "100m" {
-						t.Errorf("%s/%s: the broker's cpu request = %s, want its own 100m", p.owner, c.Name, req.String())
-					}
-				case req.MilliValue() != 500 || limit.MilliValue() != 1500:
+				if req.MilliValue() != 500 || limit.MilliValue() != 1500 {
 					t.Errorf("%s/%s: cpu request %s limit %s, want 500m and 1500m", p.owner, c.Name, req.String(), limit.String())
 				}
-				if mem := c.Resources.Requests[corev1.ResourceMemory]; c.Name != broker && mem.Cmp(c.Resources.Limits[corev1.ResourceMemory]) != 0 {
+				if mem := c.Resources.Requests[corev1.ResourceMemory]; mem.Cmp(c.Resources.Limits[corev1.ResourceMemory]) != 0 {
 					t.Errorf("%s/%s: memory request %s moved with the cpu request", p.owner, c.Name, mem.String())
 				}
 			}
@@ -144,15 +134,10 @@ func TestAD3_PodSettingsReachEveryRuntimePod(t *testing.T) {
 		{"memory_request", func(c *admission.Compute) { c.MemoryRequest = "1Gi" }, func(t *testing.T, p renderedPod) {
 			for _, c := range p.tmpl.Spec.Containers {
 				req, limit := c.Resources.Requests[corev1.ResourceMemory], c.Resources.Limits[corev1.ResourceMemory]
-				switch {
-				case c.Name == broker:
-					if req.String() != "256Mi" {
-						t.Errorf("%s/%s: the broker's memory request = %s, want its own 256Mi", p.owner, c.Name, req.String())
-					}
-				case req.Cmp(resource.MustParse("1Gi")) != 0 || limit.Cmp(resource.MustParse("4Gi")) != 0:
+				if req.Cmp(resource.MustParse("1Gi")) != 0 || limit.Cmp(resource.MustParse("4Gi")) != 0 {
 					t.Errorf("%s/%s: memory request %s limit %s, want 1Gi and 4Gi", p.owner, c.Name, req.String(), limit.String())
 				}
-				if cpu := c.Resources.Requests[corev1.ResourceCPU]; c.Name != broker && cpu.MilliValue() != 1500 {
+				if cpu := c.Resources.Requests[corev1.ResourceCPU]; cpu.MilliValue() != 1500 {
 					t.Errorf("%s/%s: cpu request %s moved with the memory request", p.owner, c.Name, cpu.String())
 				}
 			}
@@ -164,7 +149,7 @@ func TestAD3_PodSettingsReachEveryRuntimePod(t *testing.T) {
 			}
 		}},
 		{"image_pull_policy", func(c *admission.Compute) { c.ImagePullPolicy = "Always" }, func(t *testing.T, p renderedPod) {
-			for _, c := range p.tmpl.Spec.Containers { // the broker pulls the runtime image too
+			for _, c := range p.tmpl.Spec.Containers {
 				if c.ImagePullPolicy != corev1.PullAlways {
 					t.Errorf("%s/%s: imagePullPolicy = %q, want Always", p.owner, c.Name, c.ImagePullPolicy)
 				}
@@ -216,9 +201,6 @@ func TestAD3_UnsetPodSettingsRenderDefaults(t *testing.T) {
 			for _, c := range s.Containers {
 				if c.ImagePullPolicy != "" {
 					t.Errorf("%s/%s/%s: imagePullPolicy %q rendered while unset", topo.name, p.owner, c.Name, c.ImagePullPolicy)
-				}
-				if c.Name == broker {
-					continue
 				}
 				for _, r := range []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory} {
 					if req, limit := c.Resources.Requests[r], c.Resources.Limits[r]; req.Cmp(limit) != 0 {

@@ -23,7 +23,6 @@ func TestPR5_KubeletProbesNeverRestartAStartingOrHeldContainer(t *testing.T) {
 		"embedded at 0.25 CPU": slow,
 		"dedicated codex":      codexInput(t, admission.MethodAPIKey),
 		"sandboxed codex":      sandboxedCodexInput(t),
-		"native openclaw":      nativeInput(t, admission.MethodAPIKey),
 	} {
 		rev := admit(t, in)
 		objs, err := Kubernetes(rev, 1)
@@ -38,19 +37,10 @@ func TestPR5_KubeletProbesNeverRestartAStartingOrHeldContainer(t *testing.T) {
 		for _, c := range containers {
 			what := name + "/" + *c.Name
 			if len(c.Ports) == 0 {
-				// A runtime that listens on no port (the native node host)
-				// has no kubelet probe at all: nothing restarts it while it
-				// starts or holds.
-				if c.StartupProbe != nil || c.LivenessProbe != nil || c.ReadinessProbe != nil {
-					t.Errorf("%s: probes on a container without a port", what)
-				}
-				continue
+				t.Fatalf("%s: a runtime container that listens on no port", what)
 			}
 			port := *c.Ports[0].ContainerPort
-			// The native gateway's enrollment broker is no runtime: it
-			// answers its own probes from its start.
-			broker := len(c.Args) > 0 && c.Args[0] == BrokerArgs(rev.Agent, rev.ComputeSettings.Namespace)[0]
-			if !broker && (len(c.Args) == 0 || c.Args[0] != "--health-port="+strconv.Itoa(int(port))) {
+			if len(c.Args) == 0 || c.Args[0] != "--health-port="+strconv.Itoa(int(port)) {
 				t.Errorf("%s: args %v, want --health-port=%d first", what, c.Args, port)
 			}
 			sp, lp := c.StartupProbe, c.LivenessProbe

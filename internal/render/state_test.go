@@ -12,7 +12,7 @@ import (
 // main workspace) is on the agent's own claim in every topology: one claim
 // per agent, labelled with the agent and no revision, the same name in
 // every revision; without state, an emptyDir and no claim. The dedicated
-// harness and the native node keep their state ephemeral.
+// harness keeps its state ephemeral.
 func TestRender_StateClaim(t *testing.T) {
 	state := &admission.State{Size: "20Gi", StorageClass: "fast", AccessMode: "ReadWriteOncePod", RetainOnDestroy: true}
 	for _, tc := range []struct {
@@ -22,7 +22,6 @@ func TestRender_StateClaim(t *testing.T) {
 	}{
 		{"embedded", func(t *testing.T) admission.Input { return embeddedInput(t, "anthropic/claude-sonnet-4-5") }, "support"},
 		{"dedicated codex", func(t *testing.T) admission.Input { return codexInput(t, admission.MethodAPIKey) }, "coder"},
-		{"native node", func(t *testing.T) admission.Input { return nativeInput(t, admission.MethodAPIKey) }, ""},
 		{"sandboxed codex", sandboxedCodexInput, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -17,13 +17,12 @@ var updateGolden = flag.Bool("update-golden", false, "rewrite testdata/unset fro
 // left unset must change none of them, or every existing agent would plan
 // a new revision (and a Recreate restart) on upgrade (rule AD3). The ids
 // change only with a change meant to change what existing agents run, noted
-// in CHANGELOG.md (embedded and native: maxConcurrent is dedicated Codex's;
-// all: the admitted document holds the platform's wiring).
+// in CHANGELOG.md (embedded: maxConcurrent is dedicated Codex's; all: the
+// admitted document holds the platform's wiring).
 var pinnedRevisionIDs = map[string]string{
 	"embedded":        "420a5bcee837ce43",
 	"dedicated codex": "bc5f52debc44b7fc",
 	"sandboxed codex": "cf6c21d5c0b05f72",
-	"native openclaw": "213fbbeb7599ce43",
 }
 
 // rule AD3: with no new setting set, every topology renders exactly what

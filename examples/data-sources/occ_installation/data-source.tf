@@ -11,5 +11,5 @@ data "occ_installation" "prod" {
 }
 
 output "execution_modes" {
-  value = data.occ_installation.prod.execution_modes # ["embedded", "dedicated"]
+  value = data.occ_installation.prod.execution_modes # ["embedded"]: dedicated OpenClaw is refused (ND6)
 }

@@ -53,13 +53,12 @@ resource "occ_compute" "production" {
   }
 }
 
-# A namespace whose dedicated harnesses run in OpenShell sandboxes, with model
-# keys from a Credential Gateway.
+# A namespace whose dedicated Codex harnesses run in OpenShell sandboxes, with
+# model keys from a Credential Gateway.
 resource "occ_compute" "sandboxed" {
   name = "sandboxed"
   kubernetes = {
     namespace          = "occ-sandboxed"
-    node_workers       = 8
     sandbox_driver     = { name = "openshell", facets = ["networking", "filesystem", "process"], required_profile = "gpu-workers" }
     credential_gateway = { name = "openai-keys" }
   }
