@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 
 	"github.com/occ-platform/terraform-provider-occ/internal/render"
+	"github.com/occ-platform/terraform-provider-occ/internal/sandboxapi"
 )
 
 // RequiredRules is the minimal namespaced Role the provider needs in a
@@ -191,6 +192,9 @@ func (e *Executor) Occupants(ctx context.Context, ns string) ([]string, error) {
 		return nil, fmt.Errorf("list Services in %s: %w", ns, err)
 	}
 	for _, o := range svcs.Items {
+		if sandboxOwned(o.OwnerReferences) {
+			continue // the sandbox driver's Service of a Sandbox goes with it
+		}
 		add("Service", o.Name, o.Labels)
 	}
 	// Secrets by their metadata only: their values never reach the
@@ -276,4 +280,16 @@ func (e *Executor) DeleteNamespace(ctx context.Context, ns string) error {
 			return fmt.Errorf("namespace %s is still terminating: %w", ns, ctx.Err())
 		}
 	}
+}
+
+// sandboxOwned reports whether an object is controlled by a Sandbox: the
+// headless Service the agent-sandbox controller gives each Sandbox, which
+// the garbage collector deletes with it.
+func sandboxOwned(refs []metav1.OwnerReference) bool {
+	for _, r := range refs {
+		if r.Controller != nil && *r.Controller && r.Kind == sandboxapi.Kind && strings.HasPrefix(r.APIVersion, sandboxapi.Group+"/") {
+			return true
+		}
+	}
+	return false
 }

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 )
 
@@ -77,5 +78,25 @@ func TestTurnRulesMatchDocumentedRole(t *testing.T) {
 	}
 	if !reflect.DeepEqual(role.Rules, TurnRules) {
 		t.Errorf("examples/kubernetes-role/turn-role.yaml rules differ from kube.TurnRules:\n%+v\n%+v", role.Rules, TurnRules)
+	}
+}
+
+// A Service the sandbox driver gives a Sandbox goes with the Sandbox: it
+// does not keep a compute's namespace; anything else does.
+func TestSandboxOwned(t *testing.T) {
+	yes := true
+	for _, c := range []struct {
+		refs []metav1.OwnerReference
+		want bool
+	}{
+		{[]metav1.OwnerReference{{APIVersion: "agents.x-k8s.io/v1alpha1", Kind: "Sandbox", Name: "a-harness-r1", Controller: &yes}}, true},
+		{[]metav1.OwnerReference{{APIVersion: "agents.x-k8s.io/v1alpha1", Kind: "Sandbox", Name: "a-harness-r1"}}, false},
+		{[]metav1.OwnerReference{{APIVersion: "example.com/v1", Kind: "Sandbox", Name: "x", Controller: &yes}}, false},
+		{[]metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "Deployment", Name: "x", Controller: &yes}}, false},
+		{nil, false},
+	} {
+		if got := sandboxOwned(c.refs); got != c.want {
+			t.Errorf("sandboxOwned(%+v) = %v, want %v", c.refs, got, c.want)
+		}
 	}
 }

@@ -250,33 +250,11 @@ func TestAccAgent_RealNodeDedicatedCodexTurn(t *testing.T) {
 			Check: func(*terraform.State) error {
 				clock.stop()
 				ctx := context.Background()
-				probes := len(srv.ProbeRequests())
-				a, ttft, err := turnThroughService(ctx, env, "coder", "Say ok.")
-				if err != nil {
-					return fmt.Errorf("the turn, right after activation: %w", err)
-				}
-				if a.Text != "ok" {
-					return fmt.Errorf("the agent answered %q, want the model's %q", a.Text, "ok")
-				}
-				gw, err := podIP(ctx, env, "coder", render.ComponentGateway)
+				a, ttft, gw, err := dedicatedTurn(ctx, env, srv, "coder")
 				if err != nil {
 					return err
 				}
 				gatewayIP = gw
-				harness, err := podIP(ctx, env, "coder", render.ComponentHarness)
-				if err != nil {
-					return err
-				}
-				calls := turnCalls(srv, probes)
-				if len(calls) == 0 {
-					return fmt.Errorf("the turn answered without a model call")
-				}
-				for _, c := range calls {
-					if c.Path != "/v1/responses" || c.Credential != testSentinel || c.Model != "gpt-5-codex" || c.Remote != harness {
-						return fmt.Errorf("model call %s %s model %q from %s (the agent's key: %v); want POST /v1/responses, gpt-5-codex, from the harness %s, with the key",
-							c.Method, c.Path, c.Model, c.Remote, c.Credential == testSentinel, harness)
-					}
-				}
 				if err := refusedWithoutToken(ctx, env, "coder"); err != nil {
 					return err
 				}
@@ -286,7 +264,49 @@ func TestAccAgent_RealNodeDedicatedCodexTurn(t *testing.T) {
 			},
 		}},
 	})
-	// AU6: over the whole test (probe and turn), the gateway called no model.
+	gatewayCalledNoModel(t, srv, gatewayIP)
+}
+
+// dedicatedTurn sends a turn to a dedicated Codex agent right after its
+// activation and checks it: the model's answer, and every model call of
+// the turn made from the harness Pod's address at the configured Responses
+// endpoint for gpt-5-codex, with the agent's key. It returns the answer,
+// the time to its first token after activation, and the gateway Pod's
+// address.
+func dedicatedTurn(ctx context.Context, env realEnv, srv *fakemodel.Server, agent string) (turn.Answer, time.Duration, string, error) {
+	probes := len(srv.ProbeRequests())
+	a, ttft, err := turnThroughService(ctx, env, agent, "Say ok.")
+	if err != nil {
+		return a, 0, "", fmt.Errorf("the turn, right after activation: %w", err)
+	}
+	if a.Text != "ok" {
+		return a, 0, "", fmt.Errorf("the agent answered %q, want the model's %q", a.Text, "ok")
+	}
+	gw, err := podIP(ctx, env, agent, render.ComponentGateway)
+	if err != nil {
+		return a, 0, "", err
+	}
+	harness, err := podIP(ctx, env, agent, render.ComponentHarness)
+	if err != nil {
+		return a, 0, "", err
+	}
+	calls := turnCalls(srv, probes)
+	if len(calls) == 0 {
+		return a, 0, "", fmt.Errorf("the turn answered without a model call")
+	}
+	for _, c := range calls {
+		if c.Path != "/v1/responses" || c.Credential != testSentinel || c.Model != "gpt-5-codex" || c.Remote != harness {
+			return a, 0, "", fmt.Errorf("model call %s %s model %q from %s (the agent's key: %v); want POST /v1/responses, gpt-5-codex, from the harness %s, with the key",
+				c.Method, c.Path, c.Model, c.Remote, c.Credential == testSentinel, harness)
+		}
+	}
+	return a, ttft, gw, nil
+}
+
+// gatewayCalledNoModel: over the whole test (probe and turn), the gateway
+// at gatewayIP called no model (AU6: it holds no key).
+func gatewayCalledNoModel(t *testing.T, srv *fakemodel.Server, gatewayIP string) {
+	t.Helper()
 	if gatewayIP == "" {
 		t.Fatal("the gateway's address was never read: the check would prove nothing")
 	}

@@ -42,7 +42,12 @@ import (
 // Pod template), reports the Pod's readiness and the credential attachments
 // on the Sandbox's status, and simulates the OpenShell gateway: a
 // selector-less Service whose one endpoint is ready unless an outage is
-// simulated (SetOutage).
+// simulated (SetOutage). Like the upstream agent-sandbox controller, it
+// gives each Sandbox a headless Service of the Sandbox's name that selects
+// its Pod by the label sandboxNameHashLabel (status.service and
+// status.serviceFQDN name it), so that the Pod answers at
+// NAME.NAMESPACE.svc: on the real node a dedicated Codex gateway reaches
+// its sandboxed harness there.
 
 //go:embed sandbox/agents.x-k8s.io_sandboxes.yaml
 var sandboxCRDYAML []byte
@@ -71,6 +76,17 @@ var ConditionInvalidAttachments = sandboxapi.AttachmentCondition("invalid")
 // Sandbox's spec.podTemplate the Pod was built from: a Pod whose hash
 // differs from the Sandbox's template is deleted and created again.
 const annotationTemplateHash = "testenv.occ.dev/sandbox-template-hash"
+
+// sandboxNameHashLabel is the label on a Sandbox's Pod that its headless
+// Service selects (upstream agent-sandbox's label of the same name: a hash
+// of the Sandbox's name, since a name may be longer than a label value).
+const sandboxNameHashLabel = "agents.x-k8s.io/sandbox-name-hash"
+
+// sandboxNameHash is that label's value for a Sandbox name.
+func sandboxNameHash(name string) string {
+	sum := sha256.Sum256([]byte(name))
+	return hex.EncodeToString(sum[:8])
+}
 
 // gatewayEndpointIP is the address of the simulated gateway's endpoint.
 const gatewayEndpointIP = "10.0.0.1"
@@ -768,7 +784,28 @@ func (d *SandboxDriver) reconcile(ctx context.Context, key sandboxKey) error {
 	if err != nil {
 		return err
 	}
+	if err := d.ensureService(ctx, sb); err != nil {
+		return err
+	}
 	return d.updateStatus(ctx, sb, obs)
+}
+
+// ensureService creates the Sandbox's headless Service (no cluster IP, no
+// ports: its name resolves to the Pod's address), owned by the Sandbox so
+// that the garbage collector deletes it with it. A Service of that name
+// that the Sandbox does not own is left alone.
+func (d *SandboxDriver) ensureService(ctx context.Context, sb *unstructured.Unstructured) error {
+	svc := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: sb.GetName(), Namespace: sb.GetNamespace(),
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: sandboxapi.GroupVersion, Kind: sandboxapi.Kind, Name: sb.GetName(), UID: sb.GetUID(),
+				Controller: new(true), BlockOwnerDeletion: new(true)}}},
+		Spec: corev1.ServiceSpec{ClusterIP: corev1.ClusterIPNone, Selector: map[string]string{sandboxNameHashLabel: sandboxNameHash(sb.GetName())}},
+	}
+	_, err := d.c.Clientset.CoreV1().Services(sb.GetNamespace()).Create(ctx, svc, metav1.CreateOptions{})
+	if err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("create service: %w", err)
+	}
+	return nil
 }
 
 // ensurePod creates, replaces or deletes the Sandbox's Pod as its spec asks.
@@ -884,6 +921,10 @@ func sandboxPod(sb *unstructured.Unstructured) (*corev1.Pod, error) {
 		annotations = map[string]string{}
 	}
 	annotations[annotationTemplateHash] = hex.EncodeToString(sum[:12])
+	if podLabels == nil {
+		podLabels = map[string]string{}
+	}
+	podLabels[sandboxNameHashLabel] = sandboxNameHash(sb.GetName())
 	return &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{
 			Name:        sb.GetName(),
