@@ -18,8 +18,8 @@ import (
 )
 
 var (
-	_ action.Action                   = (*agentTurnAction)(nil)
-	_ action.ActionWithConfigure      = (*agentTurnAction)(nil)
+	_ action.Action              = (*agentTurnAction)(nil)
+	_ action.ActionWithConfigure = (*agentTurnAction)(nil)
 )
 
 // defaultTurnTimeout bounds a turn whose action sets no timeout.
