@@ -64,12 +64,7 @@ func TestAccAction_AgentTurnKubernetes(t *testing.T) {
 	t.Setenv("TF_VAR_key", testSentinel)
 	dir := t.TempDir()
 	off := realAgentConfig(env, srv.URL, "6m")
-	on := strings.Replace(off, `agents = { defaults = { model = "anthropic/claude-sonnet-4-5" } }`,
-		`agents = { defaults = { model = "anthropic/claude-sonnet-4-5" } }
-    `+chatCompletionsOn, 1)
-	if on == off {
-		t.Fatal("the configuration was not rewritten")
-	}
+	on := withChatCompletions(t, off, `agents = { defaults = { model = "anthropic/claude-sonnet-4-5" } }`)
 	writeConfigFile(t, dir, "main.tf", requiredOCC+off+turnAction)
 	if out, code := run(dir, "apply", "-auto-approve", "-no-color"); code != 0 {
 		t.Fatalf("apply (exit %d):\n%s", code, out)

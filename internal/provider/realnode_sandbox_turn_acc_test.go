@@ -3,7 +3,6 @@ package provider
 import (
 	"context"
 	"fmt"
-	"strings"
 	"testing"
 	"time"
 
@@ -62,15 +61,7 @@ resource "occ_configuration" "c" {
 }`
 	clock := &applyClock{}
 	var gatewayIP string
-	defer func() {
-		if !t.Failed() {
-			return
-		}
-		logs, _ := podLogs(context.Background(), env, "coder")
-		for name, l := range logs {
-			t.Logf("--- %s:\n%s", name, strings.ReplaceAll(l, testSentinel, "<key>"))
-		}
-	}()
+	defer podLogsOnFailure(t, env, "coder")
 	resource.Test(t, resource.TestCase{
 		PreCheck:                 func() { testAccPreCheck(t) },
 		ProtoV6ProviderFactories: testAccProtoV6ProviderFactories,

@@ -35,6 +35,29 @@ import (
 // its chat completions endpoint (off by default upstream).
 const chatCompletionsOn = `gateway = { http = { endpoints = { chatCompletions = { enabled = true } } } }`
 
+// withChatCompletions turns the gateway's chat completions endpoint on in
+// a test configuration, beside its agents line.
+func withChatCompletions(t *testing.T, config, agentsLine string) string {
+	t.Helper()
+	out := strings.Replace(config, agentsLine, agentsLine+"\n    "+chatCompletionsOn, 1)
+	if out == config {
+		t.Fatal("the configuration was not rewritten")
+	}
+	return out
+}
+
+// podLogsOnFailure logs the agent's container logs, the key redacted, when
+// the test has failed by the time it runs (defer it).
+func podLogsOnFailure(t *testing.T, env realEnv, agent string) {
+	if !t.Failed() {
+		return
+	}
+	logs, _ := podLogs(context.Background(), env, agent)
+	for name, l := range logs {
+		t.Logf("--- %s:\n%s", name, strings.ReplaceAll(l, testSentinel, "<key>"))
+	}
+}
+
 // applyClock records when the apply of a step starts (a PreApply plan
 // check runs right before it) and when its checks start (right after the
 // apply returned): the activation time, as the user waits for it.
@@ -152,13 +175,7 @@ func TestAccAgent_RealNodeEmbeddedTurn(t *testing.T) {
 	env := newRealEnv(t)
 	srv := env.model(t, fakemodel.Step{Kind: fakemodel.OK})
 	t.Setenv("TF_VAR_key", testSentinel)
-	config := strings.Replace(realAgentConfig(env, srv.URL, "6m"),
-		`agents = { defaults = { model = "anthropic/claude-sonnet-4-5" } }`,
-		`agents = { defaults = { model = "anthropic/claude-sonnet-4-5" } }
-    `+chatCompletionsOn, 1)
-	if !strings.Contains(config, "chatCompletions") {
-		t.Fatal("the configuration was not rewritten")
-	}
+	config := withChatCompletions(t, realAgentConfig(env, srv.URL, "6m"), `agents = { defaults = { model = "anthropic/claude-sonnet-4-5" } }`)
 	clock := &applyClock{}
 	resource.Test(t, resource.TestCase{
 		PreCheck:                 func() { testAccPreCheck(t) },
@@ -220,24 +237,10 @@ func TestAccAgent_RealNodeDedicatedCodexTurn(t *testing.T) {
 	env := newRealEnv(t)
 	srv := env.model(t, fakemodel.Step{Kind: fakemodel.OK})
 	t.Setenv("TF_VAR_key", testSentinel)
-	config := strings.Replace(realCodexConfig(env, srv.URL, "8m"),
-		`agents = { defaults = { model = "codex/gpt-5-codex" } }`,
-		`agents = { defaults = { model = "codex/gpt-5-codex" } }
-    `+chatCompletionsOn, 1)
-	if !strings.Contains(config, "chatCompletions") {
-		t.Fatal("the configuration was not rewritten")
-	}
+	config := withChatCompletions(t, realCodexConfig(env, srv.URL, "8m"), `agents = { defaults = { model = "codex/gpt-5-codex" } }`)
 	clock := &applyClock{}
 	var gatewayIP string
-	defer func() {
-		if !t.Failed() {
-			return
-		}
-		logs, _ := podLogs(context.Background(), env, "coder")
-		for name, l := range logs {
-			t.Logf("--- %s:\n%s", name, strings.ReplaceAll(l, testSentinel, "<key>"))
-		}
-	}()
+	defer podLogsOnFailure(t, env, "coder")
 	resource.Test(t, resource.TestCase{
 		PreCheck:                 func() { testAccPreCheck(t) },
 		ProtoV6ProviderFactories: testAccProtoV6ProviderFactories,
