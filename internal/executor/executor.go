@@ -32,6 +32,7 @@ package executor
 import (
 	"context"
 	"errors"
+	"net/http"
 	"sync/atomic"
 	"time"
 
@@ -205,6 +206,17 @@ type Turn struct {
 	Agent   Agent
 	Message string
 	Log     Log
+}
+
+// SendTurn sends r with c and words a turn that did not answer as a
+// Failure (TurnFailure): what both executors do once they reach the
+// gateway.
+func SendTurn(ctx context.Context, c *http.Client, agent, where string, r turn.Request) (turn.Answer, error) {
+	ans, err := turn.Send(ctx, c, r)
+	if err != nil {
+		return turn.Answer{}, TurnFailure(agent, where, err)
+	}
+	return ans, nil
 }
 
 // TurnFailure words a turn that did not answer (turn.Send's error) as a

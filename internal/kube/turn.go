@@ -79,17 +79,8 @@ func (e *Executor) Turn(ctx context.Context, t executor.Turn) (turn.Answer, erro
 	}
 	defer stop()
 	t.Log.Print("turn: port-forward ready", map[string]any{"agent": a.Name, "namespace": ns, "pod": pod})
-	return sendTurn(ctx, t, "http://127.0.0.1:"+strconv.Itoa(int(local)), token, "Pod "+pod)
-}
-
-// sendTurn sends the turn and words what went wrong as a Failure.
-func sendTurn(ctx context.Context, t executor.Turn, base, token, where string) (turn.Answer, error) {
-	c := &http.Client{}
-	ans, err := turn.Send(ctx, c, turn.Request{BaseURL: base, Token: token, Message: t.Message})
-	if err == nil {
-		return ans, nil
-	}
-	return turn.Answer{}, executor.TurnFailure(t.Agent.Name, where, err)
+	return executor.SendTurn(ctx, &http.Client{}, a.Name, "Pod "+pod,
+		turn.Request{BaseURL: "http://127.0.0.1:" + strconv.Itoa(int(local)), Token: token, Message: t.Message})
 }
 
 // servingPod is a ready gateway Pod the Service selects.

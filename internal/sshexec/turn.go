@@ -3,6 +3,7 @@ package sshexec
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"strings"
@@ -59,6 +60,9 @@ func parseTurnTarget(out string) (turnTarget, error) {
 		tt.Port = p
 	}
 	tt.Auth, _ = occconfig.String(d, occconfig.Keys("gateway", "auth", "mode"))
+	if tt.Auth == "none" {
+		return tt, nil // no token is sent
+	}
 	// A token written into the document itself (the user's choice; it is
 	// in their configuration) wins over the environment, as OpenClaw reads it.
 	if tok, _ := occconfig.String(d, occconfig.Keys("gateway", "auth", "token")); tok != "" && !strings.HasPrefix(tok, "${") {
@@ -94,16 +98,14 @@ func (e *Executor) Turn(ctx context.Context, t executor.Turn) (turn.Answer, erro
 	if err != nil {
 		return turn.Answer{}, failureOf(executor.OpTurn, a.Name, 0, tg.Addr(), nil, err)
 	}
-	res, err := conn.Run(ctx, "read the activated revision of "+render.UnitName(a.Name), turnScript, nil, render.UnitPath(a.Name), agentDir)
+	res, err := conn.RunOK(ctx, "read the activated revision of "+render.UnitName(a.Name), turnScript, nil, render.UnitPath(a.Name), agentDir)
+	var se *Error
 	switch {
-	case err != nil:
-		return turn.Answer{}, failureOf(executor.OpTurn, a.Name, 0, tg.Addr(), nil, err)
-	case res.Exit == 3:
+	case errors.As(err, &se) && se.Class == ClassCommandFailed && se.ExitCode == 3:
 		return turn.Answer{}, &executor.Failure{Code: executor.NotFound, Op: executor.OpTurn, Agent: a.Name, Where: tg.Addr(),
 			Reason: fmt.Sprintf("agent %s has no activated revision on %s", a.Name, tg.Addr()), Next: "apply the agent, then send the turn"}
-	case res.Exit != 0:
-		return turn.Answer{}, failureOf(executor.OpTurn, a.Name, 0, tg.Addr(), nil,
-			&Error{Class: ClassCommandFailed, Addr: tg.Addr(), User: tg.User, Op: "read the activated revision", ExitCode: res.Exit, Stderr: tail(res.Stderr, 10, 2000)})
+	case err != nil:
+		return turn.Answer{}, failureOf(executor.OpTurn, a.Name, 0, tg.Addr(), nil, err)
 	}
 	tt, err := parseTurnTarget(res.Stdout)
 	if err != nil {
@@ -115,22 +117,18 @@ func (e *Executor) Turn(ctx context.Context, t executor.Turn) (turn.Answer, erro
 			Reason: "the gateway authenticates with a token (gateway.auth.mode = \"token\") and its unit's environment file has no OPENCLAW_GATEWAY_TOKEN line",
 			Next:   "add OPENCLAW_GATEWAY_TOKEN=<a long random value> to the runtime source's environment_file on the host and apply again (the gateway reads it at start), then send the turn again"}
 	}
-	if tt.Auth == "none" {
-		tt.Token = ""
-	}
 	c := &http.Client{Transport: &http.Transport{DialContext: conn.DialContext, DisableKeepAlives: true}}
 	t.Log.Print("turn: sending through the SSH connection", map[string]any{"agent": a.Name, "host": tg.Addr(), "port": tt.Port})
-	ans, err := turn.Send(ctx, c, turn.Request{BaseURL: fmt.Sprintf("http://127.0.0.1:%d", tt.Port), Token: tt.Token, Message: t.Message})
-	if err != nil {
-		if forwardingRefused(err) {
-			return turn.Answer{}, &executor.Failure{Code: executor.ReadinessUnreachable, Op: executor.OpTurn, Agent: a.Name, Where: where,
-				Reason: "the host's sshd refuses to forward to the gateway's loopback port", Next: "allow TCP forwarding for the provider's user (AllowTcpForwarding local)", Err: err}
-		}
-		f := executor.TurnFailure(a.Name, where, err)
-		if f.Code == executor.TurnFailed && strings.Contains(f.Reason, "refused the gateway token") {
-			f.Next = "the gateway token is OPENCLAW_GATEWAY_TOKEN in the runtime source's environment_file on the host: a gateway started before it changed still has the old one; apply again (a restart), then send the turn again"
-		}
-		return turn.Answer{}, f
+	ans, err := executor.SendTurn(ctx, c, a.Name, where, turn.Request{BaseURL: fmt.Sprintf("http://127.0.0.1:%d", tt.Port), Token: tt.Token, Message: t.Message})
+	var f *executor.Failure
+	var te *turn.Error
+	switch {
+	case !errors.As(err, &f):
+		return ans, err
+	case forwardingRefused(f.Err):
+		f.Code, f.Reason, f.Next = executor.ReadinessUnreachable, "the host's sshd refuses to forward to the gateway's loopback port", "allow TCP forwarding for the provider's user (AllowTcpForwarding local)"
+	case errors.As(f.Err, &te) && te.Unauthorized():
+		f.Next = "the gateway token is OPENCLAW_GATEWAY_TOKEN in the runtime source's environment_file on the host: a gateway started before it changed still has the old one; apply again (a restart), then send the turn again"
 	}
-	return ans, nil
+	return turn.Answer{}, f
 }
