@@ -244,7 +244,14 @@ func phaseRecorded(resourceName, component, phase, outcome string) resource.Test
 // taken from TF_VAR_key that only the harness receives (AU6). Each of the
 // two Pods requests its limits: one CPU each fits the real node's two.
 func realCodexConfig(e realEnv, baseURL, timeout string) string {
-	return e.provider + e.compute(`, cpu_limit = "1", memory_limit = "2Gi"`) + fmt.Sprintf(`
+	return e.provider + e.compute(`, cpu_limit = "1", memory_limit = "2Gi"`) + codexAgentConfig(baseURL, timeout)
+}
+
+// codexAgentConfig is realCodexConfig without its provider and compute:
+// the configuration, the write-only key source and the agent, on
+// occ_compute.k.
+func codexAgentConfig(baseURL, timeout string) string {
+	return fmt.Sprintf(`
 resource "occ_configuration" "c" {
   name     = "coder"
   document = jsonencode({

@@ -84,6 +84,22 @@ func (c *applyClock) apply() time.Duration {
 	return c.returned.Sub(c.started)
 }
 
+// turnStep is a turn test's one step: apply config, timed by clock, the
+// agent active, then check, right after the apply returned.
+func turnStep(config string, clock *applyClock, check func(context.Context) error) resource.TestStep {
+	return resource.TestStep{
+		Config:           config,
+		ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{clock}},
+		ConfigStateChecks: []statecheck.StateCheck{
+			statecheck.ExpectKnownValue("occ_agent.a", tfjsonpath.New("status"), knownvalue.StringExact("active")),
+		},
+		Check: func(*terraform.State) error {
+			clock.stop()
+			return check(context.Background())
+		},
+	}
+}
+
 // turnThroughService sends one turn to the agent's gateway through its
 // Service from inside the node's network, with the gateway token of the
 // agent's Secret. A connection refused while kube-proxy programs a new
@@ -180,48 +196,39 @@ func TestAccAgent_RealNodeEmbeddedTurn(t *testing.T) {
 	resource.Test(t, resource.TestCase{
 		PreCheck:                 func() { testAccPreCheck(t) },
 		ProtoV6ProviderFactories: testAccProtoV6ProviderFactories,
-		Steps: []resource.TestStep{{
-			Config:           config,
-			ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{clock}},
-			ConfigStateChecks: []statecheck.StateCheck{
-				statecheck.ExpectKnownValue("occ_agent.a", tfjsonpath.New("status"), knownvalue.StringExact("active")),
-			},
-			Check: func(*terraform.State) error {
-				clock.stop()
-				ctx := context.Background()
-				probes := len(srv.ProbeRequests())
-				a, ttft, err := turnThroughService(ctx, env, "support", "Say ok.")
-				if err != nil {
-					return fmt.Errorf("the turn: %w", err)
+		Steps: []resource.TestStep{turnStep(config, clock, func(ctx context.Context) error {
+			probes := len(srv.ProbeRequests())
+			a, ttft, err := turnThroughService(ctx, env, "support", "Say ok.")
+			if err != nil {
+				return fmt.Errorf("the turn: %w", err)
+			}
+			if a.Text != "ok" {
+				return fmt.Errorf("the agent answered %q, want the model's %q", a.Text, "ok")
+			}
+			gw, err := podIP(ctx, env, "support", render.ComponentGateway)
+			if err != nil {
+				return err
+			}
+			calls := turnCalls(srv, probes)
+			if len(calls) == 0 {
+				return fmt.Errorf("the turn answered without a model call")
+			}
+			for _, c := range calls {
+				// The configuration's endpoint (baseUrl + the Messages
+				// API), the agent's key, its primary model, and the
+				// gateway's own Pod: embedded, the gateway is the harness.
+				if c.Path != "/v1/messages" || c.Credential != testSentinel || c.Model != "claude-sonnet-4-5" || c.Remote != gw {
+					return fmt.Errorf("model call %s %s model %q from %s (the agent's key: %v); want POST /v1/messages, claude-sonnet-4-5, from the gateway %s, with the key",
+						c.Method, c.Path, c.Model, c.Remote, c.Credential == testSentinel, gw)
 				}
-				if a.Text != "ok" {
-					return fmt.Errorf("the agent answered %q, want the model's %q", a.Text, "ok")
-				}
-				gw, err := podIP(ctx, env, "support", render.ComponentGateway)
-				if err != nil {
-					return err
-				}
-				calls := turnCalls(srv, probes)
-				if len(calls) == 0 {
-					return fmt.Errorf("the turn answered without a model call")
-				}
-				for _, c := range calls {
-					// The configuration's endpoint (baseUrl + the Messages
-					// API), the agent's key, its primary model, and the
-					// gateway's own Pod: embedded, the gateway is the harness.
-					if c.Path != "/v1/messages" || c.Credential != testSentinel || c.Model != "claude-sonnet-4-5" || c.Remote != gw {
-						return fmt.Errorf("model call %s %s model %q from %s (the agent's key: %v); want POST /v1/messages, claude-sonnet-4-5, from the gateway %s, with the key",
-							c.Method, c.Path, c.Model, c.Remote, c.Credential == testSentinel, gw)
-					}
-				}
-				if err := refusedWithoutToken(ctx, env, "support"); err != nil {
-					return err
-				}
-				t.Logf("figures: embedded OpenClaw: activated in %s (apply), first answered token %s after activation (turn total %s)",
-					clock.apply().Round(time.Millisecond), ttft.Round(time.Millisecond), a.Total.Round(time.Millisecond))
-				return nil
-			},
-		}},
+			}
+			if err := refusedWithoutToken(ctx, env, "support"); err != nil {
+				return err
+			}
+			t.Logf("figures: embedded OpenClaw: activated in %s (apply), first answered token %s after activation (turn total %s)",
+				clock.apply().Round(time.Millisecond), ttft.Round(time.Millisecond), a.Total.Round(time.Millisecond))
+			return nil
+		})},
 	})
 }
 
@@ -244,28 +251,19 @@ func TestAccAgent_RealNodeDedicatedCodexTurn(t *testing.T) {
 	resource.Test(t, resource.TestCase{
 		PreCheck:                 func() { testAccPreCheck(t) },
 		ProtoV6ProviderFactories: testAccProtoV6ProviderFactories,
-		Steps: []resource.TestStep{{
-			Config:           config,
-			ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{clock}},
-			ConfigStateChecks: []statecheck.StateCheck{
-				statecheck.ExpectKnownValue("occ_agent.a", tfjsonpath.New("status"), knownvalue.StringExact("active")),
-			},
-			Check: func(*terraform.State) error {
-				clock.stop()
-				ctx := context.Background()
-				a, ttft, gw, err := dedicatedTurn(ctx, env, srv, "coder")
-				if err != nil {
-					return err
-				}
-				gatewayIP = gw
-				if err := refusedWithoutToken(ctx, env, "coder"); err != nil {
-					return err
-				}
-				t.Logf("figures: dedicated Codex: activated in %s (apply), first answered token %s after activation (turn total %s)",
-					clock.apply().Round(time.Millisecond), ttft.Round(time.Millisecond), a.Total.Round(time.Millisecond))
-				return nil
-			},
-		}},
+		Steps: []resource.TestStep{turnStep(config, clock, func(ctx context.Context) error {
+			a, ttft, gw, err := dedicatedTurn(ctx, env, srv, "coder")
+			if err != nil {
+				return err
+			}
+			gatewayIP = gw
+			if err := refusedWithoutToken(ctx, env, "coder"); err != nil {
+				return err
+			}
+			t.Logf("figures: dedicated Codex: activated in %s (apply), first answered token %s after activation (turn total %s)",
+				clock.apply().Round(time.Millisecond), ttft.Round(time.Millisecond), a.Total.Round(time.Millisecond))
+			return nil
+		})},
 	})
 	gatewayCalledNoModel(t, srv, gatewayIP)
 }
