@@ -67,6 +67,21 @@ func (e *Executor) ensureClaim(ctx context.Context, want *corev1ac.PersistentVol
 	if err != nil {
 		return fmt.Errorf("read PersistentVolumeClaim %s: %w", *want.Name, err)
 	}
+	if serving == 0 && cur.DeletionTimestamp != nil && ownedBy(cur, agent) {
+		// A first deploy meets the agent's claim still going: an earlier
+		// destroy deleted it and its finalizer has not let go yet (a
+		// destroy interrupted before it saw the claim gone). Wait for it,
+		// then start on a new, empty claim.
+		if err := e.waitClaimGone(ctx, *want.Namespace, agent); err != nil {
+			return claimFailure(agent, cur.Name, want, claimProblem{what: "an earlier destroy's deletion of it has not finished",
+				next: "A Pod that is not this agent's may still mount the claim (kubectl describe pvc names it); stop it, then apply again. Nothing else was written."}, err.Error())
+		}
+		if err := create(); err != nil {
+			return cannotCreate(err)
+		}
+		e.log.Print("created the state claim after the earlier one went", map[string]any{"work.operation": "apply", "claim": *want.Name})
+		return nil
+	}
 	if bad := claimMismatch(cur, want, agent); bad.what != "" {
 		return claimFailure(agent, cur.Name, want, bad, "")
 	}

@@ -142,7 +142,7 @@ func serviceDeleted(agent string) string {
 // that its Sandboxes are removed too (only then may the identity touch
 // them). The agent's state claim goes too unless keepClaim (the compute's
 // state.retain_on_destroy): it is removed after the Pods that use it,
-// whose deletion is what releases it.
+// whose deletion is what releases it, and waited for until it is gone.
 func (e *Executor) DeleteAgent(ctx context.Context, ns, agent string, sandboxed, keepClaim bool) error {
 	sel := agentSelector(agent)
 	opts, list := metav1.DeleteOptions{}, metav1.ListOptions{LabelSelector: sel}
@@ -193,49 +193,78 @@ func (e *Executor) DeleteAgent(ctx context.Context, ns, agent string, sandboxed,
 	if err := e.Client.CoreV1().PersistentVolumeClaims(ns).DeleteCollection(ctx, opts, list); err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("delete the state claim of %s: %w", agent, err)
 	}
-	return nil
+	err = e.waitClaimGone(ctx, ns, agent)
+	if apierrors.IsForbidden(err) {
+		// A Role from before this wait (no list/watch on claims): the claim
+		// goes by itself once its protection finalizer is removed.
+		e.log.Print("cannot watch the state claim go: the provider's identity may not list claims (see the Kubernetes permissions guide)", map[string]any{"work.operation": "delete", "level": "warn"})
+		return nil
+	}
+	return err
 }
 
 // waitPodsGone waits, with a watch, until no Pod of the agent is left.
+// Remaining Pods were created by the deleted ReplicaSets' controllers; each
+// round deletes them directly so that the wait does not depend on GC timing.
 func (e *Executor) waitPodsGone(ctx context.Context, ns, agent string) error {
+	pods := e.Client.CoreV1().Pods(ns)
 	podSel := labels.SelectorFromSet(labels.Set{render.LabelAgent: agent}).String()
+	return waitGone(ctx, "the Pods of "+agent, metav1.ListOptions{LabelSelector: podSel},
+		func(ctx context.Context, opts metav1.ListOptions) (string, int, error) {
+			l, err := pods.List(ctx, opts)
+			if err != nil || len(l.Items) == 0 {
+				return "", 0, err
+			}
+			_ = pods.DeleteCollection(ctx, metav1.DeleteOptions{}, opts)
+			return l.ResourceVersion, len(l.Items), nil
+		}, pods.Watch)
+}
+
+// waitClaimGone waits, with a watch, until the agent's state claim that
+// destroy deleted is gone: the claim keeps its protection finalizer for a
+// moment after its last Pod, and a create of the same agent right after
+// the destroy (a replacement) must find no claim being deleted.
+func (e *Executor) waitClaimGone(ctx context.Context, ns, agent string) error {
+	pvcs := e.Client.CoreV1().PersistentVolumeClaims(ns)
+	return waitGone(ctx, "the state claim of "+agent, metav1.ListOptions{LabelSelector: agentSelector(agent)},
+		func(ctx context.Context, opts metav1.ListOptions) (string, int, error) {
+			l, err := pvcs.List(ctx, opts)
+			if err != nil {
+				return "", 0, err
+			}
+			return l.ResourceVersion, len(l.Items), nil
+		}, pvcs.Watch)
+}
+
+// waitGone waits until list finds nothing for opts: it lists, then watches
+// from the list's version and lists again after each change, or after 30 s
+// without one (a watch that missed the last deletion).
+func waitGone(ctx context.Context, what string, opts metav1.ListOptions,
+	list func(context.Context, metav1.ListOptions) (string, int, error), open watchFunc) error {
 	for {
-		pods, err := e.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: podSel})
+		rv, n, err := list(ctx, opts)
 		if err != nil {
-			return fmt.Errorf("list Pods of %s: %w", agent, err)
+			return fmt.Errorf("list %s: %w", what, err)
 		}
-		if len(pods.Items) == 0 {
+		if n == 0 {
 			return nil
 		}
-		// Remaining Pods were created by the deleted ReplicaSets' controllers;
-		// delete them directly so that the wait does not depend on GC timing.
-		_ = e.Client.CoreV1().Pods(ns).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{LabelSelector: podSel})
-		w, err := e.Client.CoreV1().Pods(ns).Watch(ctx, metav1.ListOptions{LabelSelector: podSel, ResourceVersion: pods.ResourceVersion})
+		wopts := opts
+		wopts.ResourceVersion = rv
+		w, err := open(ctx, wopts)
 		if err != nil {
-			return fmt.Errorf("watch Pods of %s: %w", agent, err)
+			return fmt.Errorf("watch %s: %w", what, err)
 		}
 		timer := time.NewTimer(30 * time.Second)
-	wait:
-		for {
-			select {
-			case <-ctx.Done():
-				w.Stop()
-				timer.Stop()
-				return fmt.Errorf("waiting for the Pods of %s to go: %w", agent, ctx.Err())
-			case _, ok := <-w.ResultChan():
-				if !ok {
-					break wait
-				}
-				// Re-list after each change (cheap; few Pods).
-				if left, err := e.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: podSel}); err == nil && len(left.Items) == 0 {
-					w.Stop()
-					timer.Stop()
-					return nil
-				}
-			case <-timer.C:
-				break wait
-			}
+		select {
+		case <-ctx.Done():
+		case <-w.ResultChan():
+		case <-timer.C:
 		}
 		w.Stop()
+		timer.Stop()
+		if ctx.Err() != nil {
+			return fmt.Errorf("waiting for %s to go: %w", what, ctx.Err())
+		}
 	}
 }
