@@ -1,6 +1,9 @@
 package admission
 
-import "github.com/occ-platform/terraform-provider-occ/internal/occconfig"
+import (
+	"github.com/occ-platform/terraform-provider-occ/internal/occconfig"
+	"github.com/occ-platform/terraform-provider-occ/internal/sandboxapi"
+)
 
 // StampPlatformLogging applies AD4 to an admitted document in place:
 // logging.level and a matching logging.consoleLevel, JSON console style,
@@ -44,8 +47,9 @@ func force(doc occconfig.Document, p occconfig.Path, value any) {
 }
 
 // PlaceholderCredential is what a harness behind the Credential Gateway
-// receives instead of a key; the sandbox egress proxy swaps in the real one (AU3).
-const PlaceholderCredential = "openshell-placeholder"
+// receives instead of a key; the sandbox egress proxy swaps in the real one
+// (AU3): the driver contract's sandboxapi.Placeholder.
+const PlaceholderCredential = sandboxapi.Placeholder
 
 // DriverTransform is the sandbox driver's transformation of the native
 // configuration before validation and admission (AD2). It works on a copy

@@ -409,6 +409,30 @@ func (n *RealNode) DialInNode(ctx context.Context, network, address string) (net
 	return c, err
 }
 
+// RedirectInNode sends the node's Pods' TCP connections to from (an
+// address in the node, host:port) to to instead, until the test ends: a
+// DNAT rule at the top of the nat table's PREROUTING chain of the node's
+// network namespace, so that a Pod's every process is redirected whatever
+// its environment, and the connection keeps the Pod's source address. What
+// the node itself dials (DialInNode) is not redirected.
+func (n *RealNode) RedirectInNode(t testing.TB, from, to string) {
+	t.Helper()
+	host, port, err := net.SplitHostPort(from)
+	if err != nil {
+		t.Fatalf("testenv/kube: RedirectInNode(%q): %v", from, err)
+	}
+	rule := []string{"PREROUTING", "-p", "tcp", "-d", host, "--dport", port,
+		"-m", "comment", "--comment", "occ-testenv redirect " + t.Name(), "-j", "DNAT", "--to-destination", to}
+	if err := run("ip", append([]string{"netns", "exec", n.NetNS, "iptables", "-w", "-t", "nat", "-I"}, rule...)...); err != nil {
+		t.Fatalf("testenv/kube: redirect %s to %s in the node: %v", from, to, err)
+	}
+	t.Cleanup(func() {
+		if err := run("ip", append([]string{"netns", "exec", n.NetNS, "iptables", "-w", "-t", "nat", "-D"}, rule...)...); err != nil {
+			t.Errorf("testenv/kube: remove the redirect of %s: %v", from, err)
+		}
+	})
+}
+
 // inNode runs f on an OS thread that has entered the node's network
 // namespace (sockets f makes live there), then moves the thread back. The
 // thread must come back rather than end: the node's processes have

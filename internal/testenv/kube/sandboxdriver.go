@@ -47,7 +47,9 @@ import (
 // its Pod by the label sandboxNameHashLabel (status.service and
 // status.serviceFQDN name it), so that the Pod answers at
 // NAME.NAMESPACE.svc: on the real node a dedicated Codex gateway reaches
-// its sandboxed harness there.
+// its sandboxed harness there. With ServeCredentialGateway it also stands
+// in for the Credential Gateway (credentialgateway.go): it holds keys and
+// swaps the harness's placeholder for them on the way out.
 
 //go:embed sandbox/agents.x-k8s.io_sandboxes.yaml
 var sandboxCRDYAML []byte
@@ -282,6 +284,7 @@ type SandboxDriver struct {
 	c          *Cluster
 	t          testing.TB
 	gwNS, gwSv string
+	namespaces []string // watched
 
 	queue workqueue.TypedRateLimitingInterface[sandboxKey]
 
@@ -295,6 +298,7 @@ type SandboxDriver struct {
 	known       map[sandboxKey]bool          // the Sandboxes the watches have seen and not seen deleted
 	failures    map[string]attachmentFailure // by attachment name
 	provisioned []string
+	gateway     *credentialGateway // ServeCredentialGateway's, nil until then
 
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -355,6 +359,7 @@ func (c *Cluster) StartSandboxDriver(t testing.TB, opts SandboxDriverOptions) *S
 			continue
 		}
 		seen[ns] = true
+		d.namespaces = append(d.namespaces, ns)
 		for _, lw := range []listWatch{d.sandboxWatch(ns), d.podWatch(ns)} {
 			// The first list is synchronous: once StartSandboxDriver returns,
 			// every change is seen.
@@ -1053,6 +1058,9 @@ func (d *SandboxDriver) computeStatus(sb *unstructured.Unstructured, obs observa
 			typ := sandboxapi.AttachmentCondition(a.Name)
 			if f, failed := d.failures[a.Name]; failed {
 				set(typ, metav1.ConditionFalse, f.reason, f.message)
+			} else if !d.attachmentHeld(a) {
+				set(typ, metav1.ConditionFalse, ReasonCredentialNotHeld,
+					fmt.Sprintf("credential gateway %s holds no %s credential for %s", a.Gateway, a.SourceType, a.Name))
 			} else {
 				set(typ, metav1.ConditionTrue, SandboxReasonAttached,
 					fmt.Sprintf("credential gateway %s attached %s", a.Gateway, a.SourceType))
