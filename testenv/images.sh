@@ -37,6 +37,7 @@
 #   testenv/images.sh path NAME    the archive of NAME for the current recipe
 #                                  (fails when it is not built)
 #   testenv/images.sh name NAME    NAME's full image name
+#   testenv/images.sh digest NAME  the manifest digest of NAME's archive
 #   testenv/images.sh recipe       the recipe, one fact a line
 #   testenv/images.sh check        import all three into a private containerd
 #                                  and run node/openclaw/codex --version in them
@@ -88,6 +89,18 @@ PAUSE_BIN=/pause
 PAUSE_USER=65535:65535
 
 ALL=(openclaw codex pause)
+
+# Reproducible: every time an image records is SOURCE_DATE_EPOCH (the
+# recipe's own date unless the caller sets one): the config's and each
+# history entry's created, every file's mtime newer than it (clamped), the
+# accounts' last password change (shadow's useradd reads it). With the same
+# inputs (the cached root file system, the npm installs, the Go sources and
+# toolchain, umoci) a build gives the same image digests; `digest NAME`
+# prints them.
+SOURCE_DATE_EPOCH="${SOURCE_DATE_EPOCH:-1788220800}" # 2026-09-01T00:00:00Z
+[[ "$SOURCE_DATE_EPOCH" =~ ^[0-9]+$ ]] || die "SOURCE_DATE_EPOCH=$SOURCE_DATE_EPOCH is not a number of seconds"
+export SOURCE_DATE_EPOCH
+CREATED=$(date -u -d "@$SOURCE_DATE_EPOCH" +%Y-%m-%dT%H:%M:%SZ)
 
 # runtime_recipe NAME: sets R_* to the recipe of the openclaw or codex image.
 # R_PREFIX is the npm prefix in the image (the cached $NPM_DIR/NAME as it
@@ -245,7 +258,7 @@ npm_input() {
 
 # The functions whose text is part of the recipe hash: editing them builds
 # anew.
-RECIPE_FUNCTIONS=(runtime_recipe recipe trim_rootfs build_rootfs build_base build_runtime build_pause write_archive go_build)
+RECIPE_FUNCTIONS=(runtime_recipe recipe trim_rootfs build_rootfs clamp repack build_base build_runtime build_pause write_archive go_build)
 
 tool_versions() {
 	umoci --version || die "umoci is not installed (make images installs it)"
@@ -259,6 +272,7 @@ key() {
 		declare -f "${RECIPE_FUNCTIONS[@]}"
 		tool_versions
 		printf 'archive %s\n' "$LAYERS"
+		printf 'epoch %s\n' "$SOURCE_DATE_EPOCH"
 		case "$1" in
 		pause) go_sources "$PAUSE_PKG" ;;
 		*)
@@ -359,9 +373,16 @@ ensure_rootfs() {
 }
 
 # ================================================================ images
+# clamp DIR: every file, directory and link under DIR newer than
+# SOURCE_DATE_EPOCH gets it as its mtime (npm's files keep their 1985).
+clamp() {
+	find "$1" -newermt "@$SOURCE_DATE_EPOCH" -exec touch --no-dereference --date="@$SOURCE_DATE_EPOCH" {} +
+}
+
 # repack BUNDLE TAG WHAT: the bundle's changes as a new layer of TAG.
 repack() {
-	umoci repack --refresh-bundle --history.created_by "$3" --image "$OCI:$2" "$1"
+	clamp "$1/rootfs"
+	umoci repack --refresh-bundle --history.created "$CREATED" --history.created_by "$3" --image "$OCI:$2" "$1"
 }
 
 # build_base: the shared layers (Debian, then Node) as tag "base", left
@@ -407,8 +428,8 @@ build_runtime() {
 	for e in "${R_ENV[@]}"; do args+=(--config.env "$e"); done
 	for e in "${ENTRYPOINT[@]}"; do args+=(--config.entrypoint "$e"); done
 	for e in "${R_CMD[@]}"; do args+=(--config.cmd "$e"); done
-	umoci config --image "$OCI:$name" --config.user "$RUNTIME_UID:$RUNTIME_GID" \
-		--config.exposedports "$R_PORT/tcp" "${args[@]}"
+	umoci config --image "$OCI:$name" --created "$CREATED" --history.created "$CREATED" \
+		--config.user "$RUNTIME_UID:$RUNTIME_GID" --config.exposedports "$R_PORT/tcp" "${args[@]}"
 	rm -rf "$b"
 }
 
@@ -417,7 +438,8 @@ build_pause() {
 	umoci unpack --image "$OCI:pause" "$WORK/pause" >/dev/null
 	install -m 0755 "$WORK/occ-pause" "$WORK/pause/rootfs$PAUSE_BIN"
 	repack "$WORK/pause" pause "go build $PAUSE_PKG as $PAUSE_BIN"
-	umoci config --image "$OCI:pause" --config.user "$PAUSE_USER" --config.entrypoint "$PAUSE_BIN"
+	umoci config --image "$OCI:pause" --created "$CREATED" --history.created "$CREATED" \
+		--config.user "$PAUSE_USER" --config.entrypoint "$PAUSE_BIN"
 	rm -rf "$WORK/pause"
 }
 
@@ -532,6 +554,15 @@ cmd_path() {
 	echo "$p"
 }
 
+# cmd_digest NAME: the digest of NAME's image manifest in the current
+# archive (what a registry names it by once pushed as it is).
+cmd_digest() {
+	local f transport=oci-archive
+	f=$(cmd_path "$1")
+	[ "$LAYERS" = gzip ] || transport=docker-archive
+	echo "sha256:$(skopeo inspect --raw "$transport:$f" | sha)"
+}
+
 # ================================================================ check
 # cmd_check: imports the three archives into a containerd of its own (own
 # root, state and socket in a temporary directory, the CRI plugin off;
@@ -615,11 +646,15 @@ name)
 	[ $# -eq 2 ] || die "usage: $0 name NAME"
 	image_name "$2"
 	;;
+digest)
+	[ $# -eq 2 ] || die "usage: $0 digest NAME"
+	cmd_digest "$2"
+	;;
 recipe)
 	shift
 	[ $# -eq 0 ] && set -- "${ALL[@]}"
 	recipe "$@"
 	;;
 check) cmd_check ;;
-*) die "usage: $0 [build] [openclaw|codex|pause...] | path NAME | name NAME | recipe [NAME...] | check" ;;
+*) die "usage: $0 [build] [openclaw|codex|pause...] | path NAME | name NAME | digest NAME | recipe [NAME...] | check" ;;
 esac
