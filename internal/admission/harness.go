@@ -3,7 +3,6 @@ package admission
 import (
 	"fmt"
 	"slices"
-	"strings"
 
 	"github.com/occ-platform/terraform-provider-occ/internal/occconfig"
 )
@@ -173,14 +172,14 @@ func admitMaxConcurrent(doc occconfig.Document, harness, mode string, cpuMillis 
 func HarnessVersion(harness string, c Compute) string {
 	switch {
 	case harness == HarnessCodex && c.CodexImage != "":
-		if v, ok := platformImageVersion(c.CodexImage, PinnedCodexImage, PinnedCodexVersion); ok {
+		if v, ok := platformImageVersion(c.CodexImage, PinnedCodexImage); ok {
 			return "codex@" + v
 		}
 		return fmt.Sprintf("codex@image:%s", c.CodexImage)
 	case harness == HarnessCodex:
 		return "codex@" + PinnedCodexVersion
 	case c.RuntimeImage != "":
-		if v, ok := platformImageVersion(c.RuntimeImage, PinnedRuntimeImage, PinnedOpenClawVersion); ok {
+		if v, ok := platformImageVersion(c.RuntimeImage, PinnedRuntimeImage); ok {
 			return "openclaw@" + v
 		}
 		return fmt.Sprintf("openclaw@image:%s", c.RuntimeImage)
@@ -190,12 +189,14 @@ func HarnessVersion(harness string, c Compute) string {
 }
 
 // platformImageVersion is the tag of image when it is the pinned image's
-// repository at another (or the same) tag.
-func platformImageVersion(image, pinned, version string) (string, bool) {
-	repo := strings.TrimSuffix(pinned, version)
-	tag, ok := strings.CutPrefix(image, repo)
-	if !ok || tag == "" || strings.ContainsAny(tag, ":@/") {
+// repository at another (or the same) tag, pinned by digest or not.
+func platformImageVersion(image, pinned string) (string, bool) {
+	img, err := ParseImage(image)
+	if err != nil || img.Tag == "" {
 		return "", false
 	}
-	return tag, true
+	if p, err := ParseImage(pinned); err != nil || p.Name != img.Name {
+		return "", false
+	}
+	return img.Tag, true
 }

@@ -101,8 +101,9 @@ func computeSchema() schema.Schema {
 						PlanModifiers:       []planmodifier.String{stringplanmodifier.RequiresReplace()},
 						MarkdownDescription: "The tenant namespace the Agents run in; created when missing. Changing it replaces the compute (its Agents redeploy into the new namespace)."},
 					"runtime_image": schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString(admission.PinnedRuntimeImage),
-						Validators:          []validator.String{stringvalidator.LengthAtLeast(1)},
-						MarkdownDescription: fmt.Sprintf("The OpenClaw runtime image. Default: the pinned runtime image `%s` (OpenClaw %s).", admission.PinnedRuntimeImage, admission.PinnedOpenClawVersion)},
+						Validators: []validator.String{imageReference{}},
+						MarkdownDescription: fmt.Sprintf("The OpenClaw runtime image. Default: the pinned runtime image `%s` (OpenClaw %s). ", admission.PinnedRuntimeImage, admission.PinnedOpenClawVersion) +
+							imageDigestAdvice},
 					"native_worker_support": schema.BoolAttribute{Optional: true, Computed: true, Default: booldefault.StaticBool(false),
 						DeprecationMessage: nativeWorkerSupportDeprecation,
 						MarkdownDescription: "Deprecated: it no longer admits anything. It declared that a custom `runtime_image` supports native workers, for dedicated OpenClaw; " +
@@ -110,8 +111,8 @@ func computeSchema() schema.Schema {
 							" runs a native worker's inference on the node: the pinned runtime sends a worker's model calls through the gateway, with the gateway's credential. " +
 							"It is still refused on the pinned image, which is no custom image. Remove it (where it was `true`, that gives the compute's Agents a new revision, as any change of a compute setting does)."},
 					"codex_image": schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString(admission.PinnedCodexImage),
-						Validators:          []validator.String{stringvalidator.LengthAtLeast(1)},
-						MarkdownDescription: fmt.Sprintf("The Codex app-server image for dedicated Codex. Default: `%s`.", admission.PinnedCodexImage)},
+						Validators:          []validator.String{imageReference{}},
+						MarkdownDescription: fmt.Sprintf("The Codex app-server image for dedicated Codex. Default: `%s`. ", admission.PinnedCodexImage) + imageDigestAdvice},
 					"cpu_limit": schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString(defaultCPULimit),
 						Validators:          []validator.String{quantity{what: "CPU"}},
 						MarkdownDescription: "CPU limit of each runtime container. It sets the startup probe's budget (20 s plus 45 CPU-seconds at this limit, rule PR1) and dedicated Codex's default `maxConcurrent` (max(8, 4 × parallelism), the parallelism being this limit in whole CPUs rounded down, at least 1; rule HM7). Default `2`."},
@@ -288,6 +289,10 @@ func computeSchema() schema.Schema {
 
 // nativeWorkerSupportDeprecation is the warning a configuration that sets
 // the deprecated kubernetes.native_worker_support gets (rule ND6).
+// imageDigestAdvice is why to pin an image by digest.
+const imageDigestAdvice = "A reference `[registry/]name[:tag][@sha256:digest]`; pin it by digest (`name:tag@sha256:…`) to run the same bytes on every node and in every later revision: " +
+	"a tag can be moved to another image, a digest names exactly one, and the revision (whose id covers the reference) then fixes what runs."
+
 const nativeWorkerSupportDeprecation = "native_worker_support no longer admits anything: dedicated OpenClaw is refused at plan whatever it says (rule ND6), " +
 	"because no OpenClaw release up to " + admission.NativeInferenceCheckedVersion + " runs a native worker's inference on the node. Remove it."
 

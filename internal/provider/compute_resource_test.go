@@ -211,6 +211,14 @@ func TestAccCompute_ValidationErrors(t *testing.T) {
   name       = "prod"
   kubernetes = { namespace = "occ", native_worker_support = true }
 }`, `INVALID_REQUEST: native_worker_support is only for a custom runtime_image`},
+		"image not a reference": {`resource "occ_compute" "k" {
+  name       = "prod"
+  kubernetes = { namespace = "occ", codex_image = "registry.example/Codex:1" }
+}`, `INVALID_REQUEST: not an image reference[\s\S]*kubernetes.codex_image[\s\S]*pin the image by digest`},
+		"image with a short digest": {`resource "occ_compute" "k" {
+  name       = "prod"
+  kubernetes = { namespace = "occ", runtime_image = "registry.example/rt:1@sha256:abc" }
+}`, `INVALID_REQUEST: not an image reference[\s\S]*kubernetes.runtime_image`},
 		"namespace not a DNS label": {`resource "occ_compute" "k" {
   name       = "prod"
   kubernetes = { namespace = "Not_A_Label" }

@@ -480,3 +480,21 @@ func (v positiveDuration) ValidateString(ctx context.Context, req validator.Stri
 			fmt.Sprintf("%q %s (a number and a unit: s, m or h).", req.ConfigValue.ValueString(), v.Description(ctx)))
 	}
 }
+
+// imageReference accepts a container image reference, tagged or pinned by
+// digest (admission.ParseImage).
+type imageReference struct{}
+
+func (imageReference) Description(context.Context) string {
+	return "must be an image reference [registry/]name[:tag][@sha256:digest]"
+}
+func (v imageReference) MarkdownDescription(ctx context.Context) string { return v.Description(ctx) }
+func (v imageReference) ValidateString(_ context.Context, req validator.StringRequest, resp *validator.StringResponse) {
+	if req.ConfigValue.IsNull() || req.ConfigValue.IsUnknown() {
+		return
+	}
+	if _, err := admission.ParseImage(req.ConfigValue.ValueString()); err != nil {
+		addAttrError(&resp.Diagnostics, req.Path, "INVALID_REQUEST: not an image reference",
+			err.Error()+". Write registry/name:tag, or pin the image by digest: registry/name:tag@sha256:<64 hex digits> (a tag can be moved to other bytes; a digest cannot).")
+	}
+}
