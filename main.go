@@ -10,6 +10,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/providerserver"
 
 	"github.com/occ-platform/terraform-provider-occ/internal/provider"
+	"github.com/occ-platform/terraform-provider-occ/internal/release"
 )
 
 // Set by the release build (goreleaser ldflags).
@@ -22,6 +23,9 @@ func main() {
 	var debug bool
 	flag.BoolVar(&debug, "debug", false, "start the provider with support for debuggers like delve")
 	flag.Parse()
+	if err := release.Check(); err != nil {
+		log.Fatal(err.Error())
+	}
 
 	err := providerserver.Serve(context.Background(), provider.New(version, commit), providerserver.ServeOpts{
 		Address:         provider.Address,

@@ -306,6 +306,7 @@ func TestND6_DeclarationOnlyForACustomImage(t *testing.T) {
 	}{
 		{"pinned by default, declared", "", true, true},
 		{"pinned spelled out, declared", PinnedRuntimeImage, true, true},
+		{"pinned by digest (a release's default), declared", PinnedRuntimeImage + "@" + testDigest, true, true},
 		{"custom, declared", custom, true, false},
 		{"pinned, not declared", "", false, false},
 		{"custom, not declared", custom, false, false},

@@ -85,8 +85,15 @@ func CheckNativeWorkerDeclaration(runtimeImage string, declared bool) *Error {
 		"native_worker_support is only for a custom runtime_image, and it no longer admits anything: %s. Remove native_worker_support", nativeWorkerSupportIgnored)
 }
 
-// pinnedRuntime reports whether a configured runtime image is the pinned one.
-func pinnedRuntime(image string) bool { return image == "" || image == PinnedRuntimeImage }
+// pinnedRuntime reports whether a configured runtime image is the pinned
+// one: its tag, with or without a digest (a release's default has one).
+func pinnedRuntime(image string) bool {
+	if image == "" {
+		return true
+	}
+	v, ok := platformImageVersion(image, PinnedRuntimeImage)
+	return ok && v == PinnedOpenClawVersion
+}
 
 // notInstalledText says what a cluster without the driver lacks.
 const notInstalledText = "the agents.x-k8s.io/v1alpha1 Sandbox API is not served; install OpenShell with the agent-sandbox controller, or remove sandbox_driver from the compute"

@@ -27,6 +27,7 @@ import (
 
 	"github.com/occ-platform/terraform-provider-occ/internal/admission"
 	"github.com/occ-platform/terraform-provider-occ/internal/executor"
+	"github.com/occ-platform/terraform-provider-occ/internal/release"
 	"github.com/occ-platform/terraform-provider-occ/internal/sandboxapi"
 )
 
@@ -100,9 +101,9 @@ func computeSchema() schema.Schema {
 					"namespace": schema.StringAttribute{Required: true, Validators: []validator.String{dnsLabel()},
 						PlanModifiers:       []planmodifier.String{stringplanmodifier.RequiresReplace()},
 						MarkdownDescription: "The tenant namespace the Agents run in; created when missing. Changing it replaces the compute (its Agents redeploy into the new namespace)."},
-					"runtime_image": schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString(admission.PinnedRuntimeImage),
+					"runtime_image": schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString(release.RuntimeImage()),
 						Validators: []validator.String{imageReference{}},
-						MarkdownDescription: fmt.Sprintf("The OpenClaw runtime image. Default: the pinned runtime image `%s` (OpenClaw %s). ", admission.PinnedRuntimeImage, admission.PinnedOpenClawVersion) +
+						MarkdownDescription: fmt.Sprintf("The OpenClaw runtime image. Default: the pinned runtime image `%s` (OpenClaw %s), with the digest of the image released with this provider version. ", admission.PinnedRuntimeImage, admission.PinnedOpenClawVersion) +
 							imageDigestAdvice},
 					"native_worker_support": schema.BoolAttribute{Optional: true, Computed: true, Default: booldefault.StaticBool(false),
 						DeprecationMessage: nativeWorkerSupportDeprecation,
@@ -110,9 +111,9 @@ func computeSchema() schema.Schema {
 							"dedicated OpenClaw is now refused at plan whatever it says (rule ND6), because no OpenClaw release up to " + admission.NativeInferenceCheckedVersion +
 							" runs a native worker's inference on the node: the pinned runtime sends a worker's model calls through the gateway, with the gateway's credential. " +
 							"It is still refused on the pinned image, which is no custom image. Remove it (where it was `true`, that gives the compute's Agents a new revision, as any change of a compute setting does)."},
-					"codex_image": schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString(admission.PinnedCodexImage),
+					"codex_image": schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString(release.CodexImage()),
 						Validators:          []validator.String{imageReference{}},
-						MarkdownDescription: fmt.Sprintf("The Codex app-server image for dedicated Codex. Default: `%s`. ", admission.PinnedCodexImage) + imageDigestAdvice},
+						MarkdownDescription: fmt.Sprintf("The Codex app-server image for dedicated Codex. Default: `%s`, with the digest of the image released with this provider version. ", admission.PinnedCodexImage) + imageDigestAdvice},
 					"cpu_limit": schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString(defaultCPULimit),
 						Validators:          []validator.String{quantity{what: "CPU"}},
 						MarkdownDescription: "CPU limit of each runtime container. It sets the startup probe's budget (20 s plus 45 CPU-seconds at this limit, rule PR1) and dedicated Codex's default `maxConcurrent` (max(8, 4 × parallelism), the parallelism being this limit in whole CPUs rounded down, at least 1; rule HM7). Default `2`."},

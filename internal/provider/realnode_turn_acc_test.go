@@ -18,8 +18,10 @@ import (
 	"github.com/hashicorp/terraform-plugin-testing/tfjsonpath"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/occ-platform/terraform-provider-occ/internal/admission"
 	"github.com/occ-platform/terraform-provider-occ/internal/render"
 	"github.com/occ-platform/terraform-provider-occ/internal/startup/fakemodel"
+	testkube "github.com/occ-platform/terraform-provider-occ/internal/testenv/kube"
 	"github.com/occ-platform/terraform-provider-occ/internal/turn"
 )
 
@@ -192,11 +194,19 @@ func TestAccAgent_RealNodeEmbeddedTurn(t *testing.T) {
 	srv := env.model(t, fakemodel.Step{Kind: fakemodel.OK})
 	t.Setenv("TF_VAR_key", testSentinel)
 	config := withChatCompletions(t, realAgentConfig(env, srv.URL, "6m"), `agents = { defaults = { model = "anthropic/claude-sonnet-4-5" } }`)
+	// The runtime image pinned by digest, as a release's default names it
+	// (internal/release): the node resolves name:tag@digest to the image
+	// it imported.
+	digest, err := testkube.ImageDigest("openclaw")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pinned := withRuntimeImage(t, env, config, admission.PinnedRuntimeImage+"@"+digest)
 	clock := &applyClock{}
 	resource.Test(t, resource.TestCase{
 		PreCheck:                 func() { testAccPreCheck(t) },
 		ProtoV6ProviderFactories: testAccProtoV6ProviderFactories,
-		Steps: []resource.TestStep{turnStep(config, clock, func(ctx context.Context) error {
+		Steps: []resource.TestStep{turnStep(pinned, clock, func(ctx context.Context) error {
 			probes := len(srv.ProbeRequests())
 			a, ttft, err := turnThroughService(ctx, env, "support", "Say ok.")
 			if err != nil {
@@ -224,6 +234,17 @@ func TestAccAgent_RealNodeEmbeddedTurn(t *testing.T) {
 			}
 			if err := refusedWithoutToken(ctx, env, "support"); err != nil {
 				return err
+			}
+			pods, err := env.cluster.Clientset.CoreV1().Pods(env.ns).List(ctx, metav1.ListOptions{LabelSelector: render.LabelAgent + "=support"})
+			if err != nil {
+				return err
+			}
+			for _, p := range pods.Items {
+				for _, cs := range p.Status.ContainerStatuses {
+					if !strings.HasSuffix(cs.ImageID, digest) {
+						return fmt.Errorf("container %s/%s runs %s (%s); want the image pinned by %s", p.Name, cs.Name, cs.Image, cs.ImageID, digest)
+					}
+				}
 			}
 			t.Logf("figures: embedded OpenClaw: activated in %s (apply), first answered token %s after activation (turn total %s)",
 				clock.apply().Round(time.Millisecond), ttft.Round(time.Millisecond), a.Total.Round(time.Millisecond))
@@ -316,4 +337,16 @@ func gatewayCalledNoModel(t *testing.T, srv *fakemodel.Server, gatewayIP string)
 			t.Errorf("the gateway called the model: %s %s", r.Method, r.Path)
 		}
 	}
+}
+
+// withRuntimeImage sets the compute's runtime_image in a real-node test
+// configuration.
+func withRuntimeImage(t *testing.T, env realEnv, config, image string) string {
+	t.Helper()
+	ns := fmt.Sprintf("namespace = %q", env.ns)
+	out := strings.Replace(config, ns, ns+fmt.Sprintf(", runtime_image = %q", image), 1)
+	if out == config {
+		t.Fatal("the configuration was not rewritten")
+	}
+	return out
 }

@@ -1,8 +1,10 @@
 package kube
 
 import (
+	"archive/tar"
 	"bufio"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -697,6 +699,20 @@ func (n *RealNode) importImages(ctx context.Context, ctr, socket string) error {
 		if err != nil || !strings.Contains(string(out), img.name) {
 			return fmt.Errorf("image %s not in containerd after importing %s (%v)", img.name, img.archive, err)
 		}
+		// Also under repository@digest, as containerd's CRI records an
+		// image it pulls from a registry: a Pod that names the image by
+		// digest (a release's default, internal/release) finds it.
+		if img.name == PauseImage {
+			continue // never named by digest
+		}
+		digest, err := ImageDigest(strings.TrimSuffix(filepath.Base(img.archive), ".tar"))
+		if err != nil {
+			return err
+		}
+		repo := img.name[:strings.LastIndex(img.name, ":")]
+		if out, err := exec.CommandContext(ctx, ctr, "--address", socket, "-n", "k8s.io", "images", "tag", "--force", img.name, repo+"@"+digest).CombinedOutput(); err != nil {
+			return fmt.Errorf("name %s by its digest: %v: %s", img.name, err, tailString(string(out), 5))
+		}
 	}
 	return nil
 }
@@ -942,4 +958,35 @@ plugins:
 - name: PodTolerationRestriction
   path: %s
 `, NodeLabel, placement, tolFile)), 0o644)
+}
+
+// ImageDigest is the manifest digest of the image archive the node imports
+// for name ("openclaw", "codex" or "pause"): the digest a release pins the
+// image by (testenv/images.sh digest NAME), read from the OCI archive's
+// index.json.
+func ImageDigest(name string) (string, error) {
+	f, err := os.Open(filepath.Join(ImagesDir(), name+".tar"))
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	tr := tar.NewReader(f)
+	for {
+		h, err := tr.Next()
+		if err != nil {
+			return "", fmt.Errorf("%s: no index.json in the image archive (%v)", f.Name(), err)
+		}
+		if h.Name != "index.json" {
+			continue
+		}
+		var index struct {
+			Manifests []struct {
+				Digest string `json:"digest"`
+			} `json:"manifests"`
+		}
+		if err := json.NewDecoder(tr).Decode(&index); err != nil || len(index.Manifests) != 1 {
+			return "", fmt.Errorf("%s: index.json: %v, %d manifests; want one", f.Name(), err, len(index.Manifests))
+		}
+		return index.Manifests[0].Digest, nil
+	}
 }
