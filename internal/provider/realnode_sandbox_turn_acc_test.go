@@ -147,31 +147,9 @@ resource "occ_credential_source" "s" {
 // the placeholder. It returns the answer, the time to its first token and
 // the gateway Pod's address.
 func credentialGatewayTurn(ctx context.Context, env realEnv, sb sandboxEnv, srv *fakemodel.Server, agent string) (turn.Answer, time.Duration, string, error) {
-	probes := len(srv.ProbeRequests())
-	a, ttft, err := turnThroughService(ctx, env, agent, "Say ok.")
-	if err != nil {
-		return a, 0, "", fmt.Errorf("the turn, right after activation: %w", err)
-	}
-	if a.Text != "ok" {
-		return a, 0, "", fmt.Errorf("the agent answered %q, want the model's %q", a.Text, "ok")
-	}
-	gw, err := podIP(ctx, env, agent, render.ComponentGateway)
+	a, ttft, gw, harness, calls, err := dedicatedTurnCalls(ctx, env, srv, agent)
 	if err != nil {
 		return a, 0, "", err
-	}
-	harness, err := podIP(ctx, env, agent, render.ComponentHarness)
-	if err != nil {
-		return a, 0, "", err
-	}
-	calls := turnCalls(srv, probes)
-	if len(calls) == 0 {
-		return a, 0, "", fmt.Errorf("the turn answered without a model call")
-	}
-	for _, c := range calls {
-		if c.Path != "/v1/responses" || c.Credential != testSentinel || c.Model != "gpt-5-codex" {
-			return a, 0, "", fmt.Errorf("model call %s %s model %q (the held key: %v); want POST /v1/responses, gpt-5-codex, with the key",
-				c.Method, c.Path, c.Model, c.Credential == testSentinel)
-		}
 	}
 	var swapped int
 	for _, r := range sb.driver.Egress() {

@@ -290,39 +290,55 @@ func TestAccAgent_RealNodeDedicatedCodexTurn(t *testing.T) {
 }
 
 // dedicatedTurn sends a turn to a dedicated Codex agent right after its
-// activation and checks it: the model's answer, and every model call of
-// the turn made from the harness Pod's address at the configured Responses
-// endpoint for gpt-5-codex, with the agent's key. It returns the answer,
+// activation and checks it (dedicatedTurnCalls), and that every model call
+// of the turn came from the harness Pod's address. It returns the answer,
 // the time to its first token after activation, and the gateway Pod's
 // address.
 func dedicatedTurn(ctx context.Context, env realEnv, srv *fakemodel.Server, agent string) (turn.Answer, time.Duration, string, error) {
-	probes := len(srv.ProbeRequests())
-	a, ttft, err := turnThroughService(ctx, env, agent, "Say ok.")
-	if err != nil {
-		return a, 0, "", fmt.Errorf("the turn, right after activation: %w", err)
-	}
-	if a.Text != "ok" {
-		return a, 0, "", fmt.Errorf("the agent answered %q, want the model's %q", a.Text, "ok")
-	}
-	gw, err := podIP(ctx, env, agent, render.ComponentGateway)
+	a, ttft, gw, harness, calls, err := dedicatedTurnCalls(ctx, env, srv, agent)
 	if err != nil {
 		return a, 0, "", err
-	}
-	harness, err := podIP(ctx, env, agent, render.ComponentHarness)
-	if err != nil {
-		return a, 0, "", err
-	}
-	calls := turnCalls(srv, probes)
-	if len(calls) == 0 {
-		return a, 0, "", fmt.Errorf("the turn answered without a model call")
 	}
 	for _, c := range calls {
-		if c.Path != "/v1/responses" || c.Credential != testSentinel || c.Model != "gpt-5-codex" || c.Remote != harness {
-			return a, 0, "", fmt.Errorf("model call %s %s model %q from %s (the agent's key: %v); want POST /v1/responses, gpt-5-codex, from the harness %s, with the key",
-				c.Method, c.Path, c.Model, c.Remote, c.Credential == testSentinel, harness)
+		if c.Remote != harness {
+			return a, 0, "", fmt.Errorf("model call %s %s from %s; want it from the harness %s", c.Method, c.Path, c.Remote, harness)
 		}
 	}
 	return a, ttft, gw, nil
+}
+
+// dedicatedTurnCalls sends a turn to a dedicated Codex agent right after
+// its activation and checks the model's answer, and that every model call
+// of the turn went to the configured Responses endpoint for gpt-5-codex
+// with the agent's key. It returns the answer, the time to its first
+// token, the gateway's and the harness's Pod addresses and the turn's
+// model calls.
+func dedicatedTurnCalls(ctx context.Context, env realEnv, srv *fakemodel.Server, agent string) (a turn.Answer, ttft time.Duration, gw, harness string, calls []fakemodel.Request, err error) {
+	probes := len(srv.ProbeRequests())
+	a, ttft, err = turnThroughService(ctx, env, agent, "Say ok.")
+	if err != nil {
+		return a, 0, "", "", nil, fmt.Errorf("the turn, right after activation: %w", err)
+	}
+	if a.Text != "ok" {
+		return a, 0, "", "", nil, fmt.Errorf("the agent answered %q, want the model's %q", a.Text, "ok")
+	}
+	if gw, err = podIP(ctx, env, agent, render.ComponentGateway); err != nil {
+		return a, 0, "", "", nil, err
+	}
+	if harness, err = podIP(ctx, env, agent, render.ComponentHarness); err != nil {
+		return a, 0, "", "", nil, err
+	}
+	calls = turnCalls(srv, probes)
+	if len(calls) == 0 {
+		return a, 0, "", "", nil, fmt.Errorf("the turn answered without a model call")
+	}
+	for _, c := range calls {
+		if c.Path != "/v1/responses" || c.Credential != testSentinel || c.Model != "gpt-5-codex" {
+			return a, 0, "", "", nil, fmt.Errorf("model call %s %s model %q (the agent's key: %v); want POST /v1/responses, gpt-5-codex, with the key",
+				c.Method, c.Path, c.Model, c.Credential == testSentinel)
+		}
+	}
+	return a, ttft, gw, harness, calls, nil
 }
 
 // gatewayCalledNoModel: over the whole test (probe and turn), the gateway

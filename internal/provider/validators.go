@@ -380,22 +380,6 @@ func parseHostKey(s string) (ssh.PublicKey, error) {
 	return nil, err
 }
 
-// modelRef accepts a model reference provider/model (MR1).
-type modelRef struct{}
-
-func (modelRef) Description(context.Context) string {
-	return "must be a model reference provider/model"
-}
-func (v modelRef) MarkdownDescription(ctx context.Context) string { return v.Description(ctx) }
-func (v modelRef) ValidateString(_ context.Context, req validator.StringRequest, resp *validator.StringResponse) {
-	if req.ConfigValue.IsNull() || req.ConfigValue.IsUnknown() {
-		return
-	}
-	if _, err := admission.ParseModelRef(req.ConfigValue.ValueString()); err != nil {
-		addAttrError(&resp.Diagnostics, req.Path, "INVALID_REQUEST: not a model reference", err.Error()+" (rule MR1)")
-	}
-}
-
 // absolutePath accepts an absolute POSIX path.
 type absolutePath struct{}
 
