@@ -204,16 +204,13 @@ func mergeMaps(a, b map[string]string) map[string]string {
 // request before its end leaves an earlier revision's ConfigMap, which Read
 // reports (DriftUnretired) and the next apply's finish removes (AC4).
 //
-// A revision with a native node (objs.Enrollment) also removes earlier
-// revisions' one-use enrollment targets and verifiers (they can never be
-// used again: their nodes are gone, AC2); one without an unsandboxed
-// harness removes the harness Service an earlier dedicated Codex revision
-// left.
+// A revision without an unsandboxed harness also removes the harness
+// Service an earlier dedicated Codex revision left.
 func (e *Executor) retire(ctx context.Context, rev *admission.Revision, objs *render.Objects, n int64) {
 	if n <= 1 {
 		return // no earlier revision can have left anything behind
 	}
-	ns, agent, enrollment := objs.Namespace, rev.Agent, objs.Enrollment != nil
+	ns, agent := objs.Namespace, rev.Agent
 	req, _ := labels.NewRequirement(render.LabelRevision, selection.NotEquals, []string{strconv.FormatInt(n, 10)})
 	agentReq, _ := labels.NewRequirement(render.LabelAgent, selection.Equals, []string{agent})
 	sel := labels.NewSelector().Add(*agentReq, *req).String()
@@ -236,15 +233,6 @@ func (e *Executor) retire(ctx context.Context, rev *admission.Revision, objs *re
 	if rev.Sandbox != nil {
 		if err := e.stopEarlierSandboxes(ctx, ns, agent, n, false); err != nil {
 			e.log.Print("retiring earlier Sandboxes failed; the next apply finishes it", map[string]any{"work.operation": "retire", "work.outcome": "failed"})
-		}
-	}
-	if enrollment {
-		// Only revision-labelled Secrets: the credential sources' Secrets
-		// and the app-server token carry no revision.
-		hasRev, _ := labels.NewRequirement(render.LabelRevision, selection.Exists, nil)
-		secretSel := labels.NewSelector().Add(*agentReq, *req, *hasRev).String()
-		if err := e.Client.CoreV1().Secrets(ns).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{LabelSelector: secretSel}); err != nil {
-			e.log.Print("retiring earlier enrollment targets failed; the next apply finishes it", map[string]any{"work.operation": "retire", "work.outcome": "failed"})
 		}
 	}
 	// The configuration goes last: while an earlier revision's ConfigMap

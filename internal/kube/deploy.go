@@ -162,9 +162,6 @@ func (e *Executor) apply(ctx context.Context, rev *admission.Revision, c admissi
 	if err := e.ensureClaim(ctx, objs.StateClaim, rev.Agent, serving); err != nil {
 		return Result{}, err
 	}
-	if err := e.ensureEnrollment(ctx, ns, rev, n, objs.Enrollment); err != nil {
-		return Result{}, err
-	}
 	for _, sa := range objs.ServiceAccounts {
 		if _, err := e.Client.CoreV1().ServiceAccounts(ns).Apply(ctx, sa, applyOpts); err != nil {
 			return Result{}, fmt.Errorf("apply ServiceAccount %s: %w", *sa.Name, err)
@@ -190,9 +187,6 @@ func (e *Executor) apply(ctx context.Context, rev *admission.Revision, c admissi
 	// The agent's NetworkPolicies, per agent and outside revision identity,
 	// before any workload of the revision is written.
 	if err := e.ensureNetworkPolicies(ctx, rev, c); err != nil {
-		return Result{}, err
-	}
-	if err := e.ensureInternalService(ctx, objs); err != nil {
 		return Result{}, err
 	}
 	if s := objs.HarnessService; s != nil {

@@ -2,15 +2,12 @@ package kube
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
 	"slices"
 	"sort"
 	"strconv"
 	"strings"
 
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -20,8 +17,6 @@ import (
 	"k8s.io/apimachinery/pkg/selection"
 	"k8s.io/apimachinery/pkg/watch"
 
-	"github.com/occ-platform/terraform-provider-occ/internal/admission"
-	"github.com/occ-platform/terraform-provider-occ/internal/enrollment"
 	"github.com/occ-platform/terraform-provider-occ/internal/executor"
 	"github.com/occ-platform/terraform-provider-occ/internal/render"
 	"github.com/occ-platform/terraform-provider-occ/internal/sandboxapi"
@@ -82,68 +77,6 @@ func (e *Executor) stopEarlierSandboxes(ctx context.Context, ns, agent string, n
 		return nil
 	}
 	return fmt.Errorf("stop earlier Sandboxes: %w", err)
-}
-
-// ensureEnrollment writes revision n's one-use node enrollment (ND2): the
-// target, the broker's URL and a fresh random token, into a Secret only
-// the node mounts; the token's sha256 into a Secret only the enrollment
-// broker beside the gateway mounts. Both are immutable; a repeated deploy
-// of the same revision keeps them.
-func (e *Executor) ensureEnrollment(ctx context.Context, ns string, rev *admission.Revision, n int64, en *render.Enrollment) error {
-	if en == nil {
-		return nil
-	}
-	buf := make([]byte, 32)
-	if _, err := rand.Read(buf); err != nil {
-		return err
-	}
-	token := hex.EncodeToString(buf)
-	target, err := enrollment.Target{URL: en.URL, Token: token}.Encode()
-	if err != nil {
-		return err
-	}
-	lbl := map[string]string{render.LabelAgent: rev.Agent, render.LabelRevision: strconv.FormatInt(n, 10), render.LabelManagedBy: render.ManagedBy}
-	immutable := true
-	verifier := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: en.Verifier, Namespace: ns, Labels: withComponent(lbl, render.ComponentGateway)},
-		Type: corev1.SecretTypeOpaque, Immutable: &immutable, StringData: map[string]string{render.VerifierFile: enrollment.Digest(token)}}
-	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: en.Target, Namespace: ns, Labels: withComponent(lbl, render.ComponentNode)},
-		Type: corev1.SecretTypeOpaque, Immutable: &immutable, StringData: map[string]string{render.EnrollmentFile: string(target)}}
-	_, err = e.Client.CoreV1().Secrets(ns).Create(ctx, secret, metav1.CreateOptions{FieldManager: render.FieldManager})
-	if apierrors.IsAlreadyExists(err) {
-		return nil // this revision's enrollment was written by an earlier attempt
-	}
-	if err != nil {
-		return fmt.Errorf("create the node enrollment Secret: %w", err)
-	}
-	if _, err := e.Client.CoreV1().Secrets(ns).Create(ctx, verifier, metav1.CreateOptions{FieldManager: render.FieldManager}); err != nil && !apierrors.IsAlreadyExists(err) {
-		return fmt.Errorf("create the enrollment verifier Secret: %w", err)
-	}
-	return nil
-}
-
-func withComponent(l map[string]string, c string) map[string]string {
-	out := map[string]string{render.LabelComponent: c}
-	for k, v := range l {
-		out[k] = v
-	}
-	return out
-}
-
-// ensureInternalService applies the agent's internal gateway Service (the
-// gateway's port and the enrollment broker's): server-side apply, so an
-// agent whose Service predates the broker gets its port.
-func (e *Executor) ensureInternalService(ctx context.Context, objs *render.Objects) error {
-	s := objs.InternalService
-	if s == nil {
-		return nil
-	}
-	if err := e.checkOwned(ctx, objs.Namespace, *s.Name, s.Labels[render.LabelAgent]); err != nil {
-		return err
-	}
-	if _, err := e.Client.CoreV1().Services(objs.Namespace).Apply(ctx, s, applyOpts); err != nil {
-		return fmt.Errorf("apply Service %s: %w", *s.Name, err)
-	}
-	return nil
 }
 
 // sandboxVerdict judges a Sandbox's status: ready when the driver reports
