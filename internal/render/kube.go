@@ -43,7 +43,11 @@ const (
 
 	ComponentGateway = "gateway"
 	ComponentHarness = "harness"
-	ComponentNode    = "node"
+	// ComponentNode is the native node host of dedicated OpenClaw, which
+	// ND6 refuses: nothing renders it any more, but an agent deployed as
+	// dedicated OpenClaw before ND6 still has one, which a refresh reads
+	// (TopologyOf) and destroy removes by the agent's label.
+	ComponentNode = "node"
 
 	// FieldManager is the one server-side apply field manager.
 	FieldManager = "terraform-provider-occ"
@@ -79,6 +83,11 @@ const (
 	// AppServerTokenEnv carries the token into the gateway, where the Codex
 	// plugin resolves it as the env SecretRef of appServer.authToken.
 	AppServerTokenEnv = admission.AppServerTokenEnv
+	// GatewayTokenEnv carries the gateway's token (key GatewayTokenKey of
+	// the GatewayTokenSecret): OpenClaw refuses to listen beyond loopback
+	// without a shared secret. Only the gateway Pod has it.
+	GatewayTokenEnv = "OPENCLAW_GATEWAY_TOKEN"
+	GatewayTokenKey = "token"
 )
 
 // Objects is one revision's Kubernetes objects, in apply order. The Service
@@ -93,11 +102,6 @@ type Objects struct {
 	ServingComponent string
 	// Sandboxes hold a sandboxed revision's dedicated harness (OS1, HM5).
 	Sandboxes []*Sandbox
-	// Enrollment is the native node's one-use enrollment (ND2), or nil.
-	Enrollment *Enrollment
-	// InternalService is created once per agent when the revision needs
-	// it (the gateway address a native node enrolls through), or nil.
-	InternalService *corev1ac.ServiceApplyConfiguration
 	// StateClaim is the agent's gateway state (StateClaimName): one claim
 	// per agent, never per revision, created before the workloads and kept
 	// across revisions; nil when the compute keeps state on an emptyDir.
@@ -126,6 +130,10 @@ func HarnessServiceName(agent string) string { return HarnessName(agent) }
 // the executor creates it once per agent with random bytes.
 func AppServerTokenSecret(agent string) string { return agent + "-app-server-token" }
 
+// GatewayTokenSecret holds an agent's gateway token; the executor
+// creates it once per agent with random bytes. Only the gateway Pod reads it.
+func GatewayTokenSecret(agent string) string { return agent + "-gateway-token" }
+
 // Labels are the identity labels of a component of a revision (LG4): the
 // Agent, the revision's number and content id, the component, its service
 // name and version, set by the provider on every workload and its Pods and
@@ -139,15 +147,13 @@ func Labels(rev *admission.Revision, n int64, component string) map[string]strin
 }
 
 // serviceIdentity is the service name and version of what a component
-// runs: the OpenClaw gateway or node, or the Codex app server. A custom
+// runs: the OpenClaw gateway or the Codex app server. A custom
 // image's version is not known to the provider: "custom-image".
 func serviceIdentity(rev *admission.Revision, component string) (name, version string) {
 	harness := admission.HarnessOpenClaw
 	switch component {
 	case ComponentHarness:
 		name, harness = "codex-app-server", admission.HarnessCodex
-	case ComponentNode:
-		name = "openclaw-node"
 	default:
 		name = "openclaw-gateway"
 	}
@@ -161,7 +167,7 @@ func serviceIdentity(rev *admission.Revision, component string) (name, version s
 
 // AgentLabels label what belongs to an agent's component and outlives its
 // revisions (ServiceAccounts, NetworkPolicies, the state claim, the
-// tokens, the internal gateway Service): the agent and the component, no
+// tokens): the agent and the component, no
 // revision. Destroy deletes them by the agent's label.
 func AgentLabels(agent, component string) map[string]string {
 	return map[string]string{LabelAgent: agent, LabelComponent: component, LabelManagedBy: ManagedBy}
@@ -185,8 +191,6 @@ func Kubernetes(rev *admission.Revision, n int64) (*Objects, error) {
 		objs, err = embedded(rev, n)
 	case rev.Harness == admission.HarnessCodex && rev.ExecutionMode == admission.ModeDedicated:
 		objs, err = dedicatedCodex(rev, n)
-	case rev.Harness == admission.HarnessOpenClaw && rev.ExecutionMode == admission.ModeDedicated:
-		objs, err = nativeOpenClaw(rev, n)
 	default:
 		return nil, fmt.Errorf("render: %s %s is not rendered by this version of the provider", rev.Harness, rev.ExecutionMode)
 	}

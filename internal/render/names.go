@@ -26,14 +26,11 @@ func maxRevision() int64 {
 
 // LabelLimitedNames are the names derived from an agent's name that
 // Kubernetes holds to LabelMaxLength, at revision n: the agent's Service,
-// the gateway's internal Service, the unsandboxed harness's Service, the
-// Sandboxes of a sandboxed harness and of a native node (each with a
-// headless Service named like it), and the agent label itself (LG4).
+// the unsandboxed harness's Service, the Sandbox of a sandboxed harness
+// (with a headless Service named like it), and the agent label itself
+// (LG4).
 func LabelLimitedNames(agent string, n int64) []string {
-	return []string{
-		ServiceName(agent), GatewayInternalName(agent), HarnessServiceName(agent),
-		HarnessSandboxName(agent, n), NodeSandboxName(agent, n), agent,
-	}
+	return []string{ServiceName(agent), HarnessServiceName(agent), HarnessSandboxName(agent, n), agent}
 }
 
 // LongestLabelName is the longest of LabelLimitedNames at the largest

@@ -18,7 +18,8 @@ const LabelNamespaceName = "kubernetes.io/metadata.name"
 
 // NetworkPolicyName is the NetworkPolicy of an agent's component: named
 // like the component's own ServiceAccount and workload (NAME-gateway,
-// NAME-harness, NAME-node). Only the provider's per-component policies
+// NAME-harness, and NAME-node of an agent deployed as dedicated OpenClaw
+// before ND6, which a refresh still looks for). Only the provider's per-component policies
 // carry these names, and no component suffix ends with "-" and another
 // one, so agent "web"'s gateway policy (web-gateway) can never be agent
 // "web-gateway"'s (web-gateway-gateway), whichever names agents have.
@@ -38,19 +39,15 @@ func NetworkPolicyName(agent, component string) string {
 // both ways:
 //
 //   - the gateway accepts connections on GatewayPort from its namespace's
-//     Pods (np.IngressFrom, when set, replaces that default), and, with a
-//     native node, from its own node on GatewayPort and EnrollPort;
+//     Pods (np.IngressFrom, when set, replaces that default);
 //   - the dedicated Codex harness accepts connections only from its own
-//     agent's gateway, on AppServerPort; the native node (which listens
-//     on no port) only from its own agent's gateway;
+//     agent's gateway, on AppServerPort;
 //   - every component may reach the cluster DNS (UDP and TCP 53, in any
 //     namespace) and TCP 443 anywhere (model providers, channels); the
-//     gateway its dedicated Codex harness on AppServerPort; the native
-//     node its gateway on GatewayPort and EnrollPort (it dials the
-//     gateway's internal Service); a sandboxed component the sandbox
-//     driver's gateway namespace driverNamespace on any port (the egress
-//     proxy, which inserts a Credential Gateway's key, runs there: AU3);
-//     and every component np.ExtraEgress.
+//     gateway its dedicated Codex harness on AppServerPort; a sandboxed
+//     component the sandbox driver's gateway namespace driverNamespace on
+//     any port (the egress proxy, which inserts a Credential Gateway's
+//     key, runs there: AU3); and every component np.ExtraEgress.
 func NetworkPolicies(rev *admission.Revision, np admission.NetworkPolicy, driverNamespace string) []*networkingv1ac.NetworkPolicyApplyConfiguration {
 	if np.Disabled {
 		return nil
@@ -81,24 +78,19 @@ func NetworkPolicies(rev *admission.Revision, np admission.NetworkPolicy, driver
 	}
 	ingress := []*networkingv1ac.NetworkPolicyIngressRuleApplyConfiguration{gwIngress}
 	egress := defaultEgress()
-	switch peer {
-	case ComponentHarness:
+	if peer == ComponentHarness {
 		egress = append(egress, networkingv1ac.NetworkPolicyEgressRule().WithTo(own(ComponentHarness)).WithPorts(tcp(AppServerPort)))
-	case ComponentNode:
-		ingress = append(ingress, networkingv1ac.NetworkPolicyIngressRule().WithFrom(own(ComponentNode)).WithPorts(tcp(GatewayPort), tcp(EnrollPort)))
 	}
 	out := []*networkingv1ac.NetworkPolicyApplyConfiguration{
 		base(ComponentGateway).WithSpec(spec(Selector(a, ComponentGateway), ingress, append(egress, extraEgress(np.ExtraEgress)...))),
 	}
 
-	// The dedicated harness or native node: reached only by its gateway.
+	// The dedicated harness: reached only by its gateway.
 	if peer != "" {
 		in := networkingv1ac.NetworkPolicyIngressRule().WithFrom(own(ComponentGateway))
 		eg := defaultEgress()
 		if peer == ComponentHarness {
 			in.WithPorts(tcp(AppServerPort))
-		} else {
-			eg = append(eg, networkingv1ac.NetworkPolicyEgressRule().WithTo(own(ComponentGateway)).WithPorts(tcp(GatewayPort), tcp(EnrollPort)))
 		}
 		if sandboxed {
 			eg = append(eg, networkingv1ac.NetworkPolicyEgressRule().WithTo(networkingv1ac.NetworkPolicyPeer().

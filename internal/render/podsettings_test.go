@@ -242,7 +242,7 @@ func TestLG4_PodLabelsNeverOverrideIdentity(t *testing.T) {
 // may not set; the operator's keys are not.
 func TestLG4_PlatformLabels(t *testing.T) {
 	rev := admit(t, embeddedInput(t, "anthropic/claude-sonnet-4-5"))
-	for _, component := range []string{ComponentGateway, ComponentHarness, ComponentNode} {
+	for _, component := range []string{ComponentGateway, ComponentHarness} {
 		for k := range Labels(rev, 1, component) {
 			if !PlatformLabel(k) {
 				t.Errorf("identity label %s is not a platform label", k)
