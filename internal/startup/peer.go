@@ -30,13 +30,12 @@ var (
 )
 
 // peerStatus is the peer status phase: a dedicated gateway waits for its
-// harness (--wait-peer=harness); a native OpenClaw node enrolls at its
-// gateway (ND2); any other container skips it.
+// harness (--wait-peer=harness); any other container skips it.
 func (s *run) peerStatus(ctx context.Context) (runtimerecord.Outcome, *runtimerecord.Record, error) {
 	if s.o.WaitPeer == PeerHarness {
 		return s.waitHarness(ctx)
 	}
-	return s.enrollNode(ctx)
+	return runtimerecord.OutcomeSkipped, nil, nil
 }
 
 // waitHarness holds the gateway before it starts until its dedicated

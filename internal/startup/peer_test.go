@@ -223,6 +223,20 @@ func TestPR10_HarnessWaitEndsOnlyWhenStopped(t *testing.T) {
 	}
 }
 
+// rule PR10: a container that waits for no peer (an embedded gateway, a
+// Codex harness) skips the peer status phase.
+func TestPR10_PeerStatusSkippedWithoutWaitPeer(t *testing.T) {
+	for _, o := range []Options{
+		{Harness: HarnessCodex, Getenv: func(string) string { return "/x" }},
+		{Harness: HarnessOpenClaw, Getenv: func(string) string { return "" }},
+	} {
+		s := &run{o: o}
+		if out, _, err := s.peerStatus(context.Background()); out != runtimerecord.OutcomeSkipped || err != nil {
+			t.Errorf("%s: %s %v, want skipped", o.Harness, out, err)
+		}
+	}
+}
+
 // Only an OpenClaw gateway waits, only for its harness, and only for the
 // app server its configuration names.
 func TestPR10_WaitPeerRefusals(t *testing.T) {
