@@ -8,9 +8,6 @@
 // templates/guides/startup-probe.md.tmpl.
 //
 //	occ-runtime --container=gateway --harness=openclaw --probe=/etc/openclaw/probe.json -- openclaw gateway run
-//
-// Beside a native OpenClaw node's gateway it is also the enrollment broker
-// (occ-runtime enrollment-broker ..., see enroll.go).
 package main
 
 import (
@@ -81,9 +78,6 @@ func parseArgs(args []string, stderr io.Writer) (wrapperArgs, error) {
 }
 
 func run(args []string, stdout, stderr io.Writer) int {
-	if len(args) > 0 && args[0] == brokerCommand {
-		return runBroker(args[1:], stdout, stderr) // beside a native node's gateway (ND2)
-	}
 	start := time.Now()
 	o, err := parseArgs(args, stderr)
 	if err != nil {
