@@ -9,7 +9,7 @@ import (
 // PlatformKey is a key of the gateway's native configuration that the
 // platform writes when it renders a revision: the deployment wiring
 // (listener, gateway auth, Control UI, the offline start, the Codex
-// plugin's app-server wiring, node pairing). It is the one list of those
+// plugin's app-server wiring). It is the one list of those
 // keys: render writes exactly these (render.GatewayDocument and
 // render.SystemdGatewayDocument read it), and admission refuses a
 // configuration that sets one of them to anything else (CheckPlatformKeys),
@@ -33,23 +33,21 @@ type PlatformKey struct {
 
 // Document paths of the platform's wiring.
 var (
-	PathGatewayMode          = occconfig.Keys("gateway", "mode")
-	PathGatewayBind          = occconfig.Keys("gateway", "bind")
-	PathGatewayPort          = occconfig.Keys("gateway", "port")
-	PathGatewayAuthMode      = occconfig.Keys("gateway", "auth", "mode")
-	PathGatewayAuthToken     = occconfig.Keys("gateway", "auth", "token")
-	PathGatewayAuthPassword  = occconfig.Keys("gateway", "auth", "password")
-	PathGatewayControlUI     = occconfig.Keys("gateway", "controlUi", "enabled")
-	PathGatewayReloadMode    = occconfig.Keys("gateway", "reload", "mode")
-	PathMDNSMode             = occconfig.Keys("discovery", "mdns", "mode")
-	PathUpdateCheckOnStart   = occconfig.Keys("update", "checkOnStart")
-	PathCatalogRefresh       = occconfig.Keys("models", "catalogRefresh", "enabled")
-	PathCodexPluginEnabled   = pathCodexPluginOn
-	PathCodexTransport       = pathCodexTransport
-	PathCodexAppServerURL    = occconfig.Keys("plugins", "entries", "codex", "config", "appServer", "url")
-	PathCodexAppServerToken  = occconfig.Keys("plugins", "entries", "codex", "config", "appServer", "authToken")
-	PathNodeAutoApproveLocal = occconfig.Keys("gateway", "nodes", "pairing", "autoApproveLocal")
-	PathNodeSSHVerify        = occconfig.Keys("gateway", "nodes", "pairing", "sshVerify")
+	PathGatewayMode         = occconfig.Keys("gateway", "mode")
+	PathGatewayBind         = occconfig.Keys("gateway", "bind")
+	PathGatewayPort         = occconfig.Keys("gateway", "port")
+	PathGatewayAuthMode     = occconfig.Keys("gateway", "auth", "mode")
+	PathGatewayAuthToken    = occconfig.Keys("gateway", "auth", "token")
+	PathGatewayAuthPassword = occconfig.Keys("gateway", "auth", "password")
+	PathGatewayControlUI    = occconfig.Keys("gateway", "controlUi", "enabled")
+	PathGatewayReloadMode   = occconfig.Keys("gateway", "reload", "mode")
+	PathMDNSMode            = occconfig.Keys("discovery", "mdns", "mode")
+	PathUpdateCheckOnStart  = occconfig.Keys("update", "checkOnStart")
+	PathCatalogRefresh      = occconfig.Keys("models", "catalogRefresh", "enabled")
+	PathCodexPluginEnabled  = pathCodexPluginOn
+	PathCodexTransport      = pathCodexTransport
+	PathCodexAppServerURL   = occconfig.Keys("plugins", "entries", "codex", "config", "appServer", "url")
+	PathCodexAppServerToken = occconfig.Keys("plugins", "entries", "codex", "config", "appServer", "authToken")
 )
 
 // offlineKeys: every gateway starts offline (SS1): no mDNS, no update check
@@ -87,18 +85,12 @@ func PlatformKeys(kind, harness, mode string) []PlatformKey {
 			PlatformKey{Path: PathGatewayControlUI, Value: false, Why: "the platform serves no Control UI to browsers"},
 		)
 		keys = append(keys, offlineKeys...)
-		switch {
-		case harness == HarnessCodex && mode == ModeDedicated:
+		if harness == HarnessCodex && mode == ModeDedicated {
 			keys = append(keys,
 				PlatformKey{Path: PathCodexPluginEnabled, Value: true, Why: "dedicated Codex reaches its harness through the Codex plugin, which the platform enables"},
 				PlatformKey{Path: PathCodexTransport, Value: "websocket", Why: "the platform connects the Codex plugin to the harness's app server over websocket"},
 				PlatformKey{Path: PathCodexAppServerURL, Computed: true, Why: "the platform points the Codex plugin at the revision's own harness"},
 				PlatformKey{Path: PathCodexAppServerToken, Value: "${" + AppServerTokenEnv + "}", Why: "the platform supplies the app server's capability token from the agent's Secret, as the variable " + AppServerTokenEnv},
-			)
-		case harness == HarnessOpenClaw && mode == ModeDedicated:
-			keys = append(keys,
-				PlatformKey{Path: PathNodeAutoApproveLocal, Value: false, Why: "the native node pairs only through the platform's one-use setup code (ND2)"},
-				PlatformKey{Path: PathNodeSSHVerify, Value: false, Why: "the native node pairs only through the platform's one-use setup code (ND2); the gateway makes no SSH probes back to it"},
 			)
 		}
 	case KindSSH:

@@ -151,7 +151,7 @@ func TestND6_DedicatedOpenClawIsRefused(t *testing.T) {
 	resolved := withDoc(dedicatedOpenClawInput(), `{agents: {defaults: {model: "openai/gpt-5", models: {"openai/gpt-5": {agentRuntime: {id: "openclaw"}}}}}}`)
 	resolved.Agent.Harness = ""
 	// Other faults of the agent do not come first: ND6 is judged alone.
-	withFaults := withDoc(dedicatedOpenClawInput(), `{agents: {defaults: {model: "openai/gpt-5"}}, gateway: {nodes: {pairing: {autoApproveLocal: true}}}}`)
+	withFaults := withDoc(dedicatedOpenClawInput(), `{agents: {defaults: {model: "openai/gpt-5"}}, gateway: {bind: "loopback"}}`)
 	withFaults.Source = patSource(k8sComputeID)
 	tests := []struct {
 		name string

@@ -101,7 +101,7 @@ func TestAD3_PlatformOwnedKeys(t *testing.T) {
 // a reason, and only computed keys go without a value.
 func TestAD3_PlatformKeysList(t *testing.T) {
 	for _, kind := range []string{KindKubernetes, KindSSH} {
-		for _, hm := range []HarnessMode{{HarnessOpenClaw, ModeEmbedded}, {HarnessCodex, ModeDedicated}, {HarnessOpenClaw, ModeDedicated}} {
+		for _, hm := range []HarnessMode{{HarnessOpenClaw, ModeEmbedded}, {HarnessCodex, ModeDedicated}} {
 			seen := map[string]bool{}
 			for _, k := range PlatformKeys(kind, hm.Harness, hm.Mode) {
 				p := k.Path.String()
