@@ -251,7 +251,7 @@ func embedded(rev *admission.Revision, n int64) (*Objects, error) {
 	if rev.Credential.Consumer == admission.ConsumerGateway {
 		env = append(env, credentialEnv(rev)...)
 	}
-	dep := gatewayDeployment(rev, n, []string{"--probe=" + ConfigDir + "/" + ProbeFile}, env, nil)
+	dep := gatewayDeployment(rev, n, []string{"--probe=" + ConfigDir + "/" + ProbeFile}, env)
 	return &Objects{
 		Namespace:        ns,
 		ServiceAccounts:  []*corev1ac.ServiceAccountApplyConfiguration{serviceAccount(rev, GatewayName(a), ComponentGateway)},
@@ -283,7 +283,7 @@ func dedicatedCodex(rev *admission.Revision, n int64) (*Objects, error) {
 		corev1ac.EnvVarSource().WithSecretKeyRef(corev1ac.SecretKeySelector().WithName(AppServerTokenSecret(a)).WithKey(AppServerTokenKey))))
 	// The gateway's wrapper holds it, unready, until the harness reports
 	// ready (PR10).
-	gateway := gatewayDeployment(rev, n, []string{"--wait-peer=harness"}, gwEnv, nil)
+	gateway := gatewayDeployment(rev, n, []string{"--wait-peer=harness"}, gwEnv)
 	var hEnv []*corev1ac.EnvVarApplyConfiguration
 	if platformLogging(rev) {
 		// LG3, only where the platform owns logging (AD4); with
@@ -367,9 +367,8 @@ func harnessService(rev *admission.Revision, n int64) *corev1ac.ServiceApplyConf
 // gatewayDeployment is the Agent's gateway: the OpenClaw gateway under the
 // startup wrapper (wrapperArgs before "--"), its configuration mounted
 // read-only, TMPDIR on an emptyDir, HOME (state and workspace) on the
-// agent's state claim or, without one, an emptyDir, plus an optional
-// read-only Secret volume.
-func gatewayDeployment(rev *admission.Revision, n int64, wrapperArgs []string, env []*corev1ac.EnvVarApplyConfiguration, extra *secretMount) *appsv1ac.DeploymentApplyConfiguration {
+// agent's state claim or, without one, an emptyDir.
+func gatewayDeployment(rev *admission.Revision, n int64, wrapperArgs []string, env []*corev1ac.EnvVarApplyConfiguration) *appsv1ac.DeploymentApplyConfiguration {
 	a := rev.Agent
 	args := append([]string{"--container=gateway", "--harness=openclaw"}, wrapperArgs...)
 	args = append(args, "--", "openclaw", "gateway", "run")
@@ -391,10 +390,6 @@ func gatewayDeployment(rev *admission.Revision, n int64, wrapperArgs []string, e
 		corev1ac.Volume().WithName("tmp").WithEmptyDir(corev1ac.EmptyDirVolumeSource()),
 		state,
 	}
-	if extra != nil {
-		mounts = append(mounts, corev1ac.VolumeMount().WithName(extra.Name).WithMountPath(extra.Path).WithReadOnly(true))
-		volumes = append(volumes, corev1ac.Volume().WithName(extra.Name).WithSecret(corev1ac.SecretVolumeSource().WithSecretName(extra.Secret).WithDefaultMode(extra.Mode)))
-	}
 	// OpenClaw refuses to listen beyond loopback without a shared secret:
 	// every gateway has the agent's own token (GatewayTokenSecret), which
 	// only the gateway Pod reads.
@@ -407,12 +402,6 @@ func gatewayDeployment(rev *admission.Revision, n int64, wrapperArgs []string, e
 	}
 	return deployment(rev, n, GatewayName(a), ComponentGateway, GatewayName(a),
 		container(rev, "gateway", rev.ComputeSettings.RuntimeImage, args, env, GatewayPort).WithVolumeMounts(mounts...), volumes...)
-}
-
-// secretMount is a Secret mounted read-only as files.
-type secretMount struct {
-	Name, Path, Secret string
-	Mode               int32
 }
 
 // GatewayTokenEnvVar is the gateway's token, from the agent's
