@@ -6,7 +6,7 @@
 # its full name.
 #
 #   registry.occ-platform.io/runtime/openclaw:2026.9.6   embedded and dedicated
-#                                                        gateways, native node
+#                                                        gateways
 #   registry.occ-platform.io/runtime/codex:0.169.0       dedicated Codex harness
 #   localhost/occ-testenv/pause:1                        containerd's sandbox_image
 #
