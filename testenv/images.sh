@@ -5,9 +5,9 @@
 # that `ctr -n k8s.io images import FILE` (or `docker load`) imports under
 # its full name.
 #
-#   registry.occ-platform.io/runtime/openclaw:2026.9.6   embedded and dedicated
+#   ghcr.io/occ-platform/runtime/openclaw:2026.9.6   embedded and dedicated
 #                                                        gateways
-#   registry.occ-platform.io/runtime/codex:0.169.0       dedicated Codex harness
+#   ghcr.io/occ-platform/runtime/codex:0.169.0       dedicated Codex harness
 #   localhost/occ-testenv/pause:1                        containerd's sandbox_image
 #
 # The two runtime images are the names the provider renders by default
@@ -125,7 +125,7 @@ runtime_recipe() {
 	R_PLUGIN_PKG="" R_PLUGIN_NPM="" R_PLUGIN_DIR=""
 	case "$1" in
 	openclaw)
-		R_IMAGE="registry.occ-platform.io/runtime/openclaw:${OPENCLAW_PKG##*@}"
+		R_IMAGE="ghcr.io/occ-platform/runtime/openclaw:${OPENCLAW_PKG##*@}"
 		R_PKG=$OPENCLAW_PKG
 		R_PREFIX=/usr/local/lib/openclaw
 		R_BIN=openclaw
@@ -140,7 +140,7 @@ runtime_recipe() {
 		R_CMD=(--container=gateway --harness=openclaw --probe=/etc/openclaw/probe.json -- openclaw gateway run)
 		;;
 	codex)
-		R_IMAGE="registry.occ-platform.io/runtime/codex:${CODEX_PKG##*@}"
+		R_IMAGE="ghcr.io/occ-platform/runtime/codex:${CODEX_PKG##*@}"
 		R_PKG=$CODEX_PKG
 		R_PREFIX=/usr/local/lib/codex
 		R_BIN=codex

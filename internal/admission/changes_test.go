@@ -76,9 +76,9 @@ func TestAD3_RevisionChangesNameWhatDiffers(t *testing.T) {
 
 func TestPinnedImageOf(t *testing.T) {
 	for in, want := range map[string]string{
-		"openclaw@2026.9.6":          "registry.occ-platform.io/runtime/openclaw:2026.9.6",
-		"openclaw@2026.8.1":          "registry.occ-platform.io/runtime/openclaw:2026.8.1",
-		"codex@0.160.0":              "registry.occ-platform.io/runtime/codex:0.160.0",
+		"openclaw@2026.9.6":          "ghcr.io/occ-platform/runtime/openclaw:2026.9.6",
+		"openclaw@2026.8.1":          "ghcr.io/occ-platform/runtime/openclaw:2026.8.1",
+		"codex@0.160.0":              "ghcr.io/occ-platform/runtime/codex:0.160.0",
 		"openclaw@image:example/x:1": "",
 		"":                           "",
 		"other@1":                    "",

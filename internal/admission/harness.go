@@ -11,8 +11,8 @@ import (
 const (
 	PinnedOpenClawVersion = "2026.9.6"
 	PinnedCodexVersion    = "0.169.0"
-	PinnedRuntimeImage    = "registry.occ-platform.io/runtime/openclaw:" + PinnedOpenClawVersion
-	PinnedCodexImage      = "registry.occ-platform.io/runtime/codex:" + PinnedCodexVersion
+	PinnedRuntimeImage    = "ghcr.io/occ-platform/runtime/openclaw:" + PinnedOpenClawVersion
+	PinnedCodexImage      = "ghcr.io/occ-platform/runtime/codex:" + PinnedCodexVersion
 )
 
 // What the pinned OpenClaw does with a native worker, and so why dedicated
@@ -166,7 +166,7 @@ func admitMaxConcurrent(doc occconfig.Document, harness, mode string, cpuMillis 
 //
 // An image of the platform's own repository names its version, whichever
 // release pinned it: a compute that holds an earlier release's image
-// (runtime_image = "registry.occ-platform.io/runtime/openclaw:V") keeps
+// (runtime_image = "ghcr.io/occ-platform/runtime/openclaw:V") keeps
 // "openclaw@V" and so its revisions across a provider upgrade (see the
 // upgrading guide).
 func HarnessVersion(harness string, c Compute) string {

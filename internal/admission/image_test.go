@@ -16,8 +16,8 @@ func TestAD3_ImageReferences(t *testing.T) {
 		name, tag, digest string
 		err               string
 	}{
-		{in: PinnedCodexImage, name: "registry.occ-platform.io/runtime/codex", tag: PinnedCodexVersion},
-		{in: PinnedCodexImage + "@" + testDigest, name: "registry.occ-platform.io/runtime/codex", tag: PinnedCodexVersion, digest: testDigest},
+		{in: PinnedCodexImage, name: "ghcr.io/occ-platform/runtime/codex", tag: PinnedCodexVersion},
+		{in: PinnedCodexImage + "@" + testDigest, name: "ghcr.io/occ-platform/runtime/codex", tag: PinnedCodexVersion, digest: testDigest},
 		{in: "registry.example/rt@" + testDigest, name: "registry.example/rt", digest: testDigest},
 		{in: "busybox", name: "docker.io/library/busybox"},
 		{in: "localhost:5000/a/b:1", name: "localhost:5000/a/b", tag: "1"},
@@ -42,11 +42,11 @@ func TestAD3_ImageReferences(t *testing.T) {
 		}
 	}
 	for image, want := range map[string]string{
-		PinnedCodexImage + "@" + testDigest:                       "codex@" + PinnedCodexVersion,
-		"registry.occ-platform.io/runtime/codex:0.170.0":          "codex@0.170.0",
-		"registry.occ-platform.io/runtime/codex@" + testDigest:    "codex@image:registry.occ-platform.io/runtime/codex@" + testDigest,
-		"registry.occ-platform.io/runtime/codex-fork:0.169.0":     "codex@image:registry.occ-platform.io/runtime/codex-fork:0.169.0",
-		"mirror.example/registry.occ-platform.io/runtime/codex:1": "codex@image:mirror.example/registry.occ-platform.io/runtime/codex:1",
+		PinnedCodexImage + "@" + testDigest:                   "codex@" + PinnedCodexVersion,
+		"ghcr.io/occ-platform/runtime/codex:0.170.0":          "codex@0.170.0",
+		"ghcr.io/occ-platform/runtime/codex@" + testDigest:    "codex@image:ghcr.io/occ-platform/runtime/codex@" + testDigest,
+		"ghcr.io/occ-platform/runtime/codex-fork:0.169.0":     "codex@image:ghcr.io/occ-platform/runtime/codex-fork:0.169.0",
+		"mirror.example/ghcr.io/occ-platform/runtime/codex:1": "codex@image:mirror.example/ghcr.io/occ-platform/runtime/codex:1",
 	} {
 		if got := HarnessVersion(HarnessCodex, Compute{CodexImage: image}); got != want {
 			t.Errorf("HarnessVersion(codex, %q) = %q, want %q", image, got, want)

@@ -151,8 +151,8 @@ func nodeImages() []nodeImage {
 	dir := ImagesDir()
 	return []nodeImage{
 		{PauseImage, filepath.Join(dir, "pause.tar")},
-		{"registry.occ-platform.io/runtime/openclaw:2026.9.6", filepath.Join(dir, "openclaw.tar")},
-		{"registry.occ-platform.io/runtime/codex:0.169.0", filepath.Join(dir, "codex.tar")},
+		{"ghcr.io/occ-platform/runtime/openclaw:2026.9.6", filepath.Join(dir, "openclaw.tar")},
+		{"ghcr.io/occ-platform/runtime/codex:0.169.0", filepath.Join(dir, "codex.tar")},
 	}
 }
 

@@ -21,7 +21,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 )
 
-const runtimeImage = "registry.occ-platform.io/runtime/openclaw:2026.9.6"
+const runtimeImage = "ghcr.io/occ-platform/runtime/openclaw:2026.9.6"
 
 // nodePod is a Pod on the runtime image running a Node.js one-liner as
 // uid 1000 with a read-only root file system, as the provider's Pods run.
