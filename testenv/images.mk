@@ -9,14 +9,18 @@
 #                        localhost/occ-testenv/pause:1 (containerd's sandbox_image)
 #                      the default names occ_compute renders. Needs the npm
 #                      runtimes (testenv-runtimes, a prerequisite) and root.
-#                      Cold about 2 minutes on 2 cores (the root file system
-#                      about 30 s, the layers about 70 s); a no-op when
-#                      present (a few seconds); a changed wrapper
-#                      (cmd/occ-runtime and what it imports) rebuilds in
-#                      about 1 minute.
+#                      Measured cold on 2 cores beside the rest of make
+#                      testenv: 5 minutes (the Debian packages and root file
+#                      system 80 s, openclaw's layers 135 s, codex's 19 s);
+#                      a no-op when present (a few seconds); a changed
+#                      wrapper (cmd/occ-runtime and what it imports) rebuilds
+#                      in about 1 minute.
 #   make images-arm64  the runtime images for linux/arm64, assembled here
 #                      without emulation (the npm packages for arm64, the
 #                      Debian packages for arm64, the wrapper cross-compiled).
+#                      Measured cold the same way: 9 minutes (the npm
+#                      installs 3, the root file system 2, the wrapper 1.5,
+#                      the layers 2.5).
 #   make images-index  both platforms of each runtime image as one OCI archive
 #                      holding a multi-platform image index (what a release
 #                      pushes); `testenv/images.sh index-digest NAME` its digest.
