@@ -18,11 +18,12 @@ var updateGolden = flag.Bool("update-golden", false, "rewrite testdata/unset fro
 // a new revision (and a Recreate restart) on upgrade (rule AD3). The ids
 // change only with a change meant to change what existing agents run, noted
 // in CHANGELOG.md (embedded: maxConcurrent is dedicated Codex's; all: the
-// admitted document holds the platform's wiring).
+// admitted document holds the platform's wiring; all: the default images
+// moved to ghcr.io/occ-platform/runtime).
 var pinnedRevisionIDs = map[string]string{
-	"embedded":        "420a5bcee837ce43",
-	"dedicated codex": "bc5f52debc44b7fc",
-	"sandboxed codex": "cf6c21d5c0b05f72",
+	"embedded":        "2cd6b8225d4c2971",
+	"dedicated codex": "30bdcdb44d9cde2c",
+	"sandboxed codex": "6fced8b3526511ce",
 }
 
 // rule AD3: with no new setting set, every topology renders exactly what
