@@ -9,6 +9,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/occ-platform/terraform-provider-occ/internal/admission"
 	"github.com/occ-platform/terraform-provider-occ/internal/executor"
 	"github.com/occ-platform/terraform-provider-occ/internal/render"
 )
@@ -25,13 +26,16 @@ const LabelCredentialSource = "occ-platform.io/credential-source"
 // namespace derive the same Secret names; the owner tells them apart.
 const LabelCredentialOwner = "occ-platform.io/credential-owner"
 
-// WriteCredentialSecret writes one immutable Secret per value version (AU7):
-// running revisions keep the Secret they were admitted with until
-// redeployed. An existing Secret of that name is this source's own (a
-// retried apply) only when it carries owner; any other one (another
-// configuration's source of the same name, a Secret made by hand) is
-// RESOURCE_CONFLICT, and nothing is changed.
-func (e *Executor) WriteCredentialSecret(ctx context.Context, ns, name, source, owner string, value []byte) error {
+var _ executor.SecretStore = (*Executor)(nil)
+
+// WriteSecret writes one immutable Secret per value version (AU7) in the
+// compute's namespace: running revisions keep the Secret they were
+// admitted with until redeployed. An existing Secret of that name is this
+// source's own (a retried apply) only when it carries owner; any other one
+// (another configuration's source of the same name, a Secret made by
+// hand) is RESOURCE_CONFLICT, and nothing is changed.
+func (e *Executor) WriteSecret(ctx context.Context, sec executor.Secret) error {
+	ns, name, source, owner, value := sec.Compute.Namespace, sec.Name, sec.Source, sec.Owner, sec.Value
 	immutable := true
 	labels := map[string]string{LabelCredentialSource: source, render.LabelManagedBy: render.ManagedBy}
 	if owner != "" { // "": a source from before owners keeps writing as it did
@@ -66,11 +70,13 @@ func (e *Executor) WriteCredentialSecret(ctx context.Context, ns, name, source, 
 		Next:    "Give this credential source another name (its Secrets are named after it), or remove the other one. Nothing was changed."}
 }
 
-// DeleteCredentialSecrets removes the Secrets a source wrote, except those
-// named in keep: those labelled with its name and owner, or, with owner ""
-// (a source from before owners), with its name and no owner. One
-// DeleteCollection by labels and names: no list right needed.
-func (e *Executor) DeleteCredentialSecrets(ctx context.Context, ns, source, owner string, keep ...string) error {
+// DeleteSecrets removes the Secrets a source wrote in the compute's
+// namespace, except those named in keep: those labelled with its name and
+// owner, or, with owner "" (a source from before owners), with its name
+// and no owner. One DeleteCollection by labels and names: no list right
+// needed.
+func (e *Executor) DeleteSecrets(ctx context.Context, c admission.Compute, source, owner string, keep ...string) error {
+	ns := c.Namespace
 	sel := LabelCredentialSource + "=" + source + "," + render.LabelManagedBy + "=" + render.ManagedBy + ","
 	if owner != "" {
 		sel += LabelCredentialOwner + "=" + owner
@@ -90,10 +96,11 @@ func (e *Executor) DeleteCredentialSecrets(ctx context.Context, ns, source, owne
 	return nil
 }
 
-// CredentialOwner reads the owner label of a provider-written credential
-// Secret (metadata only): what an imported source adopts.
-func (e *Executor) CredentialOwner(ctx context.Context, ns, name string) (exists bool, owner string, err error) {
-	exists, owner, _, err = e.credentialLabels(ctx, ns, name)
+// SecretOwner reads the owner label of a provider-written credential
+// Secret in the compute's namespace (metadata only): what an imported
+// source adopts.
+func (e *Executor) SecretOwner(ctx context.Context, c admission.Compute, name string) (exists bool, owner string, err error) {
+	exists, owner, _, err = e.credentialLabels(ctx, c.Namespace, name)
 	return exists, owner, err
 }
 
@@ -110,9 +117,11 @@ func (e *Executor) credentialLabels(ctx context.Context, ns, name string) (exist
 	return true, cur.Labels[LabelCredentialOwner], cur.Labels[LabelCredentialSource], nil
 }
 
-// SecretHasKey reports whether a Secret exists and holds key. It reads only
-// the key's presence; the value never leaves this function.
-func (e *Executor) SecretHasKey(ctx context.Context, ns, name, key string) (exists, hasKey bool, err error) {
+// HasSecretKey reports whether a Secret exists in the compute's namespace
+// and holds key. It reads only the key's presence; the value never leaves
+// this function.
+func (e *Executor) HasSecretKey(ctx context.Context, c admission.Compute, name, key string) (exists, hasKey bool, err error) {
+	ns := c.Namespace
 	s, err := e.Client.CoreV1().Secrets(ns).Get(ctx, name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		return false, false, nil

@@ -293,7 +293,7 @@ func (r *credentialSourceResource) Create(ctx context.Context, req resource.Crea
 	var plan credentialSourceModel
 	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
 	// The owner id tells this source's Secrets from those of a source of
-	// the same name in another configuration (kube.LabelCredentialOwner).
+	// the same name in another configuration (the executor's SecretStore labels them with it).
 	b := make([]byte, 8)
 	_, _ = rand.Read(b)
 	owner := hex.EncodeToString(b)
@@ -319,9 +319,9 @@ func (r *credentialSourceResource) Update(ctx context.Context, req resource.Upda
 	// A rotation keeps the new value's Secret and the one before it (an
 	// Agent of another configuration may not have redeployed yet); older
 	// versions go.
-	if _, ns, ok := kubeTarget(ctx, plan.sourceRefModel); ok && !plan.ValueWOVersion.IsNull() && !plan.SecretName.Equal(state.SecretName) {
-		if exec, err := r.providerData().KubeExecutor(ctx); err == nil {
-			if err := exec.DeleteCredentialSecrets(ctx, ns, plan.Name.ValueString(), owner, plan.SecretName.ValueString(), state.SecretName.ValueString()); err != nil {
+	if c, ok := secretTarget(ctx, plan.sourceRefModel); ok && !plan.ValueWOVersion.IsNull() && !plan.SecretName.Equal(state.SecretName) {
+		if store, ok, err := r.providerData().secretStore(ctx, c); err == nil && ok {
+			if err := store.DeleteSecrets(ctx, c, plan.Name.ValueString(), owner, plan.SecretName.ValueString(), state.SecretName.ValueString()); err != nil {
 				resp.Diagnostics.AddWarning("Earlier credential Secrets were not deleted",
 					fmt.Sprintf("Credential source %q: versions older than the previous one were to be deleted, but: %v. The next rotation or the destroy retries.", plan.Name.ValueString(), err))
 			}
@@ -360,15 +360,29 @@ func setOwner(ctx context.Context, p interface {
 	return p.SetKey(ctx, ownerKey, b)
 }
 
-// kubeTarget is the namespace a Secret-backed source lives in, when its
-// compute is Kubernetes.
-func kubeTarget(ctx context.Context, m sourceRefModel) (compute, ns string, ok bool) {
+// secretTarget is the compute a source's values live on, when it is known.
+func secretTarget(ctx context.Context, m sourceRefModel) (admission.Compute, bool) {
 	var diags diag.Diagnostics
 	c, known := computeFromObject(ctx, m.Compute, &diags)
-	if !known || c.Kind != admission.KindKubernetes {
-		return "", "", false
+	return c, known
+}
+
+// storingExecutor is an executor with the SecretStore capability.
+type storingExecutor interface {
+	executor.Executor
+	executor.SecretStore
+}
+
+// secretStore is a compute's executor when it has the SecretStore
+// capability; ok is false for a kind that keeps credentials its own way
+// (nothing to write or check).
+func (d *Data) secretStore(ctx context.Context, c admission.Compute) (store storingExecutor, ok bool, err error) {
+	ex, err := d.executor(ctx, c.Kind)
+	if err != nil {
+		return nil, false, err
 	}
-	return c.Name, c.Namespace, true
+	store, ok = ex.(storingExecutor)
+	return store, ok, nil
 }
 
 // materialize writes the value into its Secret (one per value version), or
@@ -376,24 +390,29 @@ func kubeTarget(ctx context.Context, m sourceRefModel) (compute, ns string, ok b
 // configuration to the API server and nowhere else (AU7).
 func (r *credentialSourceResource) materialize(ctx context.Context, config tfsdk.Config, plan credentialSourceModel, owner string) diag.Diagnostics {
 	var diags diag.Diagnostics
-	compute, ns, ok := kubeTarget(ctx, plan.sourceRefModel)
+	c, ok := secretTarget(ctx, plan.sourceRefModel)
 	if !ok {
 		return diags
 	}
 	var value types.String
 	diags.Append(config.GetAttribute(ctx, path.Root("value_wo"), &value)...)
-	needsCluster := !value.IsNull() || !plan.SecretRef.IsNull()
-	if !needsCluster || diags.HasError() {
+	needsTarget := !value.IsNull() || !plan.SecretRef.IsNull()
+	if !needsTarget || diags.HasError() {
 		return diags
 	}
-	exec, err := r.providerData().KubeExecutor(ctx)
+	store, ok, err := r.providerData().secretStore(ctx, c)
 	if err != nil {
-		diags.AddError("UNAVAILABLE: cannot reach Kubernetes", err.Error())
+		addFailure(&diags, "", err)
 		return diags
 	}
-	// The Secret's namespace is its compute's: the executor prepares it as
-	// for an agent (created when missing, permissions checked once).
-	if _, err := exec.Prepare(ctx, executor.Prepare{Compute: admission.Compute{Kind: admission.KindKubernetes, Name: compute, Namespace: ns}}); err != nil {
+	if !ok {
+		return diags
+	}
+	// The secret's place is its compute's: the executor prepares it as for
+	// an agent (a namespace created when missing, permissions checked
+	// once), with the compute's target alone.
+	target := admission.Compute{Kind: c.Kind, Name: c.Name, Namespace: c.Namespace}
+	if _, err := store.Prepare(ctx, executor.Prepare{Compute: target}); err != nil {
 		addFailure(&diags, "", err)
 		return diags
 	}
@@ -402,7 +421,7 @@ func (r *credentialSourceResource) materialize(ctx context.Context, config tfsdk
 			addAttrError(&diags, path.Root("value_wo"), "INVALID_REQUEST: value_wo is empty", "Set the key or token; an empty credential cannot authenticate.")
 			return diags
 		}
-		if err := exec.WriteCredentialSecret(ctx, ns, plan.SecretName.ValueString(), plan.Name.ValueString(), owner, []byte(value.ValueString())); err != nil {
+		if err := store.WriteSecret(ctx, executor.Secret{Compute: c, Name: plan.SecretName.ValueString(), Source: plan.Name.ValueString(), Owner: owner, Value: []byte(value.ValueString())}); err != nil {
 			var f *executor.Failure
 			if errors.As(err, &f) {
 				addFailure(&diags, "", err)
@@ -413,7 +432,8 @@ func (r *credentialSourceResource) materialize(ctx context.Context, config tfsdk
 		return diags
 	}
 	ref, _ := decodeObject[secretRefModel](ctx, plan.SecretRef, &diags)
-	exists, hasKey, err := exec.SecretHasKey(ctx, ns, ref.Name.ValueString(), ref.Key.ValueString())
+	ns := c.Namespace
+	exists, hasKey, err := store.HasSecretKey(ctx, c, ref.Name.ValueString(), ref.Key.ValueString())
 	switch {
 	case err != nil:
 		diags.AddError("UNAVAILABLE: cannot read the referenced Secret", err.Error())
@@ -440,16 +460,19 @@ func (r *credentialSourceResource) Read(ctx context.Context, req resource.ReadRe
 	var state credentialSourceModel
 	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
 	setNameIdentity(ctx, resp.Identity, state.Name, &resp.Diagnostics)
-	_, ns, ok := kubeTarget(ctx, state.sourceRefModel)
+	c, ok := secretTarget(ctx, state.sourceRefModel)
 	if resp.Diagnostics.HasError() || !ok || state.ValueWOVersion.IsNull() || state.SecretName.IsNull() {
 		return
 	}
-	exec, err := r.providerData().KubeExecutor(ctx)
+	store, ok, err := r.providerData().secretStore(ctx, c)
 	if err != nil {
-		resp.Diagnostics.AddError("UNAVAILABLE: cannot reach Kubernetes to refresh the credential source", err.Error())
+		addFailure(&resp.Diagnostics, "", err)
 		return
 	}
-	exists, owner, err := exec.CredentialOwner(ctx, ns, state.SecretName.ValueString())
+	if !ok {
+		return
+	}
+	exists, owner, err := store.SecretOwner(ctx, c, state.SecretName.ValueString())
 	if err != nil {
 		resp.Diagnostics.AddError("UNAVAILABLE: cannot refresh the credential source", err.Error())
 		return
@@ -470,16 +493,19 @@ func (r *credentialSourceResource) Read(ctx context.Context, req resource.ReadRe
 func (r *credentialSourceResource) Delete(ctx context.Context, req resource.DeleteRequest, resp *resource.DeleteResponse) {
 	var state credentialSourceModel
 	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
-	_, ns, ok := kubeTarget(ctx, state.sourceRefModel)
+	c, ok := secretTarget(ctx, state.sourceRefModel)
 	if resp.Diagnostics.HasError() || !ok || state.ValueWOVersion.IsNull() {
 		return
 	}
-	exec, err := r.providerData().KubeExecutor(ctx)
+	store, ok, err := r.providerData().secretStore(ctx, c)
 	if err != nil {
-		resp.Diagnostics.AddError("UNAVAILABLE: cannot reach Kubernetes to delete the credential Secret", err.Error())
+		addFailure(&resp.Diagnostics, "", err)
 		return
 	}
-	if err := exec.DeleteCredentialSecrets(ctx, ns, state.Name.ValueString(), ownerOf(ctx, req.Private)); err != nil {
+	if !ok {
+		return
+	}
+	if err := store.DeleteSecrets(ctx, c, state.Name.ValueString(), ownerOf(ctx, req.Private)); err != nil {
 		resp.Diagnostics.AddError("DELETE_FAILED: credential source "+state.Name.ValueString(), err.Error())
 	}
 }
