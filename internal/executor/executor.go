@@ -32,6 +32,7 @@ package executor
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"sync/atomic"
 	"time"
@@ -131,29 +132,50 @@ type Released struct {
 	Kept []Warning
 }
 
-// Deployment is one deploy: revision N of Revision on Compute, while
-// revision Serving (0: none, on create) is the one state says is active.
-type Deployment struct {
-	Revision *admission.Revision
-	Compute  admission.Compute
-	N        int64
-	Serving  int64
-	// Finish says revision N is already activated (a Read found it
+// Mode is what a Deployment asks of an executor.
+type Mode int
+
+const (
+	// ModeActivate deploys revision N beside the one that serves and
+	// activates it: the deploy of a create or of a new revision.
+	ModeActivate Mode = iota
+	// ModeFinish says revision N is already activated (a Read found it
 	// DriftUnretired): complete what its activation left undone, the
 	// retirement of earlier revisions and the audit record, and deploy
 	// nothing. N equals Serving.
-	Finish bool
-	// NetworkOnly says revision N already serves and does not change:
+	ModeFinish
+	// ModeSettings says revision N already serves and does not change:
 	// write only what the compute applies per agent outside revision
-	// identity (a Kubernetes agent's NetworkPolicies), because those
-	// settings changed or a Read found them drifted (DriftNetworkPolicy),
-	// and deploy nothing. N equals Serving.
-	NetworkOnly bool
+	// identity (on Kubernetes, the agent's NetworkPolicies and its
+	// Service's exposure), because those settings changed or a Read found
+	// them drifted (DriftNetworkPolicy, DriftExposure), and deploy
+	// nothing. N equals Serving. A kind with no such settings refuses it.
+	ModeSettings
+)
+
+var modeNames = [...]string{ModeActivate: "activate", ModeFinish: "finish", ModeSettings: "settings"}
+
+func (m Mode) String() string {
+	if m >= 0 && int(m) < len(modeNames) {
+		return modeNames[m]
+	}
+	return fmt.Sprintf("Mode(%d)", int(m))
+}
+
+// Deployment is one deploy: revision N of Revision on Compute, while
+// revision Serving (0: none, on create) is the one state says is active,
+// in the Mode asked.
+type Deployment struct {
+	Revision *admission.Revision
+	Compute  admission.Compute
+	Mode     Mode
+	// N is the revision deployed; Serving the one state says serves.
+	N, Serving int64
 	// References is the agent's record of what Terraform passed it (its
 	// compute, configuration and credential source as the references hold
 	// them, its harness and execution mode), opaque to the executor and
 	// never secret. The executor keeps it beside the activated revision
-	// (a NetworkOnly deploy refreshes it) and Read reports it
+	// (a ModeSettings deploy refreshes it) and Read reports it
 	// (Observed.References), so that an imported agent reads its
 	// references back. Empty: nothing is recorded.
 	References string
@@ -272,16 +294,16 @@ const (
 	// DriftUnretired: the activated revision runs, but the apply that
 	// activated it stopped before it retired what earlier revisions left
 	// (their configuration, workloads, credentials) or wrote its audit
-	// record. Nothing needs deploying again: a Deployment with Finish
+	// record. Nothing needs deploying again: a Deployment in ModeFinish
 	// completes it.
 	DriftUnretired DriftReason = "unretired"
 	// DriftNetworkPolicy: the activated revision runs, but a NetworkPolicy
 	// the compute asks for was deleted. Nothing needs deploying again: a
-	// Deployment with NetworkOnly writes it back without a new revision.
+	// Deployment in ModeSettings writes it back without a new revision.
 	DriftNetworkPolicy DriftReason = "network-policy"
 	// DriftExposure: the activated revision runs, but its Service lacks
 	// the exposure (type, annotations, source ranges) the compute asks
-	// for. A Deployment with NetworkOnly writes it back without a new
+	// for. A Deployment in ModeSettings writes it back without a new
 	// revision.
 	DriftExposure DriftReason = "exposure"
 )

@@ -237,7 +237,7 @@ func (e *Executor) retire(ctx context.Context, rev *admission.Revision, objs *re
 	}
 	// The configuration goes last: while an earlier revision's ConfigMap
 	// remains, Read reports the activation unretired, and the next apply
-	// finishes it (Deployment.Finish).
+	// finishes it (executor.ModeFinish).
 	if err := e.Client.CoreV1().ConfigMaps(ns).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{LabelSelector: sel}); err != nil {
 		e.log.Print("retiring earlier revisions failed; the next apply finishes it", map[string]any{"work.operation": "retire", "work.outcome": "failed"})
 	}
@@ -288,7 +288,7 @@ func (e *Executor) audit(ctx context.Context, ns string, rev *admission.Revision
 }
 
 // finish completes the activation of revision n that an earlier apply
-// left unretired (executor.Deployment.Finish; Read reported
+// left unretired (executor.ModeFinish; Read reported
 // DriftUnretired): the Service must still serve exactly this revision,
 // and then only the safe effects are repeated, the audit record (once)
 // and the retirement, with the activation's own time. Nothing is

@@ -249,8 +249,9 @@ func (e *Executor) Release(ctx context.Context, p executor.Release) (executor.Re
 
 // Deploy prepares the compute, checks its sandbox driver live before the
 // first write of a dedicated revision (AD6, ND5), then applies the
-// revision (Apply); with d.Finish, it only finishes the retirement after
-// revision d.N, which already serves (finish). Every error is a *executor.Failure whose Wrote says
+// revision (Apply); in ModeFinish it only finishes the retirement after
+// revision d.N, which already serves (finish), and in ModeSettings it
+// writes only the agent's NetworkPolicies and exposure. Every error is a *executor.Failure whose Wrote says
 // whether anything of the agent reached the cluster, or an admission
 // refusal (a driver the cluster does not serve).
 func (e *Executor) Deploy(ctx context.Context, d executor.Deployment) (executor.Result, error) {
@@ -260,10 +261,11 @@ func (e *Executor) Deploy(ctx context.Context, d executor.Deployment) (executor.
 	if _, err := op.prepare(ctx, c); err != nil {
 		return executor.Result{}, prepareFailure(c, err)
 	}
-	if d.NetworkOnly {
+	switch d.Mode {
+	case executor.ModeActivate:
+	case executor.ModeSettings:
 		return op.syncNetworkPolicies(ctx, rev, c, d.N)
-	}
-	if d.Finish {
+	case executor.ModeFinish:
 		var writes executor.Writes
 		ctx := executor.WithWrites(ctx, &writes)
 		res, err := op.finish(ctx, rev, d.N)
@@ -277,6 +279,9 @@ func (e *Executor) Deploy(ctx context.Context, d executor.Deployment) (executor.
 			res.Endpoint, err = op.syncExposure(ctx, rev, c.Exposure)
 		}
 		return res, failureOf(rev.Agent, d.N, &writes, err)
+	default:
+		return executor.Result{}, &executor.Failure{Code: executor.InvalidRequest, Op: executor.OpDeploy, Agent: rev.Agent, Revision: d.N,
+			Summary: fmt.Sprintf("agent %q: unknown deploy mode %s", rev.Agent, d.Mode)}
 	}
 	var warnings []executor.Warning
 	if c.SandboxDriver != nil && rev.ExecutionMode == admission.ModeDedicated {

@@ -53,7 +53,7 @@ func (e *Executor) expose(ctx context.Context, svc *corev1.Service, agent string
 }
 
 // recordReferences sets the deploy's references on svc, reporting whether
-// that changed it: a NetworkOnly deploy changes the compute the record
+// that changed it: a ModeSettings deploy changes the compute the record
 // holds without a new revision, and writes it with the exposure.
 func (e *Executor) recordReferences(svc *corev1.Service) bool {
 	if e.references == "" || svc.Annotations[AnnotationReferences] == e.references {

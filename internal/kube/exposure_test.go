@@ -19,7 +19,7 @@ import (
 // The agent's Service exposure on a real API server, outside revision
 // identity: a LoadBalancer apply waits for the controller's address and
 // reports it as the endpoint; changed annotations are written by a
-// NetworkOnly deployment without touching a workload, removing only the
+// ModeSettings deployment without touching a workload, removing only the
 // keys the compute set; an edit outside Terraform is drift; back to
 // ClusterIP clears the node ports; and a load balancer that never gets an
 // address fails with DEADLINE_EXCEEDED, the revision still serving.
@@ -77,7 +77,7 @@ func TestExposure_ExecutorLifecycle(t *testing.T) {
 	if o := read(); o.Drift != executor.DriftExposure {
 		t.Errorf("read with changed annotations in the compute: %+v, want exposure drift", o)
 	}
-	if _, err := exec.Deploy(ctx, executor.Deployment{Revision: rev, Compute: compute, N: 1, Serving: 1, NetworkOnly: true}); err != nil {
+	if _, err := exec.Deploy(ctx, executor.Deployment{Revision: rev, Compute: compute, N: 1, Serving: 1, Mode: executor.ModeSettings}); err != nil {
 		t.Fatal(err)
 	}
 	s = svc()
@@ -104,7 +104,7 @@ func TestExposure_ExecutorLifecycle(t *testing.T) {
 	if o := read(); o.Drift != executor.DriftExposure || !strings.Contains(o.DriftDetail, "outside Terraform") {
 		t.Errorf("read after an edit of the type: %+v", o)
 	}
-	if _, err := exec.Deploy(ctx, executor.Deployment{Revision: rev, Compute: compute, N: 1, Serving: 1, NetworkOnly: true}); err != nil {
+	if _, err := exec.Deploy(ctx, executor.Deployment{Revision: rev, Compute: compute, N: 1, Serving: 1, Mode: executor.ModeSettings}); err != nil {
 		t.Fatal(err)
 	}
 	if o := read(); o.Drift != executor.DriftNone || o.Endpoint != "http://192.0.2.10:18789" {
@@ -122,7 +122,7 @@ func TestExposure_ExecutorLifecycle(t *testing.T) {
 
 	// Back to ClusterIP: the node ports and the compute's annotations go.
 	compute.Exposure = admission.Exposure{}
-	res, err = exec.Deploy(ctx, executor.Deployment{Revision: rev, Compute: compute, N: 2, Serving: 2, NetworkOnly: true})
+	res, err = exec.Deploy(ctx, executor.Deployment{Revision: rev, Compute: compute, N: 2, Serving: 2, Mode: executor.ModeSettings})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -140,7 +140,7 @@ func TestExposure_ExecutorLifecycle(t *testing.T) {
 	compute.Exposure = admission.Exposure{Type: admission.ServiceLoadBalancer}
 	short, cancelShort := context.WithTimeout(ctx, 3*time.Second)
 	defer cancelShort()
-	_, err = exec.Deploy(short, executor.Deployment{Revision: rev, Compute: compute, N: 2, Serving: 2, NetworkOnly: true})
+	_, err = exec.Deploy(short, executor.Deployment{Revision: rev, Compute: compute, N: 2, Serving: 2, Mode: executor.ModeSettings})
 	var f *executor.Failure
 	if !errors.As(err, &f) || f.Code != executor.Deadline || !strings.Contains(f.Next, "wait_for_load_balancer") {
 		t.Fatalf("a load balancer without a controller: %v, want DEADLINE_EXCEEDED naming wait_for_load_balancer", err)
@@ -150,7 +150,7 @@ func TestExposure_ExecutorLifecycle(t *testing.T) {
 	}
 	// With NoWait the apply returns at once, on the in-cluster URL.
 	compute.Exposure.NoWait = true
-	if res, err = exec.Deploy(ctx, executor.Deployment{Revision: rev, Compute: compute, N: 2, Serving: 2, NetworkOnly: true}); err != nil || !strings.HasSuffix(res.Endpoint, ".svc:18789") {
+	if res, err = exec.Deploy(ctx, executor.Deployment{Revision: rev, Compute: compute, N: 2, Serving: 2, Mode: executor.ModeSettings}); err != nil || !strings.HasSuffix(res.Endpoint, ".svc:18789") {
 		t.Errorf("NoWait: %v, endpoint %q", err, res.Endpoint)
 	}
 	if err := exec.DeleteAgent(ctx, ns, "bench", false, false); err != nil {

@@ -126,14 +126,14 @@ func TestFault_StoppedBetweenActivationAndRetirement(t *testing.T) {
 
 	compute := admission.Compute{ID: "k", Name: "k", Kind: admission.KindKubernetes, Namespace: ns}
 	// A finish of a revision that no longer serves: stale, nothing written.
-	_, err = exec.Deploy(ctx, executor.Deployment{Revision: testRevision(t, ns, map[string]string{"example.com/r": "other"}), Compute: compute, N: 2, Serving: 2, Finish: true})
+	_, err = exec.Deploy(ctx, executor.Deployment{Revision: testRevision(t, ns, map[string]string{"example.com/r": "other"}), Compute: compute, N: 2, Serving: 2, Mode: executor.ModeFinish})
 	var f *executor.Failure
 	if !errors.As(err, &f) || f.Code != executor.Stale || executor.Wrote(err) {
 		t.Fatalf("finish of another revision: %v, want %s with nothing written", err, executor.Stale)
 	}
 
 	time.Sleep(1100 * time.Millisecond) // a new activation would get a later second
-	got, err := exec.Deploy(ctx, executor.Deployment{Revision: rev2, Compute: compute, N: 2, Serving: 2, Finish: true})
+	got, err := exec.Deploy(ctx, executor.Deployment{Revision: rev2, Compute: compute, N: 2, Serving: 2, Mode: executor.ModeFinish})
 	if err != nil {
 		t.Fatalf("finish: %v", err)
 	}

@@ -123,7 +123,7 @@ func (e *Executor) networkPolicyDrift(ctx context.Context, ns, agent string, top
 // syncNetworkPolicies is Deploy for a revision that already serves and
 // does not change: only what the compute applies outside revision
 // identity is written, the agent's NetworkPolicies and its Service's
-// exposure (executor.Deployment.NetworkOnly).
+// exposure (executor.ModeSettings).
 func (e *Executor) syncNetworkPolicies(ctx context.Context, rev *admission.Revision, c admission.Compute, n int64) (executor.Result, error) {
 	var writes executor.Writes
 	ctx = executor.WithWrites(ctx, &writes)

@@ -16,7 +16,7 @@ import (
 
 // The agent's NetworkPolicies on a real API server: written before the
 // workloads on deploy, read back by Read (a deleted one is drift that a
-// NetworkOnly deployment writes back without a new revision), a component
+// ModeSettings deployment writes back without a new revision), a component
 // the revision no longer runs loses its policy at retirement, disabled
 // deletes them, and destroy leaves none.
 func TestNetworkPolicy_ExecutorLifecycle(t *testing.T) {
@@ -37,7 +37,11 @@ func TestNetworkPolicy_ExecutorLifecycle(t *testing.T) {
 	}
 	deploy := func(rev *admission.Revision, n, serving int64, only bool) {
 		t.Helper()
-		if _, err := exec.Deploy(ctx, executor.Deployment{Revision: rev, Compute: compute, N: n, Serving: serving, NetworkOnly: only}); err != nil {
+		mode := executor.ModeActivate
+		if only {
+			mode = executor.ModeSettings
+		}
+		if _, err := exec.Deploy(ctx, executor.Deployment{Revision: rev, Compute: compute, Mode: mode, N: n, Serving: serving}); err != nil {
 			t.Fatalf("revision %d (network only %v): %v", n, only, err)
 		}
 	}
@@ -66,7 +70,7 @@ func TestNetworkPolicy_ExecutorLifecycle(t *testing.T) {
 		t.Fatalf("read after deploy: %+v", o)
 	}
 
-	// A deleted policy is drift of its own; NetworkOnly writes it back and
+	// A deleted policy is drift of its own; ModeSettings writes it back and
 	// touches no workload.
 	if err := c.Clientset.NetworkingV1().NetworkPolicies(ns).Delete(ctx, render.HarnessName("bench"), metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
@@ -85,10 +89,10 @@ func TestNetworkPolicy_ExecutorLifecycle(t *testing.T) {
 		t.Fatal(err)
 	}
 	if after.Generation != before.Generation {
-		t.Errorf("a NetworkOnly deployment changed the gateway Deployment (generation %d to %d)", before.Generation, after.Generation)
+		t.Errorf("a ModeSettings deployment changed the gateway Deployment (generation %d to %d)", before.Generation, after.Generation)
 	}
 	if o := read(admission.HarnessCodex, admission.ModeDedicated); o.Drift != executor.DriftNone {
-		t.Fatalf("read after NetworkOnly: %+v", o)
+		t.Fatalf("read after ModeSettings: %+v", o)
 	}
 
 	// A switch to embedded: the harness's policy retires with the harness.

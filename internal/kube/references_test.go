@@ -13,7 +13,7 @@ import (
 
 // TestReferences_KeptOnTheService: the deploy's references record is
 // written on the agent's Service with the activation (the budget test
-// holds that it costs no request), Read and List report it, a NetworkOnly
+// holds that it costs no request), Read and List report it, a ModeSettings
 // deploy (a compute changed outside revision identity) refreshes it
 // without touching a workload, and a deploy without one leaves it.
 func TestReferences_KeptOnTheService(t *testing.T) {
@@ -46,20 +46,20 @@ func TestReferences_KeptOnTheService(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := exec.Deploy(ctx, executor.Deployment{Revision: rev, Compute: compute, N: 1, Serving: 1, NetworkOnly: true, References: "record-2"}); err != nil {
+	if _, err := exec.Deploy(ctx, executor.Deployment{Revision: rev, Compute: compute, N: 1, Serving: 1, Mode: executor.ModeSettings, References: "record-2"}); err != nil {
 		t.Fatal(err)
 	}
 	if got := annotation(); got != "record-2" {
-		t.Fatalf("after a NetworkOnly deploy the Service records %q, want record-2", got)
+		t.Fatalf("after a ModeSettings deploy the Service records %q, want record-2", got)
 	}
 	after, err := c.Clientset.AppsV1().Deployments(ns).Get(ctx, render.GatewayName("bench"), metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if after.Generation != before.Generation {
-		t.Fatalf("the NetworkOnly deploy changed the gateway Deployment (generation %d → %d)", before.Generation, after.Generation)
+		t.Fatalf("the ModeSettings deploy changed the gateway Deployment (generation %d → %d)", before.Generation, after.Generation)
 	}
-	if _, err := exec.Deploy(ctx, executor.Deployment{Revision: rev, Compute: compute, N: 1, Serving: 1, NetworkOnly: true}); err != nil {
+	if _, err := exec.Deploy(ctx, executor.Deployment{Revision: rev, Compute: compute, N: 1, Serving: 1, Mode: executor.ModeSettings}); err != nil {
 		t.Fatal(err)
 	}
 	if got := annotation(); got != "record-2" {

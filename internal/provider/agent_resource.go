@@ -401,7 +401,8 @@ func (r *agentResource) Create(ctx context.Context, req resource.CreateRequest, 
 	if !ok {
 		return
 	}
-	out, diags := deploy(ctx, r.providerData(), rev, c, plan.Revision.ValueInt64(), 0, false, recordReferences(ctx, plan, &resp.Diagnostics))
+	out, diags := deploy(ctx, r.providerData(), executor.Deployment{Revision: rev, Compute: c, Mode: executor.ModeActivate,
+		N: plan.Revision.ValueInt64(), References: recordReferences(ctx, plan, &resp.Diagnostics)})
 	resp.Diagnostics.Append(diags...)
 	if !out.Wrote {
 		return // nothing reached the target: nothing to keep in state
@@ -432,7 +433,8 @@ func (r *agentResource) Update(ctx context.Context, req resource.UpdateRequest, 
 			// The revision serves; an earlier apply stopped before retiring
 			// what earlier revisions left (AC4): finish that, deploy nothing.
 			n := state.Revision.ValueInt64()
-			out, diags := deploy(ctx, r.providerData(), rev, c, n, n, true, recordReferences(ctx, plan, &resp.Diagnostics))
+			out, diags := deploy(ctx, r.providerData(), executor.Deployment{Revision: rev, Compute: c, Mode: executor.ModeFinish,
+				N: n, Serving: n, References: recordReferences(ctx, plan, &resp.Diagnostics)})
 			resp.Diagnostics.Append(diags...)
 			if diags.HasError() {
 				return // state keeps the finding: the next plan offers the finish again
@@ -444,7 +446,8 @@ func (r *agentResource) Update(ctx context.Context, req resource.UpdateRequest, 
 			// refresh found a policy deleted or the Service edited: write
 			// them, outside revision identity (no new revision, no restart).
 			n := state.Revision.ValueInt64()
-			endpoint, diags := syncNetwork(ctx, r.providerData(), rev, c, n, recordReferences(ctx, plan, &resp.Diagnostics))
+			endpoint, diags := syncNetwork(ctx, r.providerData(), executor.Deployment{Revision: rev, Compute: c, Mode: executor.ModeSettings,
+				N: n, Serving: n, References: recordReferences(ctx, plan, &resp.Diagnostics)})
 			if diags.HasError() {
 				resp.Diagnostics.Append(diags...)
 				return // state keeps the previous compute: the next plan offers the change again
@@ -465,7 +468,8 @@ func (r *agentResource) Update(ctx context.Context, req resource.UpdateRequest, 
 	// when a refresh found it drifted: the stale guard (AC3) and a
 	// dedicated replacement's stop-earlier step (AC2) then still apply.
 	serving := state.Revision.ValueInt64()
-	out, diags := deploy(ctx, r.providerData(), rev, c, plan.Revision.ValueInt64(), serving, false, recordReferences(ctx, plan, &resp.Diagnostics))
+	out, diags := deploy(ctx, r.providerData(), executor.Deployment{Revision: rev, Compute: c, Mode: executor.ModeActivate,
+		N: plan.Revision.ValueInt64(), Serving: serving, References: recordReferences(ctx, plan, &resp.Diagnostics)})
 	resp.Diagnostics.Append(diags...)
 	if diags.HasError() {
 		return // a failed update keeps the previous state: the next plan shows the change again

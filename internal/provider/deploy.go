@@ -10,7 +10,6 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/types"
 	"github.com/hashicorp/terraform-plugin-log/tflog"
 
-	"github.com/occ-platform/terraform-provider-occ/internal/admission"
 	"github.com/occ-platform/terraform-provider-occ/internal/executor"
 )
 
@@ -27,21 +26,22 @@ type deployOutcome struct {
 	Wrote bool
 }
 
-// deploy hands an admitted revision to the executor of its compute kind.
-// serving is the revision state says is active (0 on create); finish asks
-// only to finish the retirement after revision, which already serves
-// (executor.Deployment.Finish).
-func deploy(ctx context.Context, data *Data, rev *admission.Revision, c admission.Compute, revision, serving int64, finish bool, refs string) (deployOutcome, diag.Diagnostics) {
+// deploy hands a deployment to the executor of its compute kind: the
+// deploy of a new revision (ModeActivate) or the finish of one that
+// already serves (ModeFinish). d.Log is set here.
+func deploy(ctx context.Context, data *Data, d executor.Deployment) (deployOutcome, diag.Diagnostics) {
 	var diags diag.Diagnostics
+	rev, c := d.Revision, d.Compute
 	out := deployOutcome{Status: types.StringValue("failed"), ActivatedAt: types.StringNull(), Endpoint: types.StringNull(), Phases: types.ListNull(phaseType)}
-	fields := executor.Fields(work("agent "+rev.Agent, "deploy"), map[string]any{"revision": revision, "compute_kind": c.Kind})
+	fields := executor.Fields(work("agent "+rev.Agent, "deploy"), map[string]any{"revision": d.N, "compute_kind": c.Kind})
 	ex, err := data.executor(ctx, c.Kind)
 	if err != nil {
 		addFailure(&diags, rev.ID(), err)
 		return out, diags
 	}
 	start := time.Now()
-	res, err := ex.Deploy(ctx, executor.Deployment{Revision: rev, Compute: c, N: revision, Serving: serving, Finish: finish, References: refs, Log: logTo(ctx, fields)})
+	d.Log = logTo(ctx, fields)
+	res, err := ex.Deploy(ctx, d)
 	addExecutorWarnings(&diags, res.Warnings)
 	if err != nil {
 		out.Wrote = executor.Wrote(err)
@@ -55,16 +55,18 @@ func deploy(ctx context.Context, data *Data, rev *admission.Revision, c admissio
 }
 
 // syncNetwork writes an agent's network policies and Service exposure
-// for revision n, which serves and does not change
-// (executor.Deployment.NetworkOnly); it returns the agent's endpoint (""
-// when the executor has none to report).
-func syncNetwork(ctx context.Context, data *Data, rev *admission.Revision, c admission.Compute, n int64, refs string) (string, diag.Diagnostics) {
+// for the revision that serves and does not change (d in ModeSettings);
+// it returns the agent's endpoint ("" when the executor has none to
+// report).
+func syncNetwork(ctx context.Context, data *Data, d executor.Deployment) (string, diag.Diagnostics) {
 	var diags diag.Diagnostics
-	fields := executor.Fields(work("agent "+rev.Agent, "network-policy"), map[string]any{"revision": n, "compute_kind": c.Kind})
+	rev, c := d.Revision, d.Compute
+	fields := executor.Fields(work("agent "+rev.Agent, "network-policy"), map[string]any{"revision": d.N, "compute_kind": c.Kind})
 	ex, err := data.executor(ctx, c.Kind)
 	var res executor.Result
 	if err == nil {
-		res, err = ex.Deploy(ctx, executor.Deployment{Revision: rev, Compute: c, N: n, Serving: n, NetworkOnly: true, References: refs, Log: logTo(ctx, fields)})
+		d.Log = logTo(ctx, fields)
+		res, err = ex.Deploy(ctx, d)
 	}
 	if err != nil {
 		tflog.Info(ctx, "network policies and exposure not written", withOutcome(fields, "failed"))

@@ -235,16 +235,20 @@ func (e *Executor) Deploy(ctx context.Context, d executor.Deployment) (executor.
 
 func (e *Executor) deploy(ctx context.Context, d executor.Deployment, t Target, writes *executor.Writes) (executor.Result, error) {
 	rev, n, log := d.Revision, d.N, d.Log
-	if d.NetworkOnly {
+	switch d.Mode {
+	case executor.ModeActivate:
+	case executor.ModeSettings:
 		return executor.Result{}, &executor.Failure{Code: executor.InvalidRequest, Agent: rev.Agent, Revision: n,
 			Summary: fmt.Sprintf("agent %q: an SSH host has no network policies", rev.Agent), Reason: "network policies are a Kubernetes compute's setting"}
-	}
-	if d.Finish {
+	case executor.ModeFinish:
 		// Read never reports an SSH agent unretired: a host keeps its
 		// newest earlier revisions by design (render.KeepRevisions), and
 		// the next activation prunes the rest.
 		return executor.Result{}, &executor.Failure{Code: executor.InvalidRequest, Agent: rev.Agent, Revision: n,
 			Summary: fmt.Sprintf("agent %q: nothing to finish on an SSH host", rev.Agent), Reason: "an SSH host keeps earlier revisions by design; there is no retirement to finish"}
+	default:
+		return executor.Result{}, &executor.Failure{Code: executor.InvalidRequest, Agent: rev.Agent, Revision: n,
+			Summary: fmt.Sprintf("agent %q: unknown deploy mode %s", rev.Agent, d.Mode)}
 	}
 	h, err := render.Systemd(rev, n)
 	if err != nil {
