@@ -61,10 +61,12 @@ type Executor interface {
 	Deploy(ctx context.Context, d Deployment) (Result, error)
 	// Read observes an agent.
 	Read(ctx context.Context, a Agent) (Observed, error)
-	// List names the agents on one target, in name order: a Kubernetes
-	// namespace, or an SSH host (HOST or HOST:PORT as an agent id writes it).
-	// It reads only; a target that holds none gives an empty list, not an error.
-	List(ctx context.Context, where string) ([]Listed, error)
+	// List names the agents on one compute's target, in name order. Only
+	// the settings that locate the target are read (a Kubernetes
+	// compute's Namespace, an SSH compute's Host and Port); the provider's
+	// list resource sets nothing else. It reads only; a target that holds
+	// none gives an empty list, not an error.
+	List(ctx context.Context, on admission.Compute) ([]Listed, error)
 	// Delete removes every object of an agent.
 	Delete(ctx context.Context, a Agent) error
 	// Turn sends one message to the agent's activated revision through

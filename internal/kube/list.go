@@ -18,7 +18,7 @@ import (
 	"github.com/occ-platform/terraform-provider-occ/internal/render"
 )
 
-// List names the agents in namespace ns with one request: the Services the
+// List names the agents in the compute's namespace with one request: the Services the
 // provider labels (managed-by and the agent label). An agent's serving
 // Service says its activated revision, read as Read reads it
 // (serviceObserved); its other Services (the internal gateway's, the
@@ -28,7 +28,8 @@ import (
 // activated has no Service yet and is not listed: there is nothing of it
 // to import. A namespace that does not exist holds no agents: the API
 // server answers an empty list for it, as for an empty one.
-func (e *Executor) List(ctx context.Context, ns string) ([]executor.Listed, error) {
+func (e *Executor) List(ctx context.Context, on admission.Compute) ([]executor.Listed, error) {
+	ns := on.Namespace
 	if msgs := validation.IsDNS1123Label(ns); len(msgs) > 0 {
 		return nil, &executor.Failure{Code: executor.InvalidRequest, Op: executor.OpList, Summary: fmt.Sprintf("%q is not a Kubernetes namespace", ns),
 			Reason: strings.Join(msgs, "; "), Next: "Name the namespace the agents run in, such as occ-acme."}

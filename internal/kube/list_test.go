@@ -60,7 +60,7 @@ func TestList_NamesTheNamespacesAgents(t *testing.T) {
 
 	cs, counter := countedClient(t, c.Config, nil)
 	lister := &Executor{Client: cs}
-	got, err := lister.List(ctx, ns)
+	got, err := lister.List(ctx, inNamespace(ns))
 	if err != nil {
 		t.Fatalf("List: %v", err)
 	}
@@ -90,18 +90,18 @@ func TestList_NamesTheNamespacesAgents(t *testing.T) {
 	if _, err := c.Clientset.CoreV1().Services(ns).Patch(ctx, "beta", types.StrategicMergePatchType, patch, metav1.PatchOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if got, err := lister.List(ctx, ns); err != nil || len(got) != 2 || got[1].Drift == executor.DriftNone || got[1].DriftDetail != `the Service selects revision "9", not the activated revision 1` {
+	if got, err := lister.List(ctx, inNamespace(ns)); err != nil || len(got) != 2 || got[1].Drift == executor.DriftNone || got[1].DriftDetail != `the Service selects revision "9", not the activated revision 1` {
 		t.Errorf("after editing beta's Service: %+v, %v", got, err)
 	}
 
 	for _, where := range []string{empty, "occ-list-missing"} {
-		got, err := lister.List(ctx, where)
+		got, err := lister.List(ctx, inNamespace(where))
 		if err != nil || got == nil || len(got) != 0 {
 			t.Errorf("List(%s) = %+v, %v; want an empty list", where, got, err)
 		}
 	}
 	before := counter.n.Load()
-	_, err = lister.List(ctx, "Not_A_Namespace")
+	_, err = lister.List(ctx, inNamespace("Not_A_Namespace"))
 	var f *executor.Failure
 	if !errors.As(err, &f) || f.Code != executor.InvalidRequest || f.Op != executor.OpList {
 		t.Errorf("List of a malformed namespace: %v, want INVALID_REQUEST", err)
@@ -109,4 +109,9 @@ func TestList_NamesTheNamespacesAgents(t *testing.T) {
 	if counter.n.Load() != before {
 		t.Error("List sent a request for a malformed namespace")
 	}
+}
+
+// inNamespace is the compute a listing of namespace ns reads.
+func inNamespace(ns string) admission.Compute {
+	return admission.Compute{Kind: admission.KindKubernetes, Namespace: ns}
 }

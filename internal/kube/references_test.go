@@ -38,7 +38,7 @@ func TestReferences_KeptOnTheService(t *testing.T) {
 	if o, err := exec.Read(ctx, agent); err != nil || o.References != "record-1" {
 		t.Fatalf("Read: %+v, %v", o, err)
 	}
-	if l, err := exec.List(ctx, ns); err != nil || len(l) != 1 || l[0].References != "record-1" {
+	if l, err := exec.List(ctx, inNamespace(ns)); err != nil || len(l) != 1 || l[0].References != "record-1" {
 		t.Fatalf("List: %+v, %v", l, err)
 	}
 

@@ -118,16 +118,17 @@ func (m agentListConfigModel) check(diags *diag.Diagnostics) {
 	}
 }
 
-// target is the compute kind a listing reads, the target as the executor's
-// List takes it (a namespace; HOST or HOST:PORT), and the identity of an
-// agent found there.
-func (m agentListConfigModel) target() (kind, where string, identity func(agent string) agentIdentityModel) {
+// target is the compute a listing reads, as the executor's List takes it
+// (its kind and the settings that locate it), where it is in words for
+// the log, and the identity of an agent found there.
+func (m agentListConfigModel) target() (on admission.Compute, where string, identity func(agent string) agentIdentityModel) {
 	if !m.Namespace.IsNull() {
 		ns := m.Namespace.ValueString()
-		return admission.KindKubernetes, ns, func(agent string) agentIdentityModel { return kubeIdentity(ns, agent) }
+		return admission.Compute{Kind: admission.KindKubernetes, Namespace: ns}, ns, func(agent string) agentIdentityModel { return kubeIdentity(ns, agent) }
 	}
 	host, port := m.Host.ValueString(), m.Port.ValueInt64()
-	return admission.KindSSH, sshexec.HostPort(host, int(port)), func(agent string) agentIdentityModel { return sshIdentity(host, port, agent) }
+	return admission.Compute{Kind: admission.KindSSH, Host: host, Port: port}, sshexec.HostPort(host, int(port)),
+		func(agent string) agentIdentityModel { return sshIdentity(host, port, agent) }
 }
 
 func (r *agentListResource) List(ctx context.Context, req list.ListRequest, stream *list.ListResultsStream) {
@@ -141,14 +142,15 @@ func (r *agentListResource) List(ctx context.Context, req list.ListRequest, stre
 		stream.Results = list.ListResultsStreamDiagnostics(diags)
 		return
 	}
-	kind, where, identityOf := m.target()
+	on, where, identityOf := m.target()
+	kind := on.Kind
 	ctx, cancel := context.WithTimeout(ctx, listTimeout)
 	defer cancel()
 	ex, err := r.providerData().executor(ctx, kind)
 	var listed []executor.Listed
 	if err == nil {
 		tflog.Info(ctx, "listing agents", map[string]any{"compute_kind": kind, "target": where})
-		listed, err = ex.List(ctx, where)
+		listed, err = ex.List(ctx, on)
 	}
 	if err != nil {
 		addFailure(&diags, "", err)

@@ -73,7 +73,8 @@ func TestAgentList_Target(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			kind, where, identity := c.in.target()
+			on, where, identity := c.in.target()
+			kind := on.Kind
 			if kind != c.kind || where != c.where || identity("support") != c.identity {
 				t.Fatalf("target() = %s %q %+v, want %s %q %+v", kind, where, identity("support"), c.kind, c.where, c.identity)
 			}

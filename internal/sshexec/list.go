@@ -49,13 +49,14 @@ type hostAgent struct {
 	View hostView
 }
 
-// List names the agents on the host where names (HOST or HOST:PORT, as an
-// agent id writes it), reached as an import is: with the provider's user,
+// List names the agents on the compute's host (Host, and Port when not
+// 22), reached as an import is: with the provider's user,
 // the host verified through the provider's known_hosts file. One command
 // finds every unit file the provider wrote and reads each agent as Read
 // does (readScript, observedOf), within Read's deadline. A host without
 // agents gives an empty list.
-func (e *Executor) List(ctx context.Context, where string) ([]executor.Listed, error) {
+func (e *Executor) List(ctx context.Context, on admission.Compute) ([]executor.Listed, error) {
+	where := HostPort(on.Host, int(on.Port))
 	host, port, ok := parseHost(where)
 	if !ok {
 		return nil, &executor.Failure{Code: executor.InvalidRequest, Op: executor.OpList, Summary: fmt.Sprintf("%q is not an SSH host", where),
@@ -71,7 +72,7 @@ func (e *Executor) List(ctx context.Context, where string) ([]executor.Listed, e
 	if err != nil {
 		return nil, failureOf(executor.OpList, "", 0, t.Addr(), nil, err)
 	}
-	// The id imports the agent: the port stays when where names one.
+	// The id imports the agent: the port stays when it is not 22.
 	idHost := host
 	if port != 0 {
 		idHost = net.JoinHostPort(host, strconv.Itoa(port))

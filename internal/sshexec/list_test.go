@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/occ-platform/terraform-provider-occ/internal/admission"
 	"github.com/occ-platform/terraform-provider-occ/internal/executor"
 	"github.com/occ-platform/terraform-provider-occ/internal/render"
 	"github.com/occ-platform/terraform-provider-occ/internal/testenv/sshhost"
@@ -124,7 +125,7 @@ func TestList_NamesTheHostsAgents(t *testing.T) {
 
 	e := h.executor(t, h.s.Addr, h.Units)
 	ctx := ctxT(t, 60*time.Second)
-	got, err := e.List(ctx, h.s.Addr)
+	got, err := e.List(ctx, onHost(t, h.s.Addr))
 	if err != nil {
 		t.Fatalf("List: %v", err)
 	}
@@ -149,7 +150,7 @@ func TestList_NamesTheHostsAgents(t *testing.T) {
 	// A configuration edited on the host lists the agent drifted, in
 	// Read's words, without the revision (as Read reports it).
 	write(t, filepath.Join(h.Config, "beta", "r3", "openclaw.json"), `{"edited":true}`)
-	got, err = e.List(ctx, h.s.Addr)
+	got, err = e.List(ctx, onHost(t, h.s.Addr))
 	if err != nil || len(got) != 2 || got[1].Revision != 0 || got[1].Drift == executor.DriftNone || !strings.HasPrefix(got[1].DriftDetail, "the configuration of revision 3 was edited on the host") {
 		t.Errorf("after editing beta's configuration: %+v, %v", got, err)
 	}
@@ -162,12 +163,12 @@ func TestList_EmptyHostAndMalformedHost(t *testing.T) {
 	h := newListHost(t)
 	ctx := ctxT(t, 60*time.Second)
 	for _, units := range []string{h.Units, filepath.Join(h.Units, "missing")} {
-		got, err := h.executor(t, h.s.Addr, units).List(ctx, h.s.Addr)
+		got, err := h.executor(t, h.s.Addr, units).List(ctx, onHost(t, h.s.Addr))
 		if err != nil || got == nil || len(got) != 0 {
 			t.Errorf("List with unit directory %s = %+v, %v; want an empty list", units, got, err)
 		}
 	}
-	_, err := h.executor(t, h.s.Addr, h.Units).List(ctx, "10.0.0.5/support")
+	_, err := h.executor(t, h.s.Addr, h.Units).List(ctx, onHost(t, "10.0.0.5/support"))
 	var f *executor.Failure
 	if !errors.As(err, &f) || f.Code != executor.InvalidRequest || f.Op != executor.OpList {
 		t.Errorf("List of %q: %v, want INVALID_REQUEST", "10.0.0.5/support", err)
@@ -182,13 +183,26 @@ func TestList_DroppedConnectionIsUnavailable(t *testing.T) {
 	proxy := sshhost.NewCutProxyT(t, h.s.Addr)
 	e := h.executor(t, proxy.Addr, h.Units)
 	ctx := ctxT(t, 60*time.Second)
-	if got, err := e.List(ctx, proxy.Addr); err != nil || len(got) != 1 {
+	if got, err := e.List(ctx, onHost(t, proxy.Addr)); err != nil || len(got) != 1 {
 		t.Fatalf("List before the cut = %+v, %v", got, err)
 	}
 	proxy.CutAfter(1)
-	_, err := e.List(ctx, proxy.Addr)
+	_, err := e.List(ctx, onHost(t, proxy.Addr))
 	var f *executor.Failure
 	if !errors.As(err, &f) || f.Code != executor.Unavailable || f.Op != executor.OpList || f.SummaryText() != "cannot list the agents on SSH host "+proxy.Addr {
 		t.Fatalf("List over a dropped connection: %v, want UNAVAILABLE naming %s", err, proxy.Addr)
 	}
+}
+
+// onHost is the compute a listing of HOST[:PORT] reads.
+func onHost(t *testing.T, where string) admission.Compute {
+	t.Helper()
+	host, port := where, 0
+	if h, p, err := net.SplitHostPort(where); err == nil {
+		host = h
+		if port, err = strconv.Atoi(p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return admission.Compute{Kind: admission.KindSSH, Host: host, Port: int64(port)}
 }
