@@ -35,7 +35,8 @@ import (
 // activation writes gets it, and one it patches gets it by one more
 // request when it lacks it. The Service as the API server returned it is
 // returned, for its load balancer's address.
-func (e *Executor) activate(ctx context.Context, rev *admission.Revision, objs *render.Objects, n, serving int64, early *corev1.Service, x admission.Exposure) (time.Time, *corev1.Service, error) {
+func (e *Executor) activate(ctx context.Context, r *rollout, early *corev1.Service) (time.Time, *corev1.Service, error) {
+	rev, objs, n, serving, x := r.rev, r.objs, r.n, r.serving, r.c.Exposure
 	ns, name := objs.Namespace, *objs.Service.Name
 	at := e.now().UTC().Truncate(time.Second)
 	svcs := e.Client.CoreV1().Services(ns)

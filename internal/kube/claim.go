@@ -34,7 +34,8 @@ import (
 // cannot change in place (the class, the access mode, a smaller size) is
 // refused before anything is written, as is a claim of that name the
 // agent does not own.
-func (e *Executor) ensureClaim(ctx context.Context, want *corev1ac.PersistentVolumeClaimApplyConfiguration, agent string, serving int64) error {
+func (e *Executor) ensureClaim(ctx context.Context, r *rollout) error {
+	want, agent, serving := r.objs.StateClaim, r.agent(), r.serving
 	if want == nil {
 		return nil
 	}

@@ -104,19 +104,39 @@ var applyOpts = metav1.ApplyOptions{FieldManager: render.FieldManager, Force: tr
 // Apply writes the default NetworkPolicies (admission.NetworkPolicy's zero
 // value); Deploy writes the compute's (applyOn).
 func (e *Executor) Apply(ctx context.Context, rev *admission.Revision, n, serving int64) (executor.Result, error) {
-	return e.applyOn(ctx, rev, admission.Compute{}, n, serving)
+	return e.applyOn(ctx, executor.Deployment{Revision: rev, N: n, Serving: serving})
 }
+
+// rollout is one deploy in flight, built once per deploy: what every step
+// of apply, the gate and the activation reads, so that none takes the
+// revision numbers positionally.
+type rollout struct {
+	rev *admission.Revision
+	// c is the compute: the settings no revision freezes (its
+	// NetworkPolicy, exposure, sandbox driver's namespace).
+	c admission.Compute
+	// n is the revision deployed; serving the one state says serves (0:
+	// none, on create).
+	n, serving int64
+	// objs is revision n rendered; ns its namespace.
+	objs *render.Objects
+	ns   string
+}
+
+// agent is the agent deployed.
+func (r *rollout) agent() string { return r.rev.Agent }
 
 // applyOn is Apply with the compute's settings that no revision freezes
 // (its NetworkPolicy and sandbox driver's namespace).
-func (e *Executor) applyOn(ctx context.Context, rev *admission.Revision, c admission.Compute, n, serving int64) (executor.Result, error) {
+func (e *Executor) applyOn(ctx context.Context, d executor.Deployment) (executor.Result, error) {
 	var writes executor.Writes
-	res, err := e.apply(executor.WithWrites(ctx, &writes), rev, c, n, serving)
-	return res, failureOf(rev.Agent, n, &writes, err)
+	res, err := e.apply(executor.WithWrites(ctx, &writes), d)
+	return res, failureOf(d.Revision.Agent, d.N, &writes, err)
 }
 
-func (e *Executor) apply(ctx context.Context, rev *admission.Revision, c admission.Compute, n, serving int64) (executor.Result, error) {
+func (e *Executor) apply(ctx context.Context, d executor.Deployment) (executor.Result, error) {
 	type Result = executor.Result
+	rev, c, n, serving := d.Revision, d.Compute, d.N, d.Serving
 	objs, err := render.Kubernetes(rev, n)
 	if err != nil {
 		return Result{}, &executor.Failure{Code: executor.InvalidRequest, Summary: fmt.Sprintf("agent %q revision %d cannot be rendered for Kubernetes", rev.Agent, n), Reason: err.Error(), Err: err}
@@ -125,12 +145,13 @@ func (e *Executor) apply(ctx context.Context, rev *admission.Revision, c admissi
 		// On the Service the activation writes anyway: no request more.
 		objs.Service.WithAnnotations(map[string]string{AnnotationReferences: e.references})
 	}
-	ns := objs.Namespace
+	r := &rollout{rev: rev, c: c, n: n, serving: serving, objs: objs, ns: objs.Namespace}
+	ns := r.ns
 	if serving > 0 {
 		// AC3: an older retry never overwrites a newer selected revision.
 		// The workloads are per Agent, so this is judged before the first
 		// write, not only at activation.
-		if err := e.checkNotStale(ctx, objs, rev.Agent, n); err != nil {
+		if err := e.checkNotStale(ctx, r); err != nil {
 			return Result{}, err
 		}
 	}
@@ -159,7 +180,7 @@ func (e *Executor) apply(ctx context.Context, rev *admission.Revision, c admissi
 			}
 		}
 	}
-	if err := e.ensureClaim(ctx, objs.StateClaim, rev.Agent, serving); err != nil {
+	if err := e.ensureClaim(ctx, r); err != nil {
 		return Result{}, err
 	}
 	for _, sa := range objs.ServiceAccounts {
@@ -168,7 +189,7 @@ func (e *Executor) apply(ctx context.Context, rev *admission.Revision, c admissi
 		}
 	}
 	for _, cm := range objs.ConfigMaps {
-		if err := e.applyConfigMap(ctx, cm, serving, n, rev.ID()); err != nil {
+		if err := e.applyConfigMap(ctx, r, cm); err != nil {
 			return Result{}, err
 		}
 	}
@@ -230,7 +251,7 @@ func (e *Executor) apply(ctx context.Context, rev *admission.Revision, c admissi
 		}
 	}
 	e.log.Print("waiting for the revision's startup probe", map[string]any{"work.operation": "gate", "revision": n})
-	phases, err := e.gate(ctx, rev.Agent, ns, n, rev.ID(), components, workloads, sandboxes, objs.StateClaim)
+	phases, err := e.gate(ctx, r, components, workloads, sandboxes)
 	if err != nil {
 		var f *Failure
 		if errors.As(err, &f) && len(f.Lines) > 0 {
@@ -240,16 +261,17 @@ func (e *Executor) apply(ctx context.Context, rev *admission.Revision, c admissi
 		}
 		return Result{}, err
 	}
-	at, svc, err := e.activate(ctx, rev, objs, n, serving, early, c.Exposure)
+	at, svc, err := e.activate(ctx, r, early)
 	if err != nil {
 		return Result{}, err
 	}
 	return Result{ActivatedAt: at, Endpoint: render.Endpoint(svc, rev.Agent, ns), Phases: phases}, nil
 }
 
-// checkNotStale refuses revision n when the Agent's Service already selects
-// a newer one: someone else activated it since this plan was made.
-func (e *Executor) checkNotStale(ctx context.Context, objs *render.Objects, agent string, n int64) error {
+// checkNotStale refuses revision r.n when the Agent's Service already
+// selects a newer one: someone else activated it since this plan was made.
+func (e *Executor) checkNotStale(ctx context.Context, r *rollout) error {
+	objs, agent, n := r.objs, r.agent(), r.n
 	svc, err := e.Client.CoreV1().Services(objs.Namespace).Get(ctx, *objs.Service.Name, metav1.GetOptions{})
 	switch {
 	case apierrors.IsNotFound(err):
@@ -348,12 +370,14 @@ func (e *Executor) ensureToken(ctx context.Context, ns, agent, name, key, compon
 }
 
 // applyConfigMap applies one of the revision's immutable ConfigMaps. A
-// failed attempt leaves its ConfigMaps under revision number n, which the
-// next plan reuses (state keeps the revision that serves): an immutable
-// ConfigMap of another content under that name is that attempt's, never
-// the serving revision's (n > serving), so it is deleted, with its UID as
-// precondition, and written again. The common apply pays nothing for it.
-func (e *Executor) applyConfigMap(ctx context.Context, cm *corev1ac.ConfigMapApplyConfiguration, serving, n int64, id string) error {
+// failed attempt leaves its ConfigMaps under revision number r.n, which
+// the next plan reuses (state keeps the revision that serves): an
+// immutable ConfigMap of another content under that name is that
+// attempt's, never the serving revision's (r.n > r.serving), so it is
+// deleted, with its UID as precondition, and written again. The common
+// apply pays nothing for it.
+func (e *Executor) applyConfigMap(ctx context.Context, r *rollout, cm *corev1ac.ConfigMapApplyConfiguration) error {
+	serving, n, id := r.serving, r.n, r.rev.ID()
 	cms := e.Client.CoreV1().ConfigMaps(*cm.Namespace)
 	_, err := cms.Apply(ctx, cm, applyOpts)
 	if err == nil || !apierrors.IsInvalid(err) || n <= serving {

@@ -291,7 +291,7 @@ func (e *Executor) Deploy(ctx context.Context, d executor.Deployment) (executor.
 		}
 		warnings = w
 	}
-	res, err := op.applyOn(ctx, rev, c, d.N, d.Serving)
+	res, err := op.applyOn(ctx, d)
 	res.Warnings = append(warnings, res.Warnings...)
 	return res, err
 }

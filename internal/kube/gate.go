@@ -36,7 +36,8 @@ func revisionSelector(agent string, n int64, id string) string {
 // reading the startup records of each started container as they come.
 //
 // It returns the startup phases read by the time it passed.
-func (e *Executor) gate(ctx context.Context, agent, ns string, n int64, id string, components map[string]bool, workloads map[string]string, sandboxes []string, claim *corev1ac.PersistentVolumeClaimApplyConfiguration) ([]executor.PhaseTiming, error) {
+func (e *Executor) gate(ctx context.Context, r *rollout, components map[string]bool, workloads map[string]string, sandboxes []string) ([]executor.PhaseTiming, error) {
+	agent, ns, n, id, claim := r.agent(), r.ns, r.n, r.rev.ID(), r.objs.StateClaim
 	sel := revisionSelector(agent, n, id)
 	pods := e.Client.CoreV1().Pods(ns)
 	wctx, cancel := context.WithCancel(ctx)
