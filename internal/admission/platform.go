@@ -116,18 +116,56 @@ func StampPlatformKeys(doc occconfig.Document, kind, harness, mode string) Error
 	if errs := CheckPlatformKeys(doc, kind, harness, mode); len(errs) > 0 {
 		return errs
 	}
+	// A computed key's value is given only at apply: render writes it.
+	var keys []PlatformKey
 	for _, k := range PlatformKeys(kind, harness, mode) {
-		switch {
-		case k.Remove:
-			occconfig.Delete(doc, k.Path)
-		case !k.Computed:
-			// CheckPlatformKeys found no non-object on the way: Set lands.
-			occconfig.Set(doc, k.Path, k.Value)
+		if !k.Computed {
+			keys = append(keys, k)
 		}
+	}
+	if err := WritePlatformKeys(doc, keys, nil); err != nil {
+		// CheckPlatformKeys found no non-object on the way: not reached.
+		return Errors{{Class: InvalidRequest, Rule: "AD3", Attribute: []string{"document"}, Message: err.Error()}}
 	}
 	if kind == KindSSH {
 		if _, ok := occconfig.Lookup(doc, PathGatewayPort); !ok {
 			occconfig.Set(doc, PathGatewayPort, int64(GatewayPort))
+		}
+	}
+	return nil
+}
+
+// WritePlatformKeys writes the platform's wiring into a gateway document:
+// each key's Value, or its value from computed (by path) when Computed,
+// and deletes each Remove key. It is the one writer of the platform's
+// keys: admission stamps the admitted document with it
+// (StampPlatformKeys) and render writes the keys computed per revision
+// with it. A key whose path crosses a non-object, or a computed key
+// without a value, is an error saying how to fix the document.
+func WritePlatformKeys(doc occconfig.Document, keys []PlatformKey, computed map[string]any) error {
+	for _, k := range keys {
+		if k.Remove {
+			occconfig.Delete(doc, k.Path)
+			continue
+		}
+		v := k.Value
+		if k.Computed {
+			var ok bool
+			if v, ok = computed[k.Path.String()]; !ok {
+				return fmt.Errorf("render: no value for the platform's %s", k.Path)
+			}
+		}
+		if !occconfig.Set(doc, k.Path, v) {
+			blocked := k.Path[:len(k.Path)-1]
+			for i := 1; i < len(k.Path); i++ {
+				if got, ok := occconfig.Lookup(doc, k.Path[:i]); ok {
+					if _, isObj := got.(map[string]any); !isObj {
+						blocked = k.Path[:i]
+						break
+					}
+				}
+			}
+			return fmt.Errorf("render: the gateway configuration cannot take the platform's %s: %s is not an object; make it an object or remove it (rule AD3)", k.Path, blocked)
 		}
 	}
 	return nil

@@ -437,46 +437,12 @@ func GatewayDocument(rev *admission.Revision, n int64) (occconfig.Document, erro
 		}
 		computed[admission.PathCodexAppServerURL.String()] = fmt.Sprintf("ws://%s:%d", host, AppServerPort)
 	}
-	if err := writePlatformKeys(d, admission.PlatformKeys(admission.KindKubernetes, rev.Harness, rev.ExecutionMode), computed); err != nil {
+	// A document admission would refuse (a non-object where a key goes)
+	// fails closed (AD6) rather than running without the platform's wiring.
+	if err := admission.WritePlatformKeys(d, admission.PlatformKeys(admission.KindKubernetes, rev.Harness, rev.ExecutionMode), computed); err != nil {
 		return nil, err
 	}
 	return d, nil
-}
-
-// writePlatformKeys writes the platform's wiring (admission.PlatformKeys,
-// the one list admission refuses user values of) into a gateway document:
-// fixed values, removed keys, and the values render computes. A document
-// that holds a non-object where a key must go (`gateway = "x"`) is an
-// error naming the key: admission refuses such a document (AD3), and a
-// revision that holds one anyway fails closed (AD6) rather than running
-// without the platform's wiring.
-func writePlatformKeys(d occconfig.Document, keys []admission.PlatformKey, computed map[string]any) error {
-	for _, k := range keys {
-		if k.Remove {
-			occconfig.Delete(d, k.Path)
-			continue
-		}
-		v := k.Value
-		if k.Computed {
-			var ok bool
-			if v, ok = computed[k.Path.String()]; !ok {
-				return fmt.Errorf("render: no value for the platform's %s", k.Path)
-			}
-		}
-		if !occconfig.Set(d, k.Path, v) {
-			blocked := k.Path[:len(k.Path)-1]
-			for i := 1; i < len(k.Path); i++ {
-				if got, ok := occconfig.Lookup(d, k.Path[:i]); ok {
-					if _, isObj := got.(map[string]any); !isObj {
-						blocked = k.Path[:i]
-						break
-					}
-				}
-			}
-			return fmt.Errorf("render: the gateway configuration cannot take the platform's %s: %s is not an object; make it an object or remove it (rule AD3)", k.Path, blocked)
-		}
-	}
-	return nil
 }
 
 // codexConfig is the host-owned Codex configuration (LG3): telemetry

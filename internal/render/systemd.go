@@ -241,7 +241,7 @@ func gatewayPort(d occconfig.Document) (int64, error) {
 // is written back as read (or OpenClaw's default).
 func SystemdGatewayDocument(rev *admission.Revision, port int64) (occconfig.Document, error) {
 	d := occconfig.Clone(rev.GatewayDocument)
-	if err := writePlatformKeys(d, admission.PlatformKeys(admission.KindSSH, rev.Harness, rev.ExecutionMode), nil); err != nil {
+	if err := admission.WritePlatformKeys(d, admission.PlatformKeys(admission.KindSSH, rev.Harness, rev.ExecutionMode), nil); err != nil {
 		return nil, err
 	}
 	if !occconfig.Set(d, admission.PathGatewayPort, port) {
