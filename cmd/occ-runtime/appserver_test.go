@@ -43,7 +43,7 @@ func renderedAppServer(t *testing.T) []string {
 	if len(errs) > 0 {
 		t.Fatal(errs)
 	}
-	objs, err := render.Kubernetes(rev, 1)
+	objs, err := render.Kubernetes(rev, 1, admission.Compute{})
 	if err != nil {
 		t.Fatal(err)
 	}

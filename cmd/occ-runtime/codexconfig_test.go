@@ -44,7 +44,7 @@ func TestPR3_CodexRunsOnTheProbedEndpoint(t *testing.T) {
 	if len(errs) > 0 {
 		t.Fatal(errs)
 	}
-	objs, err := render.Kubernetes(rev, 1)
+	objs, err := render.Kubernetes(rev, 1, admission.Compute{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -164,7 +164,7 @@ func dedicatedCodexObjects(t *testing.T, doc string) *render.Objects {
 	if len(errs) > 0 {
 		t.Fatal(errs)
 	}
-	objs, err := render.Kubernetes(rev, 1)
+	objs, err := render.Kubernetes(rev, 1, admission.Compute{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -48,7 +48,7 @@ func TestPR9_RenderedCommandLines(t *testing.T) {
 		if len(errs) > 0 {
 			t.Fatalf("%s: %v", name, errs)
 		}
-		objs, err := render.Kubernetes(rev, 1)
+		objs, err := render.Kubernetes(rev, 1, admission.Compute{})
 		if err != nil {
 			t.Fatal(err)
 		}

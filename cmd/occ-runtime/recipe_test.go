@@ -740,7 +740,7 @@ func renderedContainers(t *testing.T) map[string]*renderedContainer {
 		if len(errs) > 0 {
 			t.Fatalf("%s: %v", mode, errs)
 		}
-		objs, err := render.Kubernetes(rev, 1)
+		objs, err := render.Kubernetes(rev, 1, admission.Compute{})
 		if err != nil {
 			t.Fatal(err)
 		}

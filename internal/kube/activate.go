@@ -36,11 +36,11 @@ import (
 // request when it lacks it. The Service as the API server returned it is
 // returned, for its load balancer's address.
 func (e *Executor) activate(ctx context.Context, r *rollout, early *corev1.Service) (time.Time, *corev1.Service, error) {
-	rev, objs, n, serving, x := r.rev, r.objs, r.n, r.serving, r.c.Exposure
+	rev, objs, n, serving, x := r.rev, r.objs, r.n, r.serving, r.objs.Exposure
 	ns, name := objs.Namespace, *objs.Service.Name
 	at := e.now().UTC().Truncate(time.Second)
 	svcs := e.Client.CoreV1().Services(ns)
-	desired := serviceFrom(objs, n, at, true, x)
+	desired := objs.ServiceObject(map[string]string{AnnotationActivatedRevision: strconv.FormatInt(n, 10), AnnotationActivatedAt: at.Format(time.RFC3339)})
 	claim := func(cur *corev1.Service) *corev1.Service {
 		upd := cur.DeepCopy()
 		upd.Labels, upd.Annotations = desired.Labels, mergeMaps(cur.Annotations, desired.Annotations)
@@ -132,25 +132,6 @@ func guardedPatch(desired *corev1.Service, expected int64) []byte {
 
 func jsonPointerEscape(s string) string {
 	return strings.ReplaceAll(strings.ReplaceAll(s, "~", "~0"), "/", "~1")
-}
-
-// serviceFrom is the Agent's Service for revision n: activated at at, or,
-// not activated, without the activation annotations (the Service a first
-// dedicated deploy creates before its gate: it claims nothing).
-// x is the compute's exposure.
-func serviceFrom(objs *render.Objects, n int64, at time.Time, activated bool, x admission.Exposure) *corev1.Service {
-	ac := objs.Service
-	ann := mergeMaps(ac.Annotations, nil)
-	if activated {
-		ann = mergeMaps(ann, map[string]string{AnnotationActivatedRevision: strconv.FormatInt(n, 10), AnnotationActivatedAt: at.Format(time.RFC3339)})
-	}
-	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: *ac.Name, Namespace: objs.Namespace, Labels: ac.Labels, Annotations: ann}}
-	svc.Spec.Selector = ac.Spec.Selector
-	for _, p := range ac.Spec.Ports {
-		svc.Spec.Ports = append(svc.Spec.Ports, corev1.ServicePort{Name: *p.Name, Port: *p.Port, TargetPort: *p.TargetPort, Protocol: corev1.ProtocolTCP})
-	}
-	render.ExposeService(svc, x)
-	return svc
 }
 
 // mergePorts is the desired ports with the node ports the API server
@@ -294,11 +275,7 @@ func (e *Executor) audit(ctx context.Context, ns string, rev *admission.Revision
 // and then only the safe effects are repeated, the audit record (once)
 // and the retirement, with the activation's own time. Nothing is
 // deployed, so no Pod restarts.
-func (e *Executor) finish(ctx context.Context, rev *admission.Revision, n int64) (executor.Result, error) {
-	objs, err := render.Kubernetes(rev, n)
-	if err != nil {
-		return executor.Result{}, &executor.Failure{Code: executor.InvalidRequest, Summary: fmt.Sprintf("agent %q revision %d cannot be rendered for Kubernetes", rev.Agent, n), Reason: err.Error(), Err: err}
-	}
+func (e *Executor) finish(ctx context.Context, rev *admission.Revision, objs *render.Objects, n int64) (executor.Result, error) {
 	ns := objs.Namespace
 	svc, err := e.existingService(ctx, ns, *objs.Service.Name)
 	if err != nil {

@@ -137,9 +137,9 @@ func (e *Executor) applyOn(ctx context.Context, d executor.Deployment) (executor
 func (e *Executor) apply(ctx context.Context, d executor.Deployment) (executor.Result, error) {
 	type Result = executor.Result
 	rev, c, n, serving := d.Revision, d.Compute, d.N, d.Serving
-	objs, err := render.Kubernetes(rev, n)
+	objs, err := renderKubernetes(rev, n, c)
 	if err != nil {
-		return Result{}, &executor.Failure{Code: executor.InvalidRequest, Summary: fmt.Sprintf("agent %q revision %d cannot be rendered for Kubernetes", rev.Agent, n), Reason: err.Error(), Err: err}
+		return Result{}, err
 	}
 	if e.references != "" {
 		// On the Service the activation writes anyway: no request more.
@@ -207,7 +207,7 @@ func (e *Executor) apply(ctx context.Context, d executor.Deployment) (executor.R
 	}
 	// The agent's NetworkPolicies, per agent and outside revision identity,
 	// before any workload of the revision is written.
-	if err := e.ensureNetworkPolicies(ctx, rev, c); err != nil {
+	if err := e.ensureNetworkPolicies(ctx, objs, rev.Agent); err != nil {
 		return Result{}, err
 	}
 	if s := objs.HarnessService; s != nil {
@@ -242,7 +242,7 @@ func (e *Executor) apply(ctx context.Context, d executor.Deployment) (executor.R
 		// PR10: on a first dedicated deploy the Agent's Service selects the
 		// gateway from the start and lists it only once it is ready. It
 		// claims no activation: that is written when the gate passes.
-		created, err := e.Client.CoreV1().Services(ns).Create(ctx, serviceFrom(objs, n, time.Time{}, false, c.Exposure), metav1.CreateOptions{FieldManager: render.FieldManager})
+		created, err := e.Client.CoreV1().Services(ns).Create(ctx, objs.ServiceObject(nil), metav1.CreateOptions{FieldManager: render.FieldManager})
 		switch {
 		case err == nil:
 			early = created
@@ -266,6 +266,16 @@ func (e *Executor) apply(ctx context.Context, d executor.Deployment) (executor.R
 		return Result{}, err
 	}
 	return Result{ActivatedAt: at, Endpoint: render.Endpoint(svc, rev.Agent, ns), Phases: phases}, nil
+}
+
+// renderKubernetes is render.Kubernetes with a revision that cannot be
+// rendered as the INVALID_REQUEST failure of its deploy.
+func renderKubernetes(rev *admission.Revision, n int64, c admission.Compute) (*render.Objects, error) {
+	objs, err := render.Kubernetes(rev, n, c)
+	if err != nil {
+		return nil, &executor.Failure{Code: executor.InvalidRequest, Summary: fmt.Sprintf("agent %q revision %d cannot be rendered for Kubernetes", rev.Agent, n), Reason: err.Error(), Err: err}
+	}
+	return objs, nil
 }
 
 // checkNotStale refuses revision r.n when the Agent's Service already

@@ -143,7 +143,7 @@ func BenchmarkDeploy_Figures(b *testing.B) {
 			cancel()
 			b.Fatalf("result %+v", res)
 		}
-		objs, _ := render.Kubernetes(rev, 1)
+		objs, _ := render.Kubernetes(rev, 1, admission.Compute{})
 		objects = len(objs.ServiceAccounts) + len(objs.ConfigMaps) + len(objs.Deployments) + 3 // + the gateway token Secret, Service, audit Event
 		objects += len(render.NetworkPolicies(rev, admission.NetworkPolicy{}, ""))             // the agent's NetworkPolicies
 		// A kubelet keeps a follow=true log stream open while the container

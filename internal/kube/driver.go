@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 
 	"github.com/occ-platform/terraform-provider-occ/internal/admission"
+	"github.com/occ-platform/terraform-provider-occ/internal/render"
 	"github.com/occ-platform/terraform-provider-occ/internal/sandboxapi"
 )
 
@@ -31,18 +32,6 @@ func (st DriverState) Observed(c admission.Compute) admission.Compute {
 	d.NotInstalled, d.Unavailable = !st.Installed, st.Installed && !st.Ready
 	c.SandboxDriver = &d
 	return c
-}
-
-// GatewayOf is where a driver's gateway lives, with the defaults.
-func GatewayOf(d *admission.SandboxDriver) (ns, svc string) {
-	ns, svc = d.GatewayNamespace, d.GatewayService
-	if ns == "" {
-		ns = sandboxapi.DefaultGatewayNamespace
-	}
-	if svc == "" {
-		svc = sandboxapi.DefaultGatewayService
-	}
-	return ns, svc
 }
 
 // DriverState reads the driver live: discovery for the Sandbox API (every
@@ -70,7 +59,7 @@ func (e *Executor) DriverState(ctx context.Context, d *admission.SandboxDriver) 
 		st.Detail = fmt.Sprintf("the cluster serves %s without %s", sandboxapi.GroupVersion, sandboxapi.Resource)
 		return st, nil
 	}
-	ns, svc := GatewayOf(d)
+	ns, svc := render.DriverGateway(d)
 	if _, err := e.Client.CoreV1().Services(ns).Get(ctx, svc, metav1.GetOptions{}); apierrors.IsNotFound(err) {
 		st.Installed = false
 		st.Detail = fmt.Sprintf("the driver's gateway Service %s/%s does not exist", ns, svc)
@@ -102,7 +91,7 @@ func gatewayReady(slices []discoveryv1.EndpointSlice, ns, svc string) (bool, str
 // the driver's gateway is ready again, or ctx ends (ND5: provisioning waits
 // for the driver as for an outage).
 func (e *Executor) WaitForDriver(ctx context.Context, d *admission.SandboxDriver) error {
-	ns, svc := GatewayOf(d)
+	ns, svc := render.DriverGateway(d)
 	sel := metav1.ListOptions{LabelSelector: sandboxapi.LabelServiceName + "=" + svc}
 	for {
 		list, err := e.Client.DiscoveryV1().EndpointSlices(ns).List(ctx, sel)

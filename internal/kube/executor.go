@@ -144,7 +144,7 @@ func (e *Executor) Prepare(ctx context.Context, p executor.Prepare) (executor.Pr
 func (e *Executor) prepare(ctx context.Context, c admission.Compute) (created bool, err error) {
 	key := c.Namespace
 	if c.SandboxDriver != nil {
-		ns, _ := GatewayOf(c.SandboxDriver)
+		ns, _ := render.DriverGateway(c.SandboxDriver)
 		key += "+" + ns
 	}
 	if s := e.prepared; s != nil {
@@ -161,7 +161,7 @@ func (e *Executor) prepare(ctx context.Context, c admission.Compute) (created bo
 	if err == nil && c.SandboxDriver != nil {
 		err = e.CheckRules(ctx, c.Namespace, SandboxRules)
 		if err == nil {
-			ns, _ := GatewayOf(c.SandboxDriver)
+			ns, _ := render.DriverGateway(c.SandboxDriver)
 			err = e.CheckRules(ctx, ns, DriverGatewayRules)
 		}
 	}
@@ -268,15 +268,19 @@ func (e *Executor) Deploy(ctx context.Context, d executor.Deployment) (executor.
 	case executor.ModeFinish:
 		var writes executor.Writes
 		ctx := executor.WithWrites(ctx, &writes)
-		res, err := op.finish(ctx, rev, d.N)
+		objs, err := renderKubernetes(rev, d.N, c)
+		var res executor.Result
+		if err == nil {
+			res, err = op.finish(ctx, rev, objs, d.N)
+		}
 		if err == nil {
 			// A refresh reports one drift at a time: a deleted policy or an
 			// edited exposure found beside an unfinished retirement is
 			// written back here.
-			err = op.ensureNetworkPolicies(ctx, rev, c)
+			err = op.ensureNetworkPolicies(ctx, objs, rev.Agent)
 		}
 		if err == nil {
-			res.Endpoint, err = op.syncExposure(ctx, rev, c.Exposure)
+			res.Endpoint, err = op.syncExposure(ctx, rev, objs.Exposure)
 		}
 		return res, failureOf(rev.Agent, d.N, &writes, err)
 	default:

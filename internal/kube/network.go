@@ -9,22 +9,11 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	networkingv1ac "k8s.io/client-go/applyconfigurations/networking/v1"
 
 	"github.com/occ-platform/terraform-provider-occ/internal/admission"
 	"github.com/occ-platform/terraform-provider-occ/internal/executor"
 	"github.com/occ-platform/terraform-provider-occ/internal/render"
 )
-
-// networkPolicies renders the agent's NetworkPolicies from the compute's
-// settings, which no revision freezes (admission.NetworkPolicy).
-func networkPolicies(rev *admission.Revision, c admission.Compute) []*networkingv1ac.NetworkPolicyApplyConfiguration {
-	driverNS := ""
-	if c.SandboxDriver != nil {
-		driverNS, _ = GatewayOf(c.SandboxDriver)
-	}
-	return render.NetworkPolicies(rev, c.NetworkPolicy, driverNS)
-}
 
 // ensureNetworkPolicies makes the agent's NetworkPolicies what the compute
 // says, before any workload of a revision is written: each is applied
@@ -32,11 +21,10 @@ func networkPolicies(rev *admission.Revision, c admission.Compute) []*networking
 // agent's are deleted (a list by the agent's label, then one delete per
 // policy, with its UID as precondition). Policies are per agent, outside
 // revision identity: a changed policy restarts nothing.
-func (e *Executor) ensureNetworkPolicies(ctx context.Context, rev *admission.Revision, c admission.Compute) error {
-	ns := rev.ComputeSettings.Namespace
-	policies := networkPolicies(rev, c)
+func (e *Executor) ensureNetworkPolicies(ctx context.Context, objs *render.Objects, agent string) error {
+	ns, policies := objs.Namespace, objs.NetworkPolicies
 	if len(policies) == 0 {
-		return e.deleteNetworkPolicies(ctx, ns, rev.Agent)
+		return e.deleteNetworkPolicies(ctx, ns, agent)
 	}
 	for _, p := range policies {
 		if _, err := e.Client.NetworkingV1().NetworkPolicies(ns).Apply(ctx, p, applyOpts); err != nil {
@@ -127,13 +115,17 @@ func (e *Executor) networkPolicyDrift(ctx context.Context, ns, agent string, top
 func (e *Executor) syncNetworkPolicies(ctx context.Context, rev *admission.Revision, c admission.Compute, n int64) (executor.Result, error) {
 	var writes executor.Writes
 	ctx = executor.WithWrites(ctx, &writes)
+	objs, err := renderKubernetes(rev, n, c)
+	if err != nil {
+		return executor.Result{}, failureOf(rev.Agent, n, &writes, err)
+	}
 	e.log.Print("applying the agent's network policies", map[string]any{"work.operation": "network-policy", "revision": n})
-	if err := e.ensureNetworkPolicies(ctx, rev, c); err != nil {
+	if err := e.ensureNetworkPolicies(ctx, objs, rev.Agent); err != nil {
 		return executor.Result{}, failureOf(rev.Agent, n, &writes, &executor.Failure{Code: executor.DeploymentFailed, Agent: rev.Agent, Revision: n, Phase: "network-policy",
 			Summary: fmt.Sprintf("agent %q: its NetworkPolicies could not be written", rev.Agent), Reason: err.Error(), Err: err,
 			Next: "Check that the provider's identity may get, list, create, patch and delete networkpolicies (networking.k8s.io) in the namespace (the Role in the Kubernetes permissions guide), then apply again. The running revision was not touched."})
 	}
-	endpoint, err := e.syncExposure(ctx, rev, c.Exposure)
+	endpoint, err := e.syncExposure(ctx, rev, objs.Exposure)
 	if err != nil {
 		return executor.Result{}, failureOf(rev.Agent, n, &writes, err)
 	}

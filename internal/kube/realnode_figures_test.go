@@ -136,7 +136,7 @@ func TestRealNode_Figures(t *testing.T) {
 	mu.Unlock()
 	sort.Slice(delays, func(i, j int) bool { return delays[i] < delays[j] })
 	fig := realRevision(t, ns, "fig-0", srv.URL, cpu)
-	objs, _ := render.Kubernetes(fig, 1)
+	objs, _ := render.Kubernetes(fig, 1, admission.Compute{})
 	objects := len(objs.ServiceAccounts) + len(objs.ConfigMaps) + len(objs.Deployments) + 3 // + the gateway token Secret, Service, audit Event
 	objects += len(render.NetworkPolicies(fig, admission.NetworkPolicy{}, ""))              // the agent's NetworkPolicies
 	logs := 0

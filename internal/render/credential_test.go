@@ -49,7 +49,7 @@ func TestAU1_RenderReadsTheAdmittedDelivery(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			rev := admit(t, tc.in)
-			objs, err := Kubernetes(rev, 1)
+			objs, err := Kubernetes(rev, 1, admission.Compute{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -79,7 +79,7 @@ func TestAU1_RenderReadsTheAdmittedDelivery(t *testing.T) {
 	// Render follows the delivery, whatever it says.
 	rev := admit(t, codexInput(t, admission.MethodAPIKey))
 	rev.Credential.EnvVar, rev.Credential.LoginMode = "OCC_TEST_KEY", "test_mode"
-	objs, err := Kubernetes(rev, 1)
+	objs, err := Kubernetes(rev, 1, admission.Compute{})
 	if err != nil {
 		t.Fatal(err)
 	}

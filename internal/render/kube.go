@@ -14,10 +14,12 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	appsv1ac "k8s.io/client-go/applyconfigurations/apps/v1"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
+	networkingv1ac "k8s.io/client-go/applyconfigurations/networking/v1"
 
 	"github.com/occ-platform/terraform-provider-occ/internal/admission"
 	"github.com/occ-platform/terraform-provider-occ/internal/occconfig"
@@ -111,6 +113,14 @@ type Objects struct {
 	// harness of this revision and is applied before the workloads, or nil
 	// (a sandboxed harness is reached through its Sandbox's own Service).
 	HarnessService *corev1ac.ServiceApplyConfiguration
+	// NetworkPolicies are the agent's, from the compute's network policy
+	// (NetworkPolicies), per agent and outside revision identity; none
+	// when the compute disables them (the executor then deletes the
+	// agent's).
+	NetworkPolicies []*networkingv1ac.NetworkPolicyApplyConfiguration
+	// Exposure is the compute's exposure of the agent's Service, outside
+	// revision identity: ServiceObject gives the Service it.
+	Exposure admission.Exposure
 }
 
 // Names of an agent's objects.
@@ -178,8 +188,14 @@ func Selector(agent, component string) map[string]string {
 	return map[string]string{LabelAgent: agent, LabelComponent: component}
 }
 
-// Kubernetes renders a revision numbered n.
-func Kubernetes(rev *admission.Revision, n int64) (*Objects, error) {
+// Kubernetes renders revision n of rev on compute c: every object its
+// deploy writes (Objects.InOrder gives them in the order they are
+// applied). What the compute sets outside revision identity, its network
+// policy, its Service's exposure and its sandbox driver's namespace,
+// shapes the NetworkPolicies and the Service only, never what the
+// revision's id covers; a zero c gives the default policies and a
+// ClusterIP Service.
+func Kubernetes(rev *admission.Revision, n int64, c admission.Compute) (*Objects, error) {
 	cs := rev.ComputeSettings
 	if cs.Kind != admission.KindKubernetes || cs.Namespace == "" {
 		return nil, fmt.Errorf("render: revision of agent %q is not for a Kubernetes compute", rev.Agent)
@@ -200,7 +216,77 @@ func Kubernetes(rev *admission.Revision, n int64) (*Objects, error) {
 	if objs.StateClaim, err = stateClaim(rev); err != nil {
 		return nil, err
 	}
+	driverNS := ""
+	if c.SandboxDriver != nil {
+		driverNS, _ = DriverGateway(c.SandboxDriver)
+	}
+	objs.NetworkPolicies = NetworkPolicies(rev, c.NetworkPolicy, driverNS)
+	objs.Exposure = c.Exposure
 	return objs, nil
+}
+
+// Object is one rendered object, named by its kind and name.
+type Object struct {
+	Kind, Name string
+	// Value is the apply configuration (or, for a Sandbox, the object)
+	// the executor writes.
+	Value any
+}
+
+// InOrder is every object of the revision in the order its deploy applies
+// them: the state claim (it outlives revisions, and a Pod waits for it),
+// the ServiceAccounts and ConfigMaps the workloads name, the agent's
+// NetworkPolicies before any workload of the revision runs, the harness's
+// Service before either workload, the Sandboxes and Deployments, and last
+// the agent's Service, which the activation writes once the revision is
+// ready (ServiceObject). The executor's own steps (the agent's tokens,
+// stopping earlier revisions, the gate) fall between them.
+func (o *Objects) InOrder() []Object {
+	var out []Object
+	if o.StateClaim != nil {
+		out = append(out, Object{"PersistentVolumeClaim", *o.StateClaim.Name, o.StateClaim})
+	}
+	for _, sa := range o.ServiceAccounts {
+		out = append(out, Object{"ServiceAccount", *sa.Name, sa})
+	}
+	for _, cm := range o.ConfigMaps {
+		out = append(out, Object{"ConfigMap", *cm.Name, cm})
+	}
+	for _, p := range o.NetworkPolicies {
+		out = append(out, Object{"NetworkPolicy", *p.Name, p})
+	}
+	if o.HarnessService != nil {
+		out = append(out, Object{"Service", *o.HarnessService.Name, o.HarnessService})
+	}
+	for _, s := range o.Sandboxes {
+		out = append(out, Object{"Sandbox", s.Name, s})
+	}
+	for _, d := range o.Deployments {
+		out = append(out, Object{"Deployment", *d.Name, d})
+	}
+	out = append(out, Object{"Service", *o.Service.Name, o.ServiceObject(nil)})
+	return out
+}
+
+// ServiceObject is the agent's Service as the activation writes it: the
+// rendered Service with the compute's exposure (ExposeService) and the
+// annotations given (the activation's record) beside its own.
+func (o *Objects) ServiceObject(annotations map[string]string) *corev1.Service {
+	ac := o.Service
+	ann := map[string]string{}
+	for k, v := range ac.Annotations {
+		ann[k] = v
+	}
+	for k, v := range annotations {
+		ann[k] = v
+	}
+	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: *ac.Name, Namespace: o.Namespace, Labels: ac.Labels, Annotations: ann}}
+	svc.Spec.Selector = ac.Spec.Selector
+	for _, p := range ac.Spec.Ports {
+		svc.Spec.Ports = append(svc.Spec.Ports, corev1.ServicePort{Name: *p.Name, Port: *p.Port, TargetPort: *p.TargetPort, Protocol: corev1.ProtocolTCP})
+	}
+	ExposeService(svc, o.Exposure)
+	return svc
 }
 
 // StateClaimName is the agent's gateway state claim. No other agent's

@@ -69,7 +69,7 @@ func TestRender_EmbeddedOpenClaw(t *testing.T) {
 				in.Agent.Harness = admission.HarnessOpenClaw
 			}
 			rev := admit(t, in)
-			objs, err := Kubernetes(rev, 4)
+			objs, err := Kubernetes(rev, 4, admission.Compute{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -165,7 +165,7 @@ func TestRender_DedicatedCodex(t *testing.T) {
 	} {
 		t.Run(tc.method, func(t *testing.T) {
 			rev := admit(t, codexInput(t, tc.method))
-			objs, err := Kubernetes(rev, 1)
+			objs, err := Kubernetes(rev, 1, admission.Compute{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -245,11 +245,11 @@ func TestRender_RefusesOtherTopologies(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			rev := admit(t, codexInput(t, admission.MethodAPIKey))
-			if _, err := Kubernetes(rev, 1); err != nil {
+			if _, err := Kubernetes(rev, 1, admission.Compute{}); err != nil {
 				t.Fatalf("the unedited revision does not render: %v", err)
 			}
 			tc.edit(rev)
-			objs, err := Kubernetes(rev, 1)
+			objs, err := Kubernetes(rev, 1, admission.Compute{})
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Errorf("Kubernetes = %v, %v; want an error saying %q", objs, err, tc.want)
 			}
@@ -261,7 +261,7 @@ func TestRender_RefusesOtherTopologies(t *testing.T) {
 // (--wait-peer=harness); no other gateway waits.
 func TestPR10_OnlyTheDedicatedCodexGatewayWaitsForItsPeer(t *testing.T) {
 	for _, tc := range topologyCases(t) {
-		objs, err := Kubernetes(tc.rev, 1)
+		objs, err := Kubernetes(tc.rev, 1, admission.Compute{})
 		if err != nil {
 			t.Fatalf("%s: %v", tc.name, err)
 		}
@@ -292,7 +292,7 @@ func TestAU2_CodexPATFromManagedServiceAccount(t *testing.T) {
 	in := codexInput(t, admission.MethodCodexPAT)
 	in.Source.SecretRef, in.Source.ServiceAccount = nil, "codex-login"
 	rev := admit(t, in)
-	objs, err := Kubernetes(rev, 1)
+	objs, err := Kubernetes(rev, 1, admission.Compute{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -347,7 +347,7 @@ func TestAU6_SecretBindingsReachOnlyTheGateway(t *testing.T) {
 		"sandboxed codex": sandboxedCodexInput(t),
 	} {
 		in.Configuration.SecretBindings = bindings
-		objs, err := Kubernetes(admit(t, in), 1)
+		objs, err := Kubernetes(admit(t, in), 1, admission.Compute{})
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
@@ -387,7 +387,7 @@ func TestLG4_IdentityLabels(t *testing.T) {
 		"custom codex image": {custom, map[string][2]string{"gateway": {"openclaw-gateway", admission.PinnedOpenClawVersion}, "harness": {"codex-app-server", "custom-image"}}},
 	} {
 		rev := admit(t, tc.in)
-		objs, err := Kubernetes(rev, 4)
+		objs, err := Kubernetes(rev, 4, admission.Compute{})
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
@@ -424,7 +424,7 @@ func TestMR7_HarnessWorkspaceIsSeparate(t *testing.T) {
 		"dedicated codex": codexInput(t, admission.MethodAPIKey),
 		"sandboxed codex": sandboxedCodexInput(t),
 	} {
-		objs, err := Kubernetes(admit(t, in), 1)
+		objs, err := Kubernetes(admit(t, in), 1, admission.Compute{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -517,7 +517,7 @@ func appServerURL(t *testing.T, objs *Objects) string {
 // labels of the other objects (LG4). A sandboxed harness is reached at its
 // Sandbox's own Service, and no such Service is rendered.
 func TestHM4_GatewayReachesTheHarnessThroughItsService(t *testing.T) {
-	objs, err := Kubernetes(admit(t, codexInput(t, admission.MethodAPIKey)), 3)
+	objs, err := Kubernetes(admit(t, codexInput(t, admission.MethodAPIKey)), 3, admission.Compute{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -556,14 +556,14 @@ func TestHM4_GatewayReachesTheHarnessThroughItsService(t *testing.T) {
 		}
 	}
 
-	sandboxed, err := Kubernetes(admit(t, sandboxedCodexInput(t)), 3)
+	sandboxed, err := Kubernetes(admit(t, sandboxedCodexInput(t)), 3, admission.Compute{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if sandboxed.HarnessService != nil || appServerURL(t, sandboxed) != "ws://coder-harness-r3:18790" {
 		t.Errorf("sandboxed: harness Service %v, url %q: want none, and the Sandbox's Service", sandboxed.HarnessService, appServerURL(t, sandboxed))
 	}
-	embedded, err := Kubernetes(admit(t, embeddedInput(t, "anthropic/claude-sonnet-4-5")), 3)
+	embedded, err := Kubernetes(admit(t, embeddedInput(t, "anthropic/claude-sonnet-4-5")), 3, admission.Compute{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -584,7 +584,7 @@ func TestAU6_AppServerTakesOnlyTheGatewaysToken(t *testing.T) {
 		"dedicated codex": codexInput(t, admission.MethodAPIKey),
 		"sandboxed codex": sandboxedCodexInput(t),
 	} {
-		objs, err := Kubernetes(admit(t, in), 1)
+		objs, err := Kubernetes(admit(t, in), 1, admission.Compute{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -652,7 +652,7 @@ func TestPR9_TiniIsPID1OfEveryRuntimeContainer(t *testing.T) {
 		"dedicated codex": codexInput(t, admission.MethodAPIKey),
 		"sandboxed codex": sandboxedCodexInput(t),
 	} {
-		objs, err := Kubernetes(admit(t, in), 1)
+		objs, err := Kubernetes(admit(t, in), 1, admission.Compute{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -679,7 +679,7 @@ func TestPR9_EveryGatewayHasTokenAuth(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			rev := admit(t, in)
-			objs, err := Kubernetes(rev, 1)
+			objs, err := Kubernetes(rev, 1, admission.Compute{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -728,7 +728,7 @@ func TestSS1_EveryGatewayStartsOffline(t *testing.T) {
 		"dedicated codex": codexInput(t, admission.MethodAPIKey),
 	} {
 		rev := admit(t, in)
-		objs, err := Kubernetes(rev, 1)
+		objs, err := Kubernetes(rev, 1, admission.Compute{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -796,7 +796,7 @@ func TestPR3_HarnessConfigNamesTheProbedEndpoint(t *testing.T) {
 // The topology read and delete derive from state is the one deploy renders.
 func TestTopology_MatchesRenderedObjects(t *testing.T) {
 	for _, tc := range topologyCases(t) {
-		objs, err := Kubernetes(tc.rev, 1)
+		objs, err := Kubernetes(tc.rev, 1, admission.Compute{})
 		if err != nil {
 			t.Fatalf("%s: %v", tc.name, err)
 		}

@@ -39,7 +39,7 @@ func TestLG3_CodexLoggingFollowsOwnership(t *testing.T) {
 				in.Compute.LoggingLevel = ""
 			}
 			rev := admit(t, in)
-			objs, err := Kubernetes(rev, 1)
+			objs, err := Kubernetes(rev, 1, admission.Compute{})
 			if err != nil {
 				t.Fatal(err)
 			}

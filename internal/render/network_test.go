@@ -173,7 +173,7 @@ func TestNetworkPolicy_RulesOfEveryTopology(t *testing.T) {
 // selector labels.
 func TestNetworkPolicy_SelectsTheRenderedPods(t *testing.T) {
 	for _, tc := range topologyCases(t) {
-		objs, err := Kubernetes(tc.rev, 4)
+		objs, err := Kubernetes(tc.rev, 4, admission.Compute{})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -20,7 +20,7 @@ func renderedGateway(t *testing.T, rev *admission.Revision) (occconfig.Document,
 		}
 		return occconfig.Parse(string(h.Config))
 	}
-	objs, err := Kubernetes(rev, 1)
+	objs, err := Kubernetes(rev, 1, admission.Compute{})
 	if err != nil {
 		return nil, err
 	}

@@ -165,7 +165,7 @@ func TestAD3_PodSettingsReachEveryRuntimePod(t *testing.T) {
 				if rev.ID() == unset.ID() {
 					t.Errorf("setting %s kept revision id %s: the revision does not freeze it", setting.name, rev.ID())
 				}
-				objs, err := Kubernetes(rev, 2)
+				objs, err := Kubernetes(rev, 2, admission.Compute{})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -186,7 +186,7 @@ func TestAD3_PodSettingsReachEveryRuntimePod(t *testing.T) {
 // label beyond the identity, and requests equal to the limits.
 func TestAD3_UnsetPodSettingsRenderDefaults(t *testing.T) {
 	for _, topo := range podTopologies(t) {
-		objs, err := Kubernetes(admit(t, topo.in), 1)
+		objs, err := Kubernetes(admit(t, topo.in), 1, admission.Compute{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -220,7 +220,7 @@ func TestLG4_PodLabelsNeverOverrideIdentity(t *testing.T) {
 		in.Compute.PodLabels = map[string]string{LabelAgent: "other", LabelRevision: "999", LabelComponent: "gateway", LabelRevisionID: "0",
 			LabelManagedBy: "someone-else", LabelName: "x", LabelVersion: "0", "team": "support"}
 		rev := admit(t, in)
-		objs, err := Kubernetes(rev, 3)
+		objs, err := Kubernetes(rev, 3, admission.Compute{})
 		if err != nil {
 			t.Fatal(err)
 		}

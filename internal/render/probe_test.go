@@ -25,7 +25,7 @@ func TestPR5_KubeletProbesNeverRestartAStartingOrHeldContainer(t *testing.T) {
 		"sandboxed codex":      sandboxedCodexInput(t),
 	} {
 		rev := admit(t, in)
-		objs, err := Kubernetes(rev, 1)
+		objs, err := Kubernetes(rev, 1, admission.Compute{})
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}

@@ -97,3 +97,17 @@ func sandbox(rev *admission.Revision, n int64, name, component string, tmpl *cor
 	}
 	return &Sandbox{Name: name, Component: component, Labels: Labels(rev, n, component), Annotations: annotations, Template: tmpl}
 }
+
+// DriverGateway is where a sandbox driver's gateway lives (its egress
+// proxy, which a sandboxed component may reach), with the driver's
+// defaults.
+func DriverGateway(d *admission.SandboxDriver) (ns, svc string) {
+	ns, svc = d.GatewayNamespace, d.GatewayService
+	if ns == "" {
+		ns = sandboxapi.DefaultGatewayNamespace
+	}
+	if svc == "" {
+		svc = sandboxapi.DefaultGatewayService
+	}
+	return ns, svc
+}

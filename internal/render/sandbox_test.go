@@ -38,7 +38,7 @@ func podJSON(t *testing.T, tmpl *corev1ac.PodTemplateSpecApplyConfiguration) str
 // Secret is projected, and the Sandbox lists the gateway's attachment.
 func TestOS1_SandboxedCodex(t *testing.T) {
 	rev := admit(t, sandboxedCodexInput(t))
-	objs, err := Kubernetes(rev, 3)
+	objs, err := Kubernetes(rev, 3, admission.Compute{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -103,7 +103,7 @@ func TestRender_PortNamesAreUniqueInEveryPod(t *testing.T) {
 		"dedicated codex": codexInput(t, admission.MethodAPIKey),
 		"sandboxed codex": sandboxedCodexInput(t),
 	} {
-		objs, err := Kubernetes(admit(t, in), 1)
+		objs, err := Kubernetes(admit(t, in), 1, admission.Compute{})
 		if err != nil {
 			t.Fatal(err)
 		}

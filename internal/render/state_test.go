@@ -31,7 +31,7 @@ func TestRender_StateClaim(t *testing.T) {
 			agent := with.Agent
 			byRev := map[int64]string{}
 			for _, n := range []int64{1, 7} {
-				objs, err := Kubernetes(with, n)
+				objs, err := Kubernetes(with, n, admission.Compute{})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -86,7 +86,7 @@ func TestRender_StateClaim(t *testing.T) {
 			// part of the revision.
 			in.Compute.State = nil
 			without := admit(t, in)
-			objs, err := Kubernetes(without, 1)
+			objs, err := Kubernetes(without, 1, admission.Compute{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -121,7 +121,7 @@ func TestRender_StateClaim(t *testing.T) {
 func TestRender_StateClaimDefaultClass(t *testing.T) {
 	in := embeddedInput(t, "anthropic/claude-sonnet-4-5")
 	in.Compute.State = &admission.State{Size: "10Gi", AccessMode: "ReadWriteOnce"}
-	objs, err := Kubernetes(admit(t, in), 1)
+	objs, err := Kubernetes(admit(t, in), 1, admission.Compute{})
 	if err != nil {
 		t.Fatal(err)
 	}

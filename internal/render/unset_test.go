@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/occ-platform/terraform-provider-occ/internal/admission"
 )
 
 var updateGolden = flag.Bool("update-golden", false, "rewrite testdata/unset from what render produces now; only right when a change is meant to change what existing agents run")
@@ -35,7 +37,7 @@ func TestAD3_UnsetSettingsRenderWhatTheyAlwaysRendered(t *testing.T) {
 			if got, want := tc.rev.ID(), pinnedRevisionIDs[tc.name]; got != want {
 				t.Errorf("revision id = %s, want %s: an unset setting changed the revision of every existing agent", got, want)
 			}
-			objs, err := Kubernetes(tc.rev, 7)
+			objs, err := Kubernetes(tc.rev, 7, admission.Compute{})
 			if err != nil {
 				t.Fatal(err)
 			}
