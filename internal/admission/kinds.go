@@ -42,6 +42,15 @@ type KindSupport struct {
 	DriverLogging bool
 	// Settings is what a revision freezes of a compute of the kind (AD3).
 	Settings func(Compute) ComputeSettings
+	// PlatformKeys is the wiring render writes into the gateway document
+	// of a revision on the kind running harness in mode, and admission
+	// refuses other values of (AD3).
+	PlatformKeys func(harness, mode string) []PlatformKey
+	// UserGatewayPort is true when gateway.port is the user's on the kind
+	// (agents sharing an SSH host need distinct ports): admission checks
+	// it is a port and writes OpenClaw's default where the document has
+	// none.
+	UserGatewayPort bool
 	// Words name the kind in refusals.
 	Words KindWords
 }
@@ -82,19 +91,38 @@ var kindTable = []KindSupport{
 		StartupProbe:   true,
 		DriverLogging:  true,
 		Settings:       kubernetesSettings,
+		PlatformKeys:   kubernetesPlatformKeys,
 		Words:          KindWords{Title: "Kubernetes", Noun: "a Kubernetes compute", Is: "Kubernetes"},
 	},
 	{
-		Kind:        KindSSH,
-		Runs:        []HarnessMode{{HarnessOpenClaw, ModeEmbedded}},
-		AuthMethods: []string{MethodRuntime},
-		Settings:    sshSettings,
+		Kind:            KindSSH,
+		Runs:            []HarnessMode{{HarnessOpenClaw, ModeEmbedded}},
+		AuthMethods:     []string{MethodRuntime},
+		Settings:        sshSettings,
+		PlatformKeys:    sshPlatformKeys,
+		UserGatewayPort: true,
 		Words: KindWords{Title: "SSH", Noun: "an SSH compute", Is: "an SSH host",
 			CredentialNote: "systemd loads the operator's credentials file",
 			BindingsInstead: "add each as a NAME=value line to the environment_file of the agent's runtime credential source, " +
 				"which systemd loads at every start of the unit (outside version immutability, like the model credential); " +
 				"the document keeps referring to it as ${NAME}"},
 	},
+}
+
+// RegisterKind adds a compute kind's row to the table: what another kind
+// (one outside this package, or one only tests run) needs admission to
+// know. It is meant for package initialisation (not safe beside running
+// admissions) and refuses a row without a kind, its settings or its
+// words, and a kind already registered.
+func RegisterKind(k KindSupport) error {
+	switch {
+	case k.Kind == "" || k.Settings == nil || k.Words.Title == "" || k.Words.Noun == "" || k.Words.Is == "":
+		return fmt.Errorf("admission: compute kind %q: a row needs its kind, its Settings and its Words", k.Kind)
+	case slices.ContainsFunc(kindTable, func(r KindSupport) bool { return r.Kind == k.Kind }):
+		return fmt.Errorf("admission: compute kind %q is registered already", k.Kind)
+	}
+	kindTable = append(kindTable, k)
+	return nil
 }
 
 // Kinds returns the table's rows, in order.

@@ -5,6 +5,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/occ-platform/terraform-provider-occ/internal/occconfig"
 )
 
 // checkKindRow states what every row of the kind table must hold for the
@@ -300,3 +302,43 @@ func TestKinds_HypotheticalRowChangesAdmission(t *testing.T) {
 }
 
 func equalSettings(a, b ComputeSettings) bool { return fmt.Sprintf("%+v", a) == fmt.Sprintf("%+v", b) }
+
+// rules AD3, HM1: a kind registered from outside the table is one row,
+// its platform keys and port rule included; a row without its settings or
+// words, or a kind already registered, is refused.
+func TestKinds_RegisterKind(t *testing.T) {
+	saved := kindTable
+	t.Cleanup(func() { kindTable = saved })
+	kindTable = slices.Clone(kindTable)
+	keys := []PlatformKey{{Path: PathGatewayBind, Value: "loopback", Why: "the test kind listens on loopback"}}
+	row := KindSupport{Kind: "memory", Runs: []HarnessMode{{HarnessOpenClaw, ModeEmbedded}}, AuthMethods: []string{MethodAPIKey},
+		Settings:     func(c Compute) ComputeSettings { return ComputeSettings{Kind: c.Kind, Name: c.Name} },
+		PlatformKeys: func(_, _ string) []PlatformKey { return keys }, UserGatewayPort: true,
+		Words: KindWords{Title: "Memory", Noun: "a memory compute", Is: "in memory"}}
+	for _, bad := range []KindSupport{{Kind: "x", Words: row.Words}, {Kind: "x", Settings: row.Settings}, {Kind: KindSSH, Settings: row.Settings, Words: row.Words}} {
+		if err := RegisterKind(bad); err == nil {
+			t.Errorf("RegisterKind(%q) took a row it must refuse", bad.Kind)
+		}
+	}
+	if err := RegisterKind(row); err != nil {
+		t.Fatal(err)
+	}
+	if got := PlatformKeys("memory", HarnessOpenClaw, ModeEmbedded); len(got) != 1 || got[0].Value != "loopback" {
+		t.Errorf("PlatformKeys of the registered kind = %+v, want its row's", got)
+	}
+	doc := modelDoc(anthropicModel)
+	if errs := StampPlatformKeys(doc, "memory", HarnessOpenClaw, ModeEmbedded); len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	if v, _ := occconfig.Lookup(doc, PathGatewayBind); v != "loopback" {
+		t.Errorf("gateway.bind = %v, want the row's loopback", v)
+	}
+	if v, _ := occconfig.Lookup(doc, PathGatewayPort); v != int64(GatewayPort) {
+		t.Errorf("gateway.port = %v, want OpenClaw's default where the user's port is unset", v)
+	}
+	bad := modelDoc(anthropicModel)
+	occconfig.Set(bad, PathGatewayPort, "x")
+	if errs := StampPlatformKeys(bad, "memory", HarnessOpenClaw, ModeEmbedded); len(errs) == 0 {
+		t.Error("a non-port gateway.port was stamped on a kind whose port is the user's")
+	}
+}

@@ -67,48 +67,60 @@ var offlineKeys = []PlatformKey{
 const AppServerTokenEnv = "OCC_APP_SERVER_TOKEN"
 
 // PlatformKeys is the wiring render writes into the gateway document of a
-// revision on a compute of kind running harness in mode. An SSH host's
-// gateway.port is the user's (agents sharing a host need distinct ports)
-// and is not in the list.
+// revision on a compute of kind running harness in mode: what the kind's
+// row says (KindSupport.PlatformKeys); nothing for a kind without a row.
 func PlatformKeys(kind, harness, mode string) []PlatformKey {
-	var keys []PlatformKey
-	switch kind {
-	case KindKubernetes:
-		listen := fmt.Sprintf("the platform binds the gateway to the Pod network (bind \"lan\") on port %d, where the Agent's Service and its probes reach it", GatewayPort)
+	if row := kindRow(kind); row.PlatformKeys != nil {
+		return row.PlatformKeys(harness, mode)
+	}
+	return nil
+}
+
+// kubernetesPlatformKeys is a Kubernetes compute's wiring: the gateway
+// listens on the Pod network behind the agent's Service, with the
+// platform's token, offline; dedicated Codex reaches its harness through
+// the Codex plugin.
+func kubernetesPlatformKeys(harness, mode string) []PlatformKey {
+	listen := fmt.Sprintf("the platform binds the gateway to the Pod network (bind \"lan\") on port %d, where the Agent's Service and its probes reach it", GatewayPort)
+	keys := []PlatformKey{
+		{Path: PathGatewayMode, Value: "local", Why: "the platform runs the gateway in local mode in its own Pod"},
+		{Path: PathGatewayBind, Value: "lan", Why: listen},
+		{Path: PathGatewayPort, Value: int64(GatewayPort), Why: listen},
+		{Path: PathGatewayAuthMode, Value: "token", Why: "the platform authenticates to the gateway with its own token (OPENCLAW_GATEWAY_TOKEN, from the agent's Secret)"},
+		{Path: PathGatewayAuthToken, Remove: true, Why: "the platform supplies the gateway token as OPENCLAW_GATEWAY_TOKEN from the agent's Secret; it is never in the file"},
+		{Path: PathGatewayAuthPassword, Remove: true, Why: "the platform authenticates to the gateway with a token only; a password is never in the file"},
+		{Path: PathGatewayControlUI, Value: false, Why: "the platform serves no Control UI to browsers"},
+	}
+	keys = append(keys, offlineKeys...)
+	if harness == HarnessCodex && mode == ModeDedicated {
 		keys = append(keys,
-			PlatformKey{Path: PathGatewayMode, Value: "local", Why: "the platform runs the gateway in local mode in its own Pod"},
-			PlatformKey{Path: PathGatewayBind, Value: "lan", Why: listen},
-			PlatformKey{Path: PathGatewayPort, Value: int64(GatewayPort), Why: listen},
-			PlatformKey{Path: PathGatewayAuthMode, Value: "token", Why: "the platform authenticates to the gateway with its own token (OPENCLAW_GATEWAY_TOKEN, from the agent's Secret)"},
-			PlatformKey{Path: PathGatewayAuthToken, Remove: true, Why: "the platform supplies the gateway token as OPENCLAW_GATEWAY_TOKEN from the agent's Secret; it is never in the file"},
-			PlatformKey{Path: PathGatewayAuthPassword, Remove: true, Why: "the platform authenticates to the gateway with a token only; a password is never in the file"},
-			PlatformKey{Path: PathGatewayControlUI, Value: false, Why: "the platform serves no Control UI to browsers"},
+			PlatformKey{Path: PathCodexPluginEnabled, Value: true, Why: "dedicated Codex reaches its harness through the Codex plugin, which the platform enables"},
+			PlatformKey{Path: PathCodexTransport, Value: "websocket", Why: "the platform connects the Codex plugin to the harness's app server over websocket"},
+			PlatformKey{Path: PathCodexAppServerURL, Computed: true, Why: "the platform points the Codex plugin at the revision's own harness"},
+			PlatformKey{Path: PathCodexAppServerToken, Value: "${" + AppServerTokenEnv + "}", Why: "the platform supplies the app server's capability token from the agent's Secret, as the variable " + AppServerTokenEnv},
 		)
-		keys = append(keys, offlineKeys...)
-		if harness == HarnessCodex && mode == ModeDedicated {
-			keys = append(keys,
-				PlatformKey{Path: PathCodexPluginEnabled, Value: true, Why: "dedicated Codex reaches its harness through the Codex plugin, which the platform enables"},
-				PlatformKey{Path: PathCodexTransport, Value: "websocket", Why: "the platform connects the Codex plugin to the harness's app server over websocket"},
-				PlatformKey{Path: PathCodexAppServerURL, Computed: true, Why: "the platform points the Codex plugin at the revision's own harness"},
-				PlatformKey{Path: PathCodexAppServerToken, Value: "${" + AppServerTokenEnv + "}", Why: "the platform supplies the app server's capability token from the agent's Secret, as the variable " + AppServerTokenEnv},
-			)
-		}
-	case KindSSH:
-		keys = append(keys,
-			PlatformKey{Path: PathGatewayMode, Value: "local", Why: "the platform runs the gateway in local mode under systemd"},
-			PlatformKey{Path: PathGatewayBind, Value: "loopback", Why: "the platform binds the gateway to the host's loopback (readiness is read through the SSH connection; no port is opened to the outside); gateway.port stays yours"},
-			PlatformKey{Path: PathGatewayReloadMode, Value: "off", Why: "the platform activates a revision by a restart, never by live reload of a half-switched file"},
-		)
-		keys = append(keys, offlineKeys...)
 	}
 	return keys
+}
+
+// sshPlatformKeys is an SSH host's wiring: the gateway listens on the
+// host's loopback, offline, activated by a restart. Its gateway.port is
+// the user's (agents sharing a host need distinct ports) and is not in
+// the list (KindSupport.UserGatewayPort).
+func sshPlatformKeys(_, _ string) []PlatformKey {
+	keys := []PlatformKey{
+		{Path: PathGatewayMode, Value: "local", Why: "the platform runs the gateway in local mode under systemd"},
+		{Path: PathGatewayBind, Value: "loopback", Why: "the platform binds the gateway to the host's loopback (readiness is read through the SSH connection; no port is opened to the outside); gateway.port stays yours"},
+		{Path: PathGatewayReloadMode, Value: "off", Why: "the platform activates a revision by a restart, never by live reload of a half-switched file"},
+	}
+	return append(keys, offlineKeys...)
 }
 
 // StampPlatformKeys writes the platform's wiring (PlatformKeys) into an
 // admitted document: fixed values set, removed keys deleted. So the
 // admitted document is what the gateway runs (AD3), and the plan shows it:
 // render writes the same values again and adds only the computed ones. On
-// an SSH host gateway.port is the user's; where the document has none,
+// a kind where gateway.port is the user's (an SSH host), where the document has none,
 // OpenClaw's default is written, the port the unit's gateway listens on
 // and readiness is read at. A document the wiring cannot be written into
 // (CheckPlatformKeys refuses it) is refused, never stamped in part.
@@ -127,7 +139,7 @@ func StampPlatformKeys(doc occconfig.Document, kind, harness, mode string) Error
 		// CheckPlatformKeys found no non-object on the way: not reached.
 		return Errors{{Class: InvalidRequest, Rule: "AD3", Attribute: []string{"document"}, Message: err.Error()}}
 	}
-	if kind == KindSSH {
+	if kindRow(kind).UserGatewayPort {
 		if _, ok := occconfig.Lookup(doc, PathGatewayPort); !ok {
 			occconfig.Set(doc, PathGatewayPort, int64(GatewayPort))
 		}
@@ -198,7 +210,7 @@ func CheckPlatformKeys(doc occconfig.Document, kind, harness, mode string) Error
 		}
 		errs = append(errs, invalid("AD3", nil, k.Path, "%s", msg))
 	}
-	if kind == KindSSH && len(errs) == 0 {
+	if kindRow(kind).UserGatewayPort && len(errs) == 0 {
 		// The user's port, which the unit's gateway listens on and
 		// readiness is read at: refused at plan, not at render.
 		if v, ok := occconfig.Lookup(doc, PathGatewayPort); ok {
