@@ -219,10 +219,11 @@ type Exit struct {
 	// Writes is the operation's (nil: nothing was written); every
 	// failure's Wrote comes from it.
 	Writes *Writes
-	// Code and Summary word an error that is not yet a *Failure: Code ""
-	// is the operation's default (DefaultCode).
-	Code    Code
-	Summary string
+	// Code, Summary and Next word an error that is not yet a *Failure:
+	// Code "" is the operation's default (DefaultCode), Next "" the
+	// catalog's advice for the code.
+	Code          Code
+	Summary, Next string
 	// Classify, when set, words an error that is not yet a *Failure from
 	// the executor's own error types (a code, a summary, advice). It sees
 	// the failure with every field above set, and may change any.
@@ -251,7 +252,7 @@ func DefaultCode(op Op) Code {
 // (admission.Errors, *admission.Error) is returned unchanged; a *Failure
 // is kept, with the exit's Op and Wrote, and its agent and revision when it
 // names none; any other error becomes a *Failure with x's code (or the
-// operation's default) and summary, the error as its reason, worded
+// operation's default), summary and advice, the error as its reason, worded
 // further by x.Classify. x.Finish sees every failure last.
 func Normalize(err error, x Exit) error {
 	if err == nil {
@@ -269,7 +270,7 @@ func Normalize(err error, x Exit) error {
 		if code == "" {
 			code = DefaultCode(x.Op)
 		}
-		f = &Failure{Code: code, Summary: x.Summary, Reason: err.Error(), Err: err}
+		f = &Failure{Code: code, Summary: x.Summary, Next: x.Next, Reason: err.Error(), Err: err}
 	}
 	f.Op, f.Wrote = x.Op, x.Writes.Any()
 	if f.Agent == "" {

@@ -107,8 +107,8 @@ func TestNormalize(t *testing.T) {
 	boom := errors.New("boom")
 	for op, code := range map[Op]Code{OpDeploy: DeploymentFailed, OpDelete: DeleteFailed, OpRead: Unavailable, OpList: Unavailable, OpPrepare: Unavailable, OpTurn: Unavailable} {
 		var f *Failure
-		if !errors.As(Normalize(boom, Exit{Op: op, Agent: "a", Summary: "s"}), &f) || f.Code != code || f.Op != op || f.Agent != "a" ||
-			f.Summary != "s" || f.Reason != "boom" || f.Err != boom || f.Wrote {
+		if !errors.As(Normalize(boom, Exit{Op: op, Agent: "a", Summary: "s", Next: "x"}), &f) || f.Code != code || f.Op != op || f.Agent != "a" ||
+			f.Summary != "s" || f.Next != "x" || f.Reason != "boom" || f.Err != boom || f.Wrote {
 			t.Errorf("%s: %+v, want %s", op, f, code)
 		}
 	}
