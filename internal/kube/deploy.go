@@ -37,17 +37,6 @@ const (
 	AnnotationReferences = "occ-platform.io/terraform-references"
 )
 
-// Failure codes of the executor itself, beside the runtime's held codes.
-const (
-	CodeCrashLoop       = executor.CrashLoop
-	CodeImagePull       = executor.ImagePull
-	CodeContainerConfig = executor.ContainerConfig
-	CodeUnschedulable   = executor.Unschedulable
-	CodeDeadline        = executor.Deadline
-	CodeStale           = executor.Stale
-	CodeBadRecord       = executor.BadRecord
-)
-
 // Failure is the executors' one failure type.
 type Failure = executor.Failure
 
@@ -112,7 +101,7 @@ func (e *Executor) Apply(ctx context.Context, rev *admission.Revision, n, servin
 func (e *Executor) applyOn(ctx context.Context, rev *admission.Revision, c admission.Compute, n, serving int64) (executor.Result, error) {
 	var writes executor.Writes
 	res, err := e.apply(executor.WithWrites(ctx, &writes), rev, c, n, serving)
-	return res, failureOf(rev.Agent, n, &writes, err)
+	return res, executor.Normalize(err, deployExit(rev.Agent, n, &writes))
 }
 
 func (e *Executor) apply(ctx context.Context, rev *admission.Revision, c admission.Compute, n, serving int64) (executor.Result, error) {

@@ -270,7 +270,7 @@ func TestAC3_GuardedActivation(t *testing.T) {
 	short, cancelShort := context.WithTimeout(ctx, 4*time.Second)
 	defer cancelShort()
 	_, err := exec.Apply(short, testRevision(t, ns, testkube.Behavior(testkube.BehaviorNeverReady, 0)), 2, 1)
-	if f, ok := err.(*Failure); !ok || f.Code != CodeDeadline || f.Phase == "" || !f.Wrote {
+	if f, ok := err.(*Failure); !ok || f.Code != executor.Deadline || f.Phase == "" || !f.Wrote {
 		t.Fatalf("revision 2 error = %v, want a deadline failure naming the last phase, after writing", err)
 	}
 	if got := serviceRevision(t, c, ns); got != "1" {
@@ -282,8 +282,8 @@ func TestAC3_GuardedActivation(t *testing.T) {
 	}
 	_, err = exec.Apply(ctx, testRevision(t, ns, map[string]string{"example.com/r": "2"}), 2, 1)
 	var f *Failure
-	if !errors.As(err, &f) || f.Code != CodeStale || f.Wrote {
-		t.Fatalf("stale revision 2 error = %v, want %s before any write", err, CodeStale)
+	if !errors.As(err, &f) || f.Code != executor.Stale || f.Wrote {
+		t.Fatalf("stale revision 2 error = %v, want %s before any write", err, executor.Stale)
 	}
 	if got := serviceRevision(t, c, ns); got != "3" {
 		t.Fatalf("a stale apply moved the Service to revision %s", got)
@@ -306,8 +306,8 @@ func TestDeploy_WaitingFailuresFailFast(t *testing.T) {
 		code     executor.Code
 		reason   string
 	}{
-		{testkube.BehaviorImagePullBackOff, CodeImagePull, "ImagePullBackOff"},
-		{testkube.BehaviorContainerConfigError, CodeContainerConfig, `CreateContainerConfigError: secret "missing-secret" not found`},
+		{testkube.BehaviorImagePullBackOff, executor.ImagePull, "ImagePullBackOff"},
+		{testkube.BehaviorContainerConfigError, executor.ContainerConfig, `CreateContainerConfigError: secret "missing-secret" not found`},
 	} {
 		t.Run(tc.behavior, func(t *testing.T) {
 			t.Parallel()
@@ -473,8 +473,8 @@ func TestDeploy_ReplicaFailureFailsFast(t *testing.T) {
 	start := time.Now()
 	_, err := (&Executor{Client: c.Clientset}).Apply(ctx, testRevision(t, ns, nil), 1, 0)
 	f, ok := err.(*Failure)
-	if !ok || f.Code != CodeReplicaFailure || !strings.Contains(f.Reason, "quota") {
-		t.Fatalf("error = %T %v, want %s naming the quota", err, err, CodeReplicaFailure)
+	if !ok || f.Code != executor.ReplicaFailure || !strings.Contains(f.Reason, "quota") {
+		t.Fatalf("error = %T %v, want %s naming the quota", err, err, executor.ReplicaFailure)
 	}
 	t.Logf("failed after %s: %s", time.Since(start).Round(100*time.Millisecond), f.Reason)
 }
@@ -503,8 +503,8 @@ func TestDeploy_MissingPriorityClassFailsFast(t *testing.T) {
 	start := time.Now()
 	_, err = (&Executor{Client: c.Clientset}).Apply(ctx, rev, 1, 0)
 	f, ok := err.(*Failure)
-	if !ok || f.Code != CodeReplicaFailure || !strings.Contains(f.Reason, "agents-missing") || !strings.Contains(f.Next, "priority_class_name") {
-		t.Fatalf("error = %v, want %s naming the PriorityClass and priority_class_name", err, CodeReplicaFailure)
+	if !ok || f.Code != executor.ReplicaFailure || !strings.Contains(f.Reason, "agents-missing") || !strings.Contains(f.Next, "priority_class_name") {
+		t.Fatalf("error = %v, want %s naming the PriorityClass and priority_class_name", err, executor.ReplicaFailure)
 	}
 	t.Logf("failed after %s: %s", time.Since(start).Round(100*time.Millisecond), f.Reason)
 }
