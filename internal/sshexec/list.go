@@ -69,7 +69,7 @@ func (e *Executor) List(ctx context.Context, where string) ([]executor.Listed, e
 		return err
 	})
 	if err != nil {
-		return nil, failureOf(executor.OpList, "", 0, t.Addr(), nil, err)
+		return nil, executor.Normalize(err, exit(executor.OpList, "", 0, t.Addr(), nil))
 	}
 	// The id imports the agent: the port stays when where names one.
 	idHost := host
