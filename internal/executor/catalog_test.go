@@ -93,7 +93,7 @@ func TestCatalog_EveryEmittedCodeIsKnown(t *testing.T) {
 	found := 0
 	check := func(pos token.Pos, code string) {
 		if !upper.MatchString(code) {
-			return // a JSON error code of a fake (startup/fakemodel), not ours
+			return // not a failure code (a fake's JSON error code), not ours
 		}
 		found++
 		if !Known(Code(code)) {
