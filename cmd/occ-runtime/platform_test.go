@@ -399,4 +399,3 @@ func lastLines(s string, n int) string {
 	}
 	return strings.Join(l, "\n")
 }
-
