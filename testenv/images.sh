@@ -130,7 +130,7 @@ npm_arch() { case "$1" in amd64) echo x64 ;; arm64) echo arm64 ;; *) die "no arc
 triple() { case "$1" in amd64) echo x86_64 ;; arm64) echo aarch64 ;; *) die "no architecture $1 (amd64 or arm64)" ;; esac; }
 
 PAUSE_IMAGE=localhost/occ-testenv/pause:1
-PAUSE_PKG=./internal/testenv/kube/cmd/occ-pause
+PAUSE_PKG=./internal/testenv/kubeenv/cmd/occ-pause
 PAUSE_BIN=/pause
 PAUSE_USER=65535:65535
 

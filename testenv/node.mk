@@ -9,7 +9,7 @@
 #                      CoreDNS are built by testenv-kube; the images by
 #                      `make images`. A no-op when installed (under 1 s).
 #
-# internal/testenv/kube/node.go starts the node (containerd, kubelet,
+# internal/testenv/kubeenv/node.go starts the node (containerd, kubelet,
 # kube-proxy, CoreDNS in a network namespace of its own) for the tests that
 # ask for it, and for `make cluster-up REAL_NODE=1`.
 

@@ -4,7 +4,7 @@
 # repository. Included from the GNUmakefile.
 
 # The cache (binaries keyed by version, and current/ with stable names);
-# package internal/testenv/kube reads the same variable.
+# package internal/testenv/kubeenv reads the same variable.
 OCC_TESTENV_CACHE ?= $(HOME)/.cache/occ-testenv
 export OCC_TESTENV_CACHE
 TESTENV_BIN := $(OCC_TESTENV_CACHE)/current
@@ -56,7 +56,7 @@ testenv-kubectl: ## Build kubectl once (optional; for poking at make cluster-up)
 	testenv/build.sh kubectl
 
 $(CLUSTER_CMD): FORCE
-	go build -o $@ ./internal/testenv/kube/cmd/occ-kube-cluster
+	go build -o $@ ./internal/testenv/kubeenv/cmd/occ-kube-cluster
 
 cluster: $(CLUSTER_PREREQS) $(CLUSTER_CMD) ## Start a cluster in the foreground and print its kubeconfig; Ctrl-C stops it (REAL_NODE=0: kwok only).
 	$(CLUSTER_CMD) -dir $(CLUSTER_DIR) $(CLUSTER_FLAGS)

@@ -12,7 +12,7 @@ import (
 
 	"github.com/occ-platform/terraform-provider-occ/internal/admission"
 	"github.com/occ-platform/terraform-provider-occ/internal/runtimerecord"
-	"github.com/occ-platform/terraform-provider-occ/internal/startup/fakemodel"
+	"github.com/occ-platform/terraform-provider-occ/internal/testenv/fakemodel"
 )
 
 // codexSlots bounds how many real codex probes run at once (2-core machines).

@@ -12,7 +12,7 @@ import (
 	"github.com/occ-platform/terraform-provider-occ/internal/admission"
 	"github.com/occ-platform/terraform-provider-occ/internal/occconfig"
 	"github.com/occ-platform/terraform-provider-occ/internal/render"
-	"github.com/occ-platform/terraform-provider-occ/internal/startup/fakemodel"
+	"github.com/occ-platform/terraform-provider-occ/internal/testenv/fakemodel"
 )
 
 // rule PR3: the dedicated Codex harness's turns go to the endpoint its

@@ -19,7 +19,7 @@ import (
 	"github.com/occ-platform/terraform-provider-occ/internal/occconfig"
 	"github.com/occ-platform/terraform-provider-occ/internal/render"
 	"github.com/occ-platform/terraform-provider-occ/internal/runtimerecord"
-	"github.com/occ-platform/terraform-provider-occ/internal/startup/fakemodel"
+	"github.com/occ-platform/terraform-provider-occ/internal/testenv/fakemodel"
 	"github.com/occ-platform/terraform-provider-occ/internal/turn"
 )
 

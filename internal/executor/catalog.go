@@ -79,7 +79,7 @@ var (
 )
 
 // Catalog is every code the provider can emit, in the order the docs list
-// them.
+// them: one literal table, held to runtimerecord.Codes by its test.
 var Catalog = []Entry{
 	{InvalidRequest, SourceAdmission, nil,
 		"The request cannot be used as written: a refused attribute or configuration document (the diagnostic cites the rule and points at the attribute), a malformed import id, provider settings that cannot be used (no SSH user or key), or a revision that cannot be rendered.",
@@ -153,23 +153,23 @@ var Catalog = []Entry{
 	{CommandFailed, SourceProvider, ssh,
 		"A command the provider ran on the host exited non-zero (its error output is quoted); often sudo without NOPASSWD.",
 		"Fix the host as the quoted output says (passwordless sudo for the provider's user, a writable config_dir) and apply again."},
-}
-
-func init() {
-	for _, c := range runtimerecord.Codes {
-		if !c.Held() || c == runtimerecord.CodeUnavailable { // UNAVAILABLE is listed above
-			continue
-		}
-		Catalog = append(Catalog, Entry{Code: CodeRuntime(c), Source: SourceRuntime, Meaning: runtimeMeaning[c], Advice: runtimerecord.Advice(c)})
-	}
-}
-
-var runtimeMeaning = map[runtimerecord.Code]string{
-	runtimerecord.CodeModelProbeTimeout:    "The startup probe's model call did not answer within its budget.",
-	runtimerecord.CodeModelProbeFailed:     "The startup probe's model call failed; causeKind and causeDetail say how.",
-	runtimerecord.CodeAuthenticationFailed: "The model provider rejected the credential (providerCode 401 or 403).",
-	runtimerecord.CodeModelProbeCPUStarved: "The startup probe was starved of CPU by the container's limit.",
-	runtimerecord.CodeLoginFailed:          "Codex could not log in with the credential (failureClass says how).",
+	// The runtime's held startup codes (runtimerecord.Codes but READY),
+	// in its order; UNAVAILABLE is listed above.
+	{CodeRuntime(runtimerecord.CodeModelProbeTimeout), SourceRuntime, nil,
+		"The startup probe's model call did not answer within its budget.",
+		runtimerecord.Advice(runtimerecord.CodeModelProbeTimeout)},
+	{CodeRuntime(runtimerecord.CodeModelProbeFailed), SourceRuntime, nil,
+		"The startup probe's model call failed; causeKind and causeDetail say how.",
+		runtimerecord.Advice(runtimerecord.CodeModelProbeFailed)},
+	{CodeRuntime(runtimerecord.CodeAuthenticationFailed), SourceRuntime, nil,
+		"The model provider rejected the credential (providerCode 401 or 403).",
+		runtimerecord.Advice(runtimerecord.CodeAuthenticationFailed)},
+	{CodeRuntime(runtimerecord.CodeModelProbeCPUStarved), SourceRuntime, nil,
+		"The startup probe was starved of CPU by the container's limit.",
+		runtimerecord.Advice(runtimerecord.CodeModelProbeCPUStarved)},
+	{CodeRuntime(runtimerecord.CodeLoginFailed), SourceRuntime, nil,
+		"Codex could not log in with the credential (failureClass says how).",
+		runtimerecord.Advice(runtimerecord.CodeLoginFailed)},
 }
 
 // Lookup finds a code's entry.

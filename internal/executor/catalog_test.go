@@ -33,6 +33,42 @@ func TestCatalog_EntriesAreCompleteAndUnique(t *testing.T) {
 	}
 }
 
+// The catalog's runtime rows are runtimerecord's held codes: each once,
+// with SourceRuntime (UNAVAILABLE is the provider's row, which says the
+// runtime's meaning too), and no runtime row that is not a held code.
+func TestCatalog_RuntimeRowsAreTheHeldCodes(t *testing.T) {
+	held := map[Code]bool{}
+	for _, c := range runtimerecord.Codes {
+		if c.Held() && c != runtimerecord.CodeUnavailable {
+			held[CodeRuntime(c)] = true
+		}
+	}
+	rows := map[Code]int{}
+	for _, e := range Catalog {
+		if e.Source != SourceRuntime {
+			if held[e.Code] {
+				t.Errorf("%s is a held runtime code listed with source %s", e.Code, e.Source)
+			}
+			continue
+		}
+		rows[e.Code]++
+		if !held[e.Code] {
+			t.Errorf("%s is a runtime row but no held runtime code", e.Code)
+		}
+		if e.Advice != runtimerecord.Advice(runtimerecord.Code(e.Code)) {
+			t.Errorf("%s: advice differs from runtimerecord.Advice", e.Code)
+		}
+	}
+	for c := range held {
+		if rows[c] != 1 {
+			t.Errorf("held runtime code %s has %d runtime rows, want 1", c, rows[c])
+		}
+	}
+	if e, ok := Lookup(Unavailable); !ok || e.Source != SourceProvider {
+		t.Errorf("UNAVAILABLE: %+v, want the provider's row", e)
+	}
+}
+
 // The docs' failure-code guide is generated from the catalog: no hand-kept
 // copy can drift from it.
 func TestCatalog_GuideIsGenerated(t *testing.T) {
@@ -57,7 +93,7 @@ func TestCatalog_EveryEmittedCodeIsKnown(t *testing.T) {
 	found := 0
 	check := func(pos token.Pos, code string) {
 		if !upper.MatchString(code) {
-			return // a JSON error code of a fake (startup/fakemodel), not ours
+			return // not a failure code (a fake's JSON error code), not ours
 		}
 		found++
 		if !Known(Code(code)) {

@@ -6,7 +6,8 @@
 // revision beside the one that serves, reads an agent back, deletes it,
 // lists the agents a target holds and recognises its import ids.
 // Everything that goes wrong comes back as a *Failure with a Code from the
-// one catalog (catalog.go); the provider turns a Failure into a diagnostic
+// one catalog (catalog.go), made at each operation's exit by Normalize
+// (failure.go); the provider turns a Failure into a diagnostic
 // with one formatter, and the docs' failure-code table is generated from
 // the catalog.
 //
@@ -20,8 +21,9 @@
 //     (pure: values in, values or errors out), using render.Topology for
 //     which components the revision runs.
 //  3. an executor package implementing Executor: it writes only through
-//     helpers that mark Writes, returns *Failure with catalog codes (add
-//     any new code to catalog.go and run `make generate`), and honours the
+//     helpers that mark Writes, returns *Failure with catalog codes through
+//     Normalize at each operation's exit (add any new code to catalog.go
+//     and run `make generate`), and honours the
 //     context's deadline in every call.
 //  4. internal/provider: one schema block on occ_compute for the kind's
 //     settings, and one line registering the executor (executors.go).

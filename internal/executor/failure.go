@@ -1,9 +1,11 @@
 package executor
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 
+	"github.com/occ-platform/terraform-provider-occ/internal/admission"
 	"github.com/occ-platform/terraform-provider-occ/internal/runtimerecord"
 )
 
@@ -204,4 +206,81 @@ func StaleFailure(agent string, n, live int64, holder, phase, outcome string) *F
 	return &Failure{Code: Stale, Agent: agent, Revision: n, Phase: phase,
 		Reason: fmt.Sprintf("%s newer revision %d; %s", holder, live, outcome),
 		Next:   "Another apply activated a newer revision. Refresh (terraform plan) and apply again."}
+}
+
+// Exit is what an operation knows at its exit, where Normalize turns the
+// error it ends with into the error it returns.
+type Exit struct {
+	Op Op
+	// Agent and Revision name what the operation was about (Revision 0
+	// outside a deploy); a failure that names no agent gets them.
+	Agent    string
+	Revision int64
+	// Writes is the operation's (nil: nothing was written); every
+	// failure's Wrote comes from it.
+	Writes *Writes
+	// Code, Summary and Next word an error that is not yet a *Failure:
+	// Code "" is the operation's default (DefaultCode), Next "" the
+	// catalog's advice for the code.
+	Code          Code
+	Summary, Next string
+	// Classify, when set, words an error that is not yet a *Failure from
+	// the executor's own error types (a code, a summary, advice). It sees
+	// the failure with every field above set, and may change any.
+	Classify func(f *Failure, err error)
+	// Finish, when set, adds the executor's own wording to every failure
+	// the exit returns.
+	Finish func(f *Failure)
+}
+
+// DefaultCode is the code of an operation's error that nothing
+// classified: a deploy's DEPLOYMENT_FAILED, a delete's DELETE_FAILED, and
+// UNAVAILABLE for an operation that only reads (or prepares, or sends a
+// turn): what it depends on did not answer.
+func DefaultCode(op Op) Code {
+	switch op {
+	case OpDeploy:
+		return DeploymentFailed
+	case OpDelete:
+		return DeleteFailed
+	}
+	return Unavailable
+}
+
+// Normalize is the one way an executor's operation turns the error it
+// ends with into what it returns: nil stays nil; an admission refusal
+// (admission.Errors, *admission.Error) is returned unchanged; a *Failure
+// is kept, with the exit's Op and Wrote, and its agent and revision when it
+// names none; any other error becomes a *Failure with x's code (or the
+// operation's default), summary and advice, the error as its reason, worded
+// further by x.Classify. x.Finish sees every failure last.
+func Normalize(err error, x Exit) error {
+	if err == nil {
+		return nil
+	}
+	var es admission.Errors
+	var one *admission.Error
+	if errors.As(err, &es) || errors.As(err, &one) {
+		return err
+	}
+	var f *Failure
+	known := errors.As(err, &f)
+	if !known {
+		code := x.Code
+		if code == "" {
+			code = DefaultCode(x.Op)
+		}
+		f = &Failure{Code: code, Summary: x.Summary, Next: x.Next, Reason: err.Error(), Err: err}
+	}
+	f.Op, f.Wrote = x.Op, x.Writes.Any()
+	if f.Agent == "" {
+		f.Agent, f.Revision = x.Agent, x.Revision
+	}
+	if !known && x.Classify != nil {
+		x.Classify(f, err)
+	}
+	if x.Finish != nil {
+		x.Finish(f)
+	}
+	return f
 }

@@ -2,6 +2,7 @@ package executor
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -71,5 +72,54 @@ func TestWrote(t *testing.T) {
 		if got := Wrote(tc.err); got != tc.want {
 			t.Errorf("%s: Wrote = %v, want %v", name, got, tc.want)
 		}
+	}
+}
+
+// Normalize: one rule for every executor's exit.
+func TestNormalize(t *testing.T) {
+	var wrote Writes
+	wrote.Mark()
+	if Normalize(nil, Exit{Op: OpDeploy}) != nil {
+		t.Error("nil did not stay nil")
+	}
+	refusal := admission.Errors{{Class: admission.ResourceConflict}}
+	if got := Normalize(refusal, Exit{Op: OpDeploy, Writes: &wrote}); !errors.As(got, new(admission.Errors)) {
+		t.Errorf("an admission refusal became %T", got)
+	}
+	one := &admission.Error{Class: admission.InvalidRequest}
+	if got := Normalize(one, Exit{Op: OpDeploy}); got != error(one) {
+		t.Errorf("an admission error became %T", got)
+	}
+
+	kept := &Failure{Code: CrashLoop, Component: "gateway"}
+	got := Normalize(fmt.Errorf("wrapped: %w", kept), Exit{Op: OpDeploy, Agent: "a", Revision: 3, Writes: &wrote, Summary: "unused",
+		Classify: func(*Failure, error) { t.Error("Classify saw a failure") },
+		Finish:   func(f *Failure) { f.Where = "container " + f.Component }})
+	if got != error(kept) || kept.Code != CrashLoop || kept.Op != OpDeploy || !kept.Wrote || kept.Agent != "a" || kept.Revision != 3 || kept.Summary != "" || kept.Where != "container gateway" {
+		t.Errorf("kept failure: %+v", kept)
+	}
+	named := &Failure{Code: Stale, Agent: "b", Revision: 2}
+	Normalize(named, Exit{Op: OpDeploy, Agent: "a", Revision: 3})
+	if named.Agent != "b" || named.Revision != 2 || named.Wrote {
+		t.Errorf("a failure naming its agent: %+v", named)
+	}
+
+	boom := errors.New("boom")
+	for op, code := range map[Op]Code{OpDeploy: DeploymentFailed, OpDelete: DeleteFailed, OpRead: Unavailable, OpList: Unavailable, OpPrepare: Unavailable, OpTurn: Unavailable} {
+		var f *Failure
+		if !errors.As(Normalize(boom, Exit{Op: op, Agent: "a", Summary: "s", Next: "x"}), &f) || f.Code != code || f.Op != op || f.Agent != "a" ||
+			f.Summary != "s" || f.Next != "x" || f.Reason != "boom" || f.Err != boom || f.Wrote {
+			t.Errorf("%s: %+v, want %s", op, f, code)
+		}
+	}
+	var f *Failure
+	errors.As(Normalize(boom, Exit{Op: OpDelete, Code: Unavailable, Writes: &wrote, Classify: func(f *Failure, err error) {
+		if !f.Wrote || f.Code != Unavailable || err != boom {
+			t.Errorf("Classify saw %+v", f)
+		}
+		f.Code, f.Next = AuthRefused, "n"
+	}}), &f)
+	if f.Code != AuthRefused || f.Next != "n" || !f.Wrote {
+		t.Errorf("classified: %+v", f)
 	}
 }

@@ -289,7 +289,7 @@ func (e *Executor) finish(ctx context.Context, rev *admission.Revision, objs *re
 		if svc != nil {
 			live = servedRevision(svc)
 		}
-		return executor.Result{}, &Failure{Code: CodeStale, Agent: rev.Agent, Revision: n, Phase: "retirement",
+		return executor.Result{}, &Failure{Code: executor.Stale, Agent: rev.Agent, Revision: n, Phase: "retirement",
 			Reason: fmt.Sprintf("the plan was to finish the retirement after revision %d, but the Service no longer serves it (it serves revision %d)", n, live),
 			Next:   "Something changed the agent since the refresh. Refresh (terraform plan) and apply again."}
 	}

@@ -37,17 +37,6 @@ const (
 	AnnotationReferences = "occ-platform.io/terraform-references"
 )
 
-// Failure codes of the executor itself, beside the runtime's held codes.
-const (
-	CodeCrashLoop       = executor.CrashLoop
-	CodeImagePull       = executor.ImagePull
-	CodeContainerConfig = executor.ContainerConfig
-	CodeUnschedulable   = executor.Unschedulable
-	CodeDeadline        = executor.Deadline
-	CodeStale           = executor.Stale
-	CodeBadRecord       = executor.BadRecord
-)
-
 // Failure is the executors' one failure type.
 type Failure = executor.Failure
 
@@ -131,7 +120,7 @@ func (r *rollout) agent() string { return r.rev.Agent }
 func (e *Executor) applyOn(ctx context.Context, d executor.Deployment) (executor.Result, error) {
 	var writes executor.Writes
 	res, err := e.apply(executor.WithWrites(ctx, &writes), d)
-	return res, failureOf(d.Revision.Agent, d.N, &writes, err)
+	return res, executor.Normalize(err, deployExit(d.Revision.Agent, d.N, &writes))
 }
 
 func (e *Executor) apply(ctx context.Context, d executor.Deployment) (executor.Result, error) {

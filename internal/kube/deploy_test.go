@@ -28,10 +28,10 @@ import (
 	"github.com/occ-platform/terraform-provider-occ/internal/executor"
 	"github.com/occ-platform/terraform-provider-occ/internal/occconfig"
 	"github.com/occ-platform/terraform-provider-occ/internal/render"
-	testkube "github.com/occ-platform/terraform-provider-occ/internal/testenv/kube"
+	"github.com/occ-platform/terraform-provider-occ/internal/testenv/kubeenv"
 )
 
-func TestMain(m *testing.M) { os.Exit(testkube.Main(m)) }
+func TestMain(m *testing.M) { os.Exit(kubeenv.Main(m)) }
 
 // countingTransport counts the API requests a deploy makes.
 type countingTransport struct {
@@ -101,7 +101,7 @@ func namedRevision(t testing.TB, name, ns string, annotations map[string]string)
 //
 //	go test ./internal/kube -run '^$' -bench BenchmarkDeploy_Figures
 func BenchmarkDeploy_Figures(b *testing.B) {
-	c := testkube.Shared(b)
+	c := kubeenv.Shared(b)
 	var own, reconnects, objects, noticed int
 	var delay time.Duration
 	first := true
@@ -121,14 +121,14 @@ func BenchmarkDeploy_Figures(b *testing.B) {
 		go func() {
 			defer w.Stop()
 			for ev := range w.ResultChan() {
-				if p, ok := ev.Object.(*corev1.Pod); ok && ev.Type != watch.Deleted && testkube.PodReady(p) {
+				if p, ok := ev.Object.(*corev1.Pod); ok && ev.Type != watch.Deleted && kubeenv.PodReady(p) {
 					readyAt <- time.Now()
 					return
 				}
 			}
 		}()
 		exec := &Executor{Client: cs}
-		rev := testRevision(b, ns, testkube.Behavior(testkube.BehaviorReadyAfter, 2*time.Second))
+		rev := testRevision(b, ns, kubeenv.Behavior(kubeenv.BehaviorReadyAfter, 2*time.Second))
 		b.StartTimer()
 
 		res, err := exec.Apply(ctx, rev, 1, 0)
@@ -195,7 +195,7 @@ func BenchmarkDeploy_Figures(b *testing.B) {
 // at once, with the record's structured fields, without waiting for the
 // deadline; the Service is never created.
 func TestPR8_HeldCodesFailAtOnce(t *testing.T) {
-	c := testkube.Shared(t)
+	c := kubeenv.Shared(t)
 	cases := []struct {
 		code   executor.Code
 		record string
@@ -234,7 +234,7 @@ func TestPR8_HeldCodesFailAtOnce(t *testing.T) {
 				}
 			}()
 			start := time.Now()
-			_, err := (&Executor{Client: c.Clientset}).Apply(ctx, testRevision(t, ns, testkube.Behavior(testkube.BehaviorNeverReady, 0)), 1, 0)
+			_, err := (&Executor{Client: c.Clientset}).Apply(ctx, testRevision(t, ns, kubeenv.Behavior(kubeenv.BehaviorNeverReady, 0)), 1, 0)
 			f, ok := err.(*Failure)
 			if !ok || f.Code != tc.code || f.Record == nil || f.Next == "" || f.Component != "gateway" {
 				t.Fatalf("deploy error = %v, want a %s failure with its record, container and advice", err, tc.code)
@@ -252,7 +252,7 @@ func TestPR8_HeldCodesFailAtOnce(t *testing.T) {
 	}
 }
 
-func serviceRevision(t *testing.T, c *testkube.Cluster, ns string) string {
+func serviceRevision(t *testing.T, c *kubeenv.Cluster, ns string) string {
 	t.Helper()
 	svc, err := c.Clientset.CoreV1().Services(ns).Get(context.Background(), "bench", metav1.GetOptions{})
 	if err != nil {
@@ -269,8 +269,8 @@ func TestAC3_GuardedActivation(t *testing.T) {
 	// Service keeps selecting revision 1.
 	short, cancelShort := context.WithTimeout(ctx, 4*time.Second)
 	defer cancelShort()
-	_, err := exec.Apply(short, testRevision(t, ns, testkube.Behavior(testkube.BehaviorNeverReady, 0)), 2, 1)
-	if f, ok := err.(*Failure); !ok || f.Code != CodeDeadline || f.Phase == "" || !f.Wrote {
+	_, err := exec.Apply(short, testRevision(t, ns, kubeenv.Behavior(kubeenv.BehaviorNeverReady, 0)), 2, 1)
+	if f, ok := err.(*Failure); !ok || f.Code != executor.Deadline || f.Phase == "" || !f.Wrote {
 		t.Fatalf("revision 2 error = %v, want a deadline failure naming the last phase, after writing", err)
 	}
 	if got := serviceRevision(t, c, ns); got != "1" {
@@ -282,8 +282,8 @@ func TestAC3_GuardedActivation(t *testing.T) {
 	}
 	_, err = exec.Apply(ctx, testRevision(t, ns, map[string]string{"example.com/r": "2"}), 2, 1)
 	var f *Failure
-	if !errors.As(err, &f) || f.Code != CodeStale || f.Wrote {
-		t.Fatalf("stale revision 2 error = %v, want %s before any write", err, CodeStale)
+	if !errors.As(err, &f) || f.Code != executor.Stale || f.Wrote {
+		t.Fatalf("stale revision 2 error = %v, want %s before any write", err, executor.Stale)
 	}
 	if got := serviceRevision(t, c, ns); got != "3" {
 		t.Fatalf("a stale apply moved the Service to revision %s", got)
@@ -306,17 +306,17 @@ func TestDeploy_WaitingFailuresFailFast(t *testing.T) {
 		code     executor.Code
 		reason   string
 	}{
-		{testkube.BehaviorImagePullBackOff, CodeImagePull, "ImagePullBackOff"},
-		{testkube.BehaviorContainerConfigError, CodeContainerConfig, `CreateContainerConfigError: secret "missing-secret" not found`},
+		{kubeenv.BehaviorImagePullBackOff, executor.ImagePull, "ImagePullBackOff"},
+		{kubeenv.BehaviorContainerConfigError, executor.ContainerConfig, `CreateContainerConfigError: secret "missing-secret" not found`},
 	} {
 		t.Run(tc.behavior, func(t *testing.T) {
 			t.Parallel()
-			c := testkube.Shared(t)
+			c := kubeenv.Shared(t)
 			ns := c.TestNamespace(t)
 			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 			defer cancel()
 			start := time.Now()
-			_, err := (&Executor{Client: c.Clientset}).Apply(ctx, testRevision(t, ns, testkube.Behavior(tc.behavior, 0)), 1, 0)
+			_, err := (&Executor{Client: c.Clientset}).Apply(ctx, testRevision(t, ns, kubeenv.Behavior(tc.behavior, 0)), 1, 0)
 			f, ok := err.(*Failure)
 			if !ok || f.Code != tc.code || f.Next == "" || !strings.Contains(f.Reason, tc.reason) {
 				t.Fatalf("deploy error = %v, want %s with the reason %q and advice", err, tc.code, tc.reason)
@@ -443,7 +443,7 @@ func TestAC2_DedicatedReplacementStopsEarlierRevisionsFirst(t *testing.T) {
 // A Pod the API server refuses to create (here: a ResourceQuota that admits
 // no Pods) fails the deploy with the reason, long before the deadline.
 func TestDeploy_ReplicaFailureFailsFast(t *testing.T) {
-	c := testkube.Shared(t)
+	c := kubeenv.Shared(t)
 	ns := c.TestNamespace(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
@@ -473,8 +473,8 @@ func TestDeploy_ReplicaFailureFailsFast(t *testing.T) {
 	start := time.Now()
 	_, err := (&Executor{Client: c.Clientset}).Apply(ctx, testRevision(t, ns, nil), 1, 0)
 	f, ok := err.(*Failure)
-	if !ok || f.Code != CodeReplicaFailure || !strings.Contains(f.Reason, "quota") {
-		t.Fatalf("error = %T %v, want %s naming the quota", err, err, CodeReplicaFailure)
+	if !ok || f.Code != executor.ReplicaFailure || !strings.Contains(f.Reason, "quota") {
+		t.Fatalf("error = %T %v, want %s naming the quota", err, err, executor.ReplicaFailure)
 	}
 	t.Logf("failed after %s: %s", time.Since(start).Round(100*time.Millisecond), f.Reason)
 }
@@ -483,7 +483,7 @@ func TestDeploy_ReplicaFailureFailsFast(t *testing.T) {
 // server's Priority admission refuses every Pod, and the deploy fails
 // with REPLICA_FAILURE naming the class, long before the deadline.
 func TestDeploy_MissingPriorityClassFailsFast(t *testing.T) {
-	c := testkube.Shared(t)
+	c := kubeenv.Shared(t)
 	ns := c.TestNamespace(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
@@ -503,8 +503,8 @@ func TestDeploy_MissingPriorityClassFailsFast(t *testing.T) {
 	start := time.Now()
 	_, err = (&Executor{Client: c.Clientset}).Apply(ctx, rev, 1, 0)
 	f, ok := err.(*Failure)
-	if !ok || f.Code != CodeReplicaFailure || !strings.Contains(f.Reason, "agents-missing") || !strings.Contains(f.Next, "priority_class_name") {
-		t.Fatalf("error = %v, want %s naming the PriorityClass and priority_class_name", err, CodeReplicaFailure)
+	if !ok || f.Code != executor.ReplicaFailure || !strings.Contains(f.Reason, "agents-missing") || !strings.Contains(f.Next, "priority_class_name") {
+		t.Fatalf("error = %v, want %s naming the PriorityClass and priority_class_name", err, executor.ReplicaFailure)
 	}
 	t.Logf("failed after %s: %s", time.Since(start).Round(100*time.Millisecond), f.Reason)
 }
@@ -570,7 +570,7 @@ func TestAC4_RecoveryRepeatsOnlySafeEffects(t *testing.T) {
 // firstRevision deploys revision 1, made by rev for a fresh namespace, and
 // returns the cluster, the namespace, the executor and a context that ends
 // with the test.
-func firstRevision(t *testing.T, rev func(ns string) *admission.Revision) (*testkube.Cluster, string, *Executor, context.Context) {
+func firstRevision(t *testing.T, rev func(ns string) *admission.Revision) (*kubeenv.Cluster, string, *Executor, context.Context) {
 	t.Helper()
 	c, exec, compute, ctx := liveExecutor(t, 90*time.Second)
 	ns := compute.Namespace
@@ -586,7 +586,7 @@ func firstRevision(t *testing.T, rev func(ns string) *admission.Revision) (*test
 // moves it to each new revision's harness, retires it on a switch to
 // embedded, and a destroy removes it.
 func TestHM4_HarnessServiceFollowsTheHarness(t *testing.T) {
-	c := testkube.Shared(t)
+	c := kubeenv.Shared(t)
 	ns := c.TestNamespace(t)
 	cs, counter := countedClient(t, c.Config, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)

@@ -180,18 +180,21 @@ func (e *Executor) prepare(ctx context.Context, c admission.Compute) (created bo
 // prepareFailure says why a compute cannot be used; nothing of an agent
 // was written.
 func prepareFailure(c admission.Compute, err error) error {
-	var mp *MissingPermissions
-	if errors.As(err, &mp) {
-		lines := make([]string, len(mp.Missing))
-		for i, m := range mp.Missing {
-			lines[i] = "- " + m
-		}
-		return &executor.Failure{Code: executor.ResourceConflict, Op: executor.OpPrepare, Summary: "missing permissions in namespace " + c.Namespace,
-			Reason: fmt.Sprintf("the provider's Kubernetes identity lacks %d permission(s)", len(mp.Missing)), Err: err,
-			LinesTitle: "The provider's Kubernetes identity may not:", Lines: lines,
-			Next: "Grant them with the Role in the provider documentation (Kubernetes permissions), then apply again."}
-	}
-	return &executor.Failure{Code: executor.Unavailable, Op: executor.OpPrepare, Summary: "cannot prepare namespace " + c.Namespace, Reason: err.Error(), Err: err}
+	return executor.Normalize(err, executor.Exit{Op: executor.OpPrepare, Summary: "cannot prepare namespace " + c.Namespace, Finish: whereContainer,
+		Classify: func(f *executor.Failure, err error) {
+			var mp *MissingPermissions
+			if !errors.As(err, &mp) {
+				return
+			}
+			lines := make([]string, len(mp.Missing))
+			for i, m := range mp.Missing {
+				lines[i] = "- " + m
+			}
+			f.Code, f.Summary = executor.ResourceConflict, "missing permissions in namespace "+c.Namespace
+			f.Reason = fmt.Sprintf("the provider's Kubernetes identity lacks %d permission(s)", len(mp.Missing))
+			f.LinesTitle, f.Lines = "The provider's Kubernetes identity may not:", lines
+			f.Next = "Grant them with the Role in the provider documentation (Kubernetes permissions), then apply again."
+		}})
 }
 
 // Inspect reads the compute's sandbox driver live and derives the
@@ -230,8 +233,8 @@ func (e *Executor) Release(ctx context.Context, p executor.Release) (executor.Re
 	}
 	left, err := e.Occupants(ctx, c.Namespace)
 	if err != nil {
-		return out, &executor.Failure{Code: executor.Unavailable, Op: executor.OpDelete, Summary: "cannot inspect namespace " + c.Namespace, Reason: err.Error(), Err: err,
-			Next: fmt.Sprintf("The namespace %s this compute created was not deleted; run the destroy again.", c.Namespace)}
+		return out, executor.Normalize(err, executor.Exit{Op: executor.OpDelete, Code: executor.Unavailable, Summary: "cannot inspect namespace " + c.Namespace,
+			Next: fmt.Sprintf("The namespace %s this compute created was not deleted; run the destroy again.", c.Namespace), Finish: whereContainer})
 	}
 	if len(left) > 0 {
 		out.Kept = append(out.Kept, executor.Warning{Summary: "Namespace " + c.Namespace + " was kept",
@@ -242,7 +245,7 @@ func (e *Executor) Release(ctx context.Context, p executor.Release) (executor.Re
 	}
 	p.Log.Print("deleting the namespace the compute created", map[string]any{"work.operation": "compute-delete", "namespace": c.Namespace})
 	if err := e.DeleteNamespace(ctx, c.Namespace); err != nil {
-		return out, &executor.Failure{Code: executor.Unavailable, Op: executor.OpDelete, Summary: "cannot delete namespace " + c.Namespace, Reason: err.Error(), Err: err}
+		return out, executor.Normalize(err, executor.Exit{Op: executor.OpDelete, Code: executor.Unavailable, Summary: "cannot delete namespace " + c.Namespace, Finish: whereContainer})
 	}
 	return out, nil
 }
@@ -282,7 +285,7 @@ func (e *Executor) Deploy(ctx context.Context, d executor.Deployment) (executor.
 		if err == nil {
 			res.Endpoint, err = op.syncExposure(ctx, rev, objs.Exposure)
 		}
-		return res, failureOf(rev.Agent, d.N, &writes, err)
+		return res, executor.Normalize(err, deployExit(rev.Agent, d.N, &writes))
 	default:
 		return executor.Result{}, &executor.Failure{Code: executor.InvalidRequest, Op: executor.OpDeploy, Agent: rev.Agent, Revision: d.N,
 			Summary: fmt.Sprintf("agent %q: unknown deploy mode %s", rev.Agent, d.Mode)}
@@ -351,7 +354,7 @@ func (e *Executor) Read(ctx context.Context, a executor.Agent) (executor.Observe
 		err = e.observeClaim(ctx, ns, a.Name, &o)
 	}
 	if err != nil {
-		return executor.Observed{}, &executor.Failure{Code: executor.Unavailable, Op: executor.OpRead, Agent: a.Name, Summary: "cannot refresh the agent", Reason: err.Error(), Err: err}
+		return executor.Observed{}, executor.Normalize(err, executor.Exit{Op: executor.OpRead, Agent: a.Name, Summary: "cannot refresh the agent", Finish: whereContainer})
 	}
 	return o, nil
 }
@@ -360,10 +363,8 @@ func (e *Executor) Read(ctx context.Context, a executor.Agent) (executor.Observe
 // gone; with a sandbox driver, its Sandboxes too.
 func (e *Executor) Delete(ctx context.Context, a executor.Agent) error {
 	ns, sandboxed := where(a)
-	if err := e.op(a.Log).DeleteAgent(ctx, ns, a.Name, sandboxed, a.RetainsState()); err != nil {
-		return &executor.Failure{Code: executor.DeleteFailed, Op: executor.OpDelete, Agent: a.Name, Summary: fmt.Sprintf("agent %q", a.Name), Reason: err.Error(), Err: err}
-	}
-	return nil
+	err := e.op(a.Log).DeleteAgent(ctx, ns, a.Name, sandboxed, a.RetainsState())
+	return executor.Normalize(err, executor.Exit{Op: executor.OpDelete, Agent: a.Name, Summary: fmt.Sprintf("agent %q", a.Name), Finish: whereContainer})
 }
 
 // where is an agent's namespace, from its compute or its import id, and
@@ -376,27 +377,18 @@ func where(a executor.Agent) (ns string, sandboxed bool) {
 	return ns, false
 }
 
-// failureOf is what Apply returns for err: a *executor.Failure whose Wrote
-// comes from the operation's Writes, an admission refusal unchanged.
-func failureOf(agent string, n int64, w *executor.Writes, err error) error {
-	if err == nil {
-		return nil
-	}
-	var es admission.Errors
-	var one *admission.Error
-	if errors.As(err, &es) || errors.As(err, &one) {
-		return err
-	}
-	var f *executor.Failure
-	if !errors.As(err, &f) {
-		f = &executor.Failure{Code: executor.DeploymentFailed, Summary: fmt.Sprintf("agent %q revision %d", agent, n), Reason: err.Error(), Err: err}
-	}
-	f.Op, f.Wrote = executor.OpDeploy, w.Any()
-	if f.Agent == "" {
-		f.Agent, f.Revision = agent, n
-	}
+// deployExit is a deploy's exit (executor.Normalize): an error nothing
+// classified is DEPLOYMENT_FAILED for "agent A revision N", with Wrote
+// from the deploy's Writes.
+func deployExit(agent string, n int64, w *executor.Writes) executor.Exit {
+	return executor.Exit{Op: executor.OpDeploy, Agent: agent, Revision: n, Writes: w,
+		Summary: fmt.Sprintf("agent %q revision %d", agent, n), Finish: whereContainer}
+}
+
+// whereContainer says where a failure of a container happened, for
+// people: "container gateway".
+func whereContainer(f *executor.Failure) {
 	if f.Where == "" && f.Component != "" {
 		f.Where = "container " + f.Component
 	}
-	return f
 }

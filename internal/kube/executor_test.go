@@ -13,7 +13,7 @@ import (
 	"github.com/occ-platform/terraform-provider-occ/internal/admission"
 	"github.com/occ-platform/terraform-provider-occ/internal/executor"
 	"github.com/occ-platform/terraform-provider-occ/internal/render"
-	testkube "github.com/occ-platform/terraform-provider-occ/internal/testenv/kube"
+	"github.com/occ-platform/terraform-provider-occ/internal/testenv/kubeenv"
 )
 
 // What a request did to the cluster decides Wrote, marked by the
@@ -130,9 +130,9 @@ func TestObserve_DeletedServiceIsDrift(t *testing.T) {
 // liveExecutor is an executor on the shared test control plane, with a
 // namespace of the test's own, a compute of it and a context that ends
 // after timeout (or with the test).
-func liveExecutor(t *testing.T, timeout time.Duration) (*testkube.Cluster, *Executor, admission.Compute, context.Context) {
+func liveExecutor(t *testing.T, timeout time.Duration) (*kubeenv.Cluster, *Executor, admission.Compute, context.Context) {
 	t.Helper()
-	c := testkube.Shared(t)
+	c := kubeenv.Shared(t)
 	ns := c.TestNamespace(t)
 	exec, err := New(c.Config)
 	if err != nil {

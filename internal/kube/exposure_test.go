@@ -13,7 +13,7 @@ import (
 	"github.com/occ-platform/terraform-provider-occ/internal/admission"
 	"github.com/occ-platform/terraform-provider-occ/internal/executor"
 	"github.com/occ-platform/terraform-provider-occ/internal/render"
-	testkube "github.com/occ-platform/terraform-provider-occ/internal/testenv/kube"
+	"github.com/occ-platform/terraform-provider-occ/internal/testenv/kubeenv"
 )
 
 // The agent's Service exposure on a real API server, outside revision
@@ -44,7 +44,7 @@ func TestExposure_ExecutorLifecycle(t *testing.T) {
 		return o
 	}
 	lbCtx, stopLB := context.WithCancel(ctx)
-	testkube.FakeLoadBalancer(lbCtx, c.Clientset, ns, "192.0.2.10")
+	kubeenv.FakeLoadBalancer(lbCtx, c.Clientset, ns, "192.0.2.10")
 
 	rev := testRevision(t, ns, nil)
 	res, err := exec.Deploy(ctx, executor.Deployment{Revision: rev, Compute: compute, N: 1})

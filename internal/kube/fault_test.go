@@ -18,7 +18,7 @@ import (
 	"github.com/occ-platform/terraform-provider-occ/internal/admission"
 	"github.com/occ-platform/terraform-provider-occ/internal/executor"
 	"github.com/occ-platform/terraform-provider-occ/internal/render"
-	testkube "github.com/occ-platform/terraform-provider-occ/internal/testenv/kube"
+	"github.com/occ-platform/terraform-provider-occ/internal/testenv/kubeenv"
 )
 
 // Fault: the API server restarts while apply waits for the revision's
@@ -44,7 +44,7 @@ func TestFault_APIServerRestartWhileTheGateWaits(t *testing.T) {
 		}
 		restarted <- c.RestartAPIServer(ctx, 3*time.Second)
 	}()
-	res, err := exec.Apply(ctx, testRevision(t, ns, testkube.Behavior(testkube.BehaviorReadyAfter, 15*time.Second)), 1, 0)
+	res, err := exec.Apply(ctx, testRevision(t, ns, kubeenv.Behavior(kubeenv.BehaviorReadyAfter, 15*time.Second)), 1, 0)
 	if rerr := <-restarted; rerr != nil {
 		t.Fatalf("restarting the API server: %v", rerr)
 	}
@@ -236,7 +236,7 @@ func TestFault_EtcdCompactedWhileTheGateWaits(t *testing.T) {
 			return c.RestartAPIServer(ctx, 2*time.Second)
 		}()
 	}()
-	res, err := exec.Apply(ctx, testRevision(t, ns, testkube.Behavior(testkube.BehaviorReadyAfter, 15*time.Second)), 1, 0)
+	res, err := exec.Apply(ctx, testRevision(t, ns, kubeenv.Behavior(kubeenv.BehaviorReadyAfter, 15*time.Second)), 1, 0)
 	if ierr := <-injected; ierr != nil {
 		t.Fatalf("injecting the compaction: %v", ierr)
 	}
@@ -261,13 +261,13 @@ func TestFault_EtcdCompactedWhileTheGateWaits(t *testing.T) {
 // ownCluster starts a control plane for one fault test (a restart or a
 // compaction must not disturb the shared one), a namespace in it, and a
 // context that ends with the test.
-func ownCluster(t *testing.T) (*testkube.Cluster, string, context.Context) {
+func ownCluster(t *testing.T) (*kubeenv.Cluster, string, context.Context) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	t.Cleanup(cancel)
-	c, err := testkube.Start(ctx, testkube.Options{})
+	c, err := kubeenv.Start(ctx, kubeenv.Options{})
 	if err != nil {
-		testkube.SkipOrFail(t, err)
+		kubeenv.SkipOrFail(t, err)
 	}
 	t.Cleanup(c.Stop)
 	return c, c.TestNamespace(t), ctx

@@ -71,7 +71,7 @@ func (e *Executor) gate(ctx context.Context, r *rollout, components map[string]b
 			go e.watchClaim(wctx, claim, agent, st)
 		}
 		if f != nil {
-			if f.Code == CodeCrashLoop {
+			if f.Code == executor.CrashLoop {
 				f.Lines = e.previousLogs(wctx, ns, pod.Name, f.Component)
 			}
 			return false, f
@@ -260,7 +260,7 @@ func (s *gateState) timings() []executor.PhaseTiming {
 func (s *gateState) deadline() *Failure {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	f := &Failure{Code: CodeDeadline, Agent: s.agent, Revision: s.n, Component: s.container, Phase: s.phase,
+	f := &Failure{Code: executor.Deadline, Agent: s.agent, Revision: s.n, Component: s.container, Phase: s.phase,
 		Reason: "the revision did not become ready before the deadline",
 		Next:   "The last phase is named above. Raise timeouts.create/update if the runtime is only slow, or fix what holds it, then apply again."}
 	var ready []string
@@ -417,7 +417,7 @@ func readRecord(line []byte, container string, st *gateState) bool {
 		return false
 	}
 	if err != nil {
-		st.fail(&Failure{Code: CodeBadRecord, Component: container, Reason: err.Error(),
+		st.fail(&Failure{Code: executor.BadRecord, Component: container, Reason: err.Error(),
 			Next: "The runtime image writes records outside the contract; use the pinned runtime image or fix the custom image."})
 		return true
 	}

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/occ-platform/terraform-provider-occ/internal/executor"
 	"github.com/occ-platform/terraform-provider-occ/internal/runtimerecord"
 )
 
@@ -83,8 +84,8 @@ func TestAU7_BadStartupRecordQuotesNoValue(t *testing.T) {
 		t.Fatal("a record outside its closed set passed")
 	}
 	f := <-st.failures
-	if f.Code != CodeBadRecord {
-		t.Fatalf("code %s, want %s", f.Code, CodeBadRecord)
+	if f.Code != executor.BadRecord {
+		t.Fatalf("code %s, want %s", f.Code, executor.BadRecord)
 	}
 	if text := f.Error() + f.Detail(""); strings.Contains(text, "SENTINEL") || !strings.Contains(text, "causeDetail") {
 		t.Fatalf("diagnostic %q: must name the field, never its value", text)

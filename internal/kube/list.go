@@ -78,11 +78,12 @@ func listed(ns string, svcs []corev1.Service) []executor.Listed {
 // listFailure says why namespace ns could not be listed: the identity may
 // not list Services there, or the cluster did not answer.
 func listFailure(ns string, err error) error {
-	summary := "cannot list the agents in namespace " + ns
-	if apierrors.IsForbidden(err) {
-		return &executor.Failure{Code: executor.ResourceConflict, Op: executor.OpList, Summary: summary,
-			Reason: "the provider's Kubernetes identity may not list Services there: " + err.Error(), Err: err,
-			Next: "Grant it the Role in the provider documentation (Kubernetes permissions) in that namespace, then list again."}
-	}
-	return &executor.Failure{Code: executor.Unavailable, Op: executor.OpList, Summary: summary, Reason: err.Error(), Err: err}
+	return executor.Normalize(err, executor.Exit{Op: executor.OpList, Summary: "cannot list the agents in namespace " + ns, Finish: whereContainer,
+		Classify: func(f *executor.Failure, err error) {
+			if apierrors.IsForbidden(err) {
+				f.Code = executor.ResourceConflict
+				f.Reason = "the provider's Kubernetes identity may not list Services there: " + err.Error()
+				f.Next = "Grant it the Role in the provider documentation (Kubernetes permissions) in that namespace, then list again."
+			}
+		}})
 }

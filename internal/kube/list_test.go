@@ -13,7 +13,7 @@ import (
 	"github.com/occ-platform/terraform-provider-occ/internal/admission"
 	"github.com/occ-platform/terraform-provider-occ/internal/executor"
 	"github.com/occ-platform/terraform-provider-occ/internal/render"
-	testkube "github.com/occ-platform/terraform-provider-occ/internal/testenv/kube"
+	"github.com/occ-platform/terraform-provider-occ/internal/testenv/kubeenv"
 )
 
 // List finds exactly the agents the provider deployed in one namespace,
@@ -25,7 +25,7 @@ import (
 // hold no agents: the API server answers an empty list for both, so List
 // does too, without an error.
 func TestList_NamesTheNamespacesAgents(t *testing.T) {
-	c := testkube.Shared(t)
+	c := kubeenv.Shared(t)
 	ns, neighbour, empty := c.TestNamespace(t), c.TestNamespace(t), c.TestNamespace(t)
 	exec, err := New(c.Config)
 	if err != nil {

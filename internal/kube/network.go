@@ -117,17 +117,18 @@ func (e *Executor) syncNetworkPolicies(ctx context.Context, rev *admission.Revis
 	ctx = executor.WithWrites(ctx, &writes)
 	objs, err := renderKubernetes(rev, n, c)
 	if err != nil {
-		return executor.Result{}, failureOf(rev.Agent, n, &writes, err)
+		return executor.Result{}, executor.Normalize(err, deployExit(rev.Agent, n, &writes))
 	}
 	e.log.Print("applying the agent's network policies", map[string]any{"work.operation": "network-policy", "revision": n})
 	if err := e.ensureNetworkPolicies(ctx, objs, rev.Agent); err != nil {
-		return executor.Result{}, failureOf(rev.Agent, n, &writes, &executor.Failure{Code: executor.DeploymentFailed, Agent: rev.Agent, Revision: n, Phase: "network-policy",
+		return executor.Result{}, executor.Normalize(&executor.Failure{Code: executor.DeploymentFailed, Agent: rev.Agent, Revision: n, Phase: "network-policy",
 			Summary: fmt.Sprintf("agent %q: its NetworkPolicies could not be written", rev.Agent), Reason: err.Error(), Err: err,
-			Next: "Check that the provider's identity may get, list, create, patch and delete networkpolicies (networking.k8s.io) in the namespace (the Role in the Kubernetes permissions guide), then apply again. The running revision was not touched."})
+			Next: "Check that the provider's identity may get, list, create, patch and delete networkpolicies (networking.k8s.io) in the namespace (the Role in the Kubernetes permissions guide), then apply again. The running revision was not touched."},
+			deployExit(rev.Agent, n, &writes))
 	}
 	endpoint, err := e.syncExposure(ctx, rev, objs.Exposure)
 	if err != nil {
-		return executor.Result{}, failureOf(rev.Agent, n, &writes, err)
+		return executor.Result{}, executor.Normalize(err, deployExit(rev.Agent, n, &writes))
 	}
 	return executor.Result{Endpoint: endpoint}, nil
 }

@@ -19,8 +19,8 @@ import (
 	"github.com/occ-platform/terraform-provider-occ/internal/admission"
 	"github.com/occ-platform/terraform-provider-occ/internal/occconfig"
 	"github.com/occ-platform/terraform-provider-occ/internal/render"
-	"github.com/occ-platform/terraform-provider-occ/internal/startup/fakemodel"
-	testkube "github.com/occ-platform/terraform-provider-occ/internal/testenv/kube"
+	"github.com/occ-platform/terraform-provider-occ/internal/testenv/fakemodel"
+	"github.com/occ-platform/terraform-provider-occ/internal/testenv/kubeenv"
 )
 
 // realRevision is an embedded OpenClaw agent whose Anthropic model is the
@@ -59,7 +59,7 @@ func TestRealNode_Figures(t *testing.T) {
 			t.Fatalf("OCC_FIGURES_AGENTS=%q: want a positive number", v)
 		}
 	}
-	c := testkube.Shared(t)
+	c := kubeenv.Shared(t)
 	node := c.RealNode(t)
 	ns := c.RealNamespace(t)
 	l, err := node.ListenInNode("tcp", node.NodeIP+":0")
@@ -86,7 +86,7 @@ func TestRealNode_Figures(t *testing.T) {
 	defer w.Stop()
 	go func() {
 		for ev := range w.ResultChan() {
-			if p, ok := ev.Object.(*corev1.Pod); ok && ev.Type != watch.Deleted && testkube.PodReady(p) {
+			if p, ok := ev.Object.(*corev1.Pod); ok && ev.Type != watch.Deleted && kubeenv.PodReady(p) {
 				mu.Lock()
 				if _, seen := readyAt[p.Labels[render.LabelAgent]]; !seen {
 					readyAt[p.Labels[render.LabelAgent]] = time.Now()

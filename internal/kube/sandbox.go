@@ -22,16 +22,6 @@ import (
 	"github.com/occ-platform/terraform-provider-occ/internal/sandboxapi"
 )
 
-// Failure codes of sandboxed revisions.
-const (
-	// CodeAttachmentFailed is a Credential Gateway attachment that reported
-	// failure: the revision cannot activate (AU3).
-	CodeAttachmentFailed = "CREDENTIAL_ATTACHMENT_FAILED"
-	// CodeSandboxRefused is a driver that reported it cannot provision the
-	// Sandbox as asked (OS1).
-	CodeSandboxRefused = "SANDBOX_PROVISIONING_FAILED"
-)
-
 // applySandboxes provisions the revision's Sandboxes through the driver:
 // server-side apply of agents.x-k8s.io Sandbox objects, one field manager.
 func (e *Executor) applySandboxes(ctx context.Context, ns string, sandboxes []*render.Sandbox) error {
@@ -103,7 +93,7 @@ func sandboxVerdict(obj *unstructured.Unstructured) (ready bool, waiting string,
 		c, ok := conds[sandboxapi.AttachmentCondition(a.Name)]
 		switch {
 		case ok && c.Status == metav1.ConditionFalse:
-			return false, "", &Failure{Code: CodeAttachmentFailed, Component: obj.GetLabels()[render.LabelComponent], Phase: "credential attachment",
+			return false, "", &Failure{Code: executor.AttachmentFailed, Component: obj.GetLabels()[render.LabelComponent], Phase: "credential attachment",
 				Reason: fmt.Sprintf("credential gateway %q could not attach %q (%s) to Sandbox %s: %s: %s", a.Gateway, a.Name, a.SourceType, obj.GetName(), c.Reason, c.Message),
 				Next:   fmt.Sprintf("Make credential gateway %q hold a %s credential for source %q (see the OpenShell provider setup), bump the credential source's generation or apply again.", a.Gateway, a.SourceType, a.Name)}
 		case !ok || c.Status != metav1.ConditionTrue:
@@ -113,7 +103,7 @@ func sandboxVerdict(obj *unstructured.Unstructured) (ready bool, waiting string,
 	sort.Strings(pending)
 	r, ok := conds[sandboxapi.ConditionReady]
 	if ok && r.Status == metav1.ConditionFalse && slices.Contains(sandboxapi.TerminalReasons, r.Reason) {
-		return false, "", &Failure{Code: CodeSandboxRefused, Component: obj.GetLabels()[render.LabelComponent], Phase: "sandbox provisioning",
+		return false, "", &Failure{Code: executor.SandboxProvisioning, Component: obj.GetLabels()[render.LabelComponent], Phase: "sandbox provisioning",
 			Reason: fmt.Sprintf("the sandbox driver cannot provision Sandbox %s: %s: %s", obj.GetName(), r.Reason, r.Message),
 			Next:   "The driver does not support what this revision needs (for example the app-server token Secret reference or a projected ServiceAccount token). Upgrade or configure the driver, or change the Agent, then apply again."}
 	}

@@ -47,8 +47,8 @@ func TestAU3_SandboxVerdict(t *testing.T) {
 		{"ready and attached", sandboxWith(att, cond("Ready", "True", "PodReady", ""), attached), true, "", ""},
 		{"ready without attachments", sandboxWith("", cond("Ready", "True", "PodReady", "")), true, "", ""},
 		{"attached, pod not ready", sandboxWith(att, cond("Ready", "False", "PodNotReady", "starting"), attached), false, "the driver has not reported the Sandbox ready (PodNotReady: starting)", ""},
-		{"attachment failed", sandboxWith(att, cond("Ready", "True", "PodReady", ""), cond(sandboxapi.AttachmentCondition("openai"), "False", "KeyNotFound", "no key")), false, "", CodeAttachmentFailed},
-		{"driver refuses", sandboxWith(att, cond("Ready", "False", "Unsupported", "projected tokens are not supported")), false, "", CodeSandboxRefused},
+		{"attachment failed", sandboxWith(att, cond("Ready", "True", "PodReady", ""), cond(sandboxapi.AttachmentCondition("openai"), "False", "KeyNotFound", "no key")), false, "", executor.AttachmentFailed},
+		{"driver refuses", sandboxWith(att, cond("Ready", "False", "Unsupported", "projected tokens are not supported")), false, "", executor.SandboxProvisioning},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

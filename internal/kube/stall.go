@@ -9,12 +9,9 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-)
 
-// CodeReplicaFailure is a workload whose Pods cannot be created (a
-// ResourceQuota or LimitRange refusal, a missing ServiceAccount, an
-// admission webhook).
-const CodeReplicaFailure = "REPLICA_FAILURE"
+	"github.com/occ-platform/terraform-provider-occ/internal/executor"
+)
 
 // replicaFailureNext says what to fix about a Pod the API server refuses,
 // by what refused it.
@@ -50,7 +47,7 @@ func (e *Executor) checkStalled(ctx context.Context, ns string, workloads map[st
 			}
 			for _, cond := range d.Status.Conditions {
 				if cond.Type == appsv1.DeploymentReplicaFailure && cond.Status == corev1.ConditionTrue {
-					st.fail(&Failure{Code: CodeReplicaFailure, Component: c, Phase: "pod creation",
+					st.fail(&Failure{Code: executor.ReplicaFailure, Component: c, Phase: "pod creation",
 						Reason: fmt.Sprintf("Deployment %s cannot create its Pod: %s: %s", d.Name, cond.Reason, cond.Message),
 						Next:   replicaFailureNext(cond.Message)})
 					return

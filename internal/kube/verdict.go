@@ -57,7 +57,7 @@ func judgePod(pod *corev1.Pod, agent string, n int64, phase string) podVerdict {
 				v.WaitsForClaim = c.Message
 				continue
 			}
-			return held(CodeUnschedulable, v.Component, "scheduling", c.Message,
+			return held(executor.Unschedulable, v.Component, "scheduling", c.Message,
 				"The cluster cannot place the Pod: lower the compute's cpu_limit or memory_limit, or add capacity, then apply again.")
 		}
 		// A terminating Pod never serves a revision: it is on its way out.
@@ -69,17 +69,17 @@ func judgePod(pod *corev1.Pod, agent string, n int64, phase string) podVerdict {
 		if w := c.State.Waiting; w != nil {
 			switch w.Reason {
 			case "CrashLoopBackOff":
-				return held(CodeCrashLoop, c.Name, v.Phase,
+				return held(executor.CrashLoop, c.Name, v.Phase,
 					fmt.Sprintf("the container keeps exiting (%d restarts)%s", c.RestartCount, lastExit(c)),
 					"Read the log lines below; fix the image or the configuration and apply again.")
 			case "CreateContainerConfigError":
 				// The kubelet would retry; a Secret or key that is not there
 				// now rarely appears by itself, so say so at once.
-				return held(CodeContainerConfig, c.Name, "container configuration",
+				return held(executor.ContainerConfig, c.Name, "container configuration",
 					fmt.Sprintf("%s: %s", w.Reason, w.Message),
 					"A Secret or key the container needs is missing: check the credential source's Secret (secret_ref) and the configuration's secret_bindings in this namespace, create what is missing, then apply again.")
 			case "ImagePullBackOff", "ErrImagePull", "InvalidImageName":
-				return held(CodeImagePull, c.Name, "image pull",
+				return held(executor.ImagePull, c.Name, "image pull",
 					fmt.Sprintf("%s: %s", w.Reason, w.Message),
 					"Check the compute's runtime_image/codex_image and the namespace's image pull access, then apply again.")
 			}

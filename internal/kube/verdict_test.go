@@ -74,7 +74,7 @@ status:
     message: '0/1 nodes are available: 1 Insufficient cpu. preemption: 0/1 nodes are available: 1 No preemption victims found for incoming pod.'
 `,
 			want: verdictWant{component: "gateway", phase: "scheduling",
-				code: CodeUnschedulable, container: "gateway", failPhase: "scheduling",
+				code: executor.Unschedulable, container: "gateway", failPhase: "scheduling",
 				reason: "0/1 nodes are available: 1 Insufficient cpu. preemption: 0/1 nodes are available: 1 No preemption victims found for incoming pod."},
 		},
 		{
@@ -162,28 +162,28 @@ status:
         message: 'failed to pull and unpack image "ghcr.io/occ-platform/runtime:1": not found'
 `,
 			want: verdictWant{component: "gateway", phase: "scheduling",
-				code: CodeImagePull, container: "gateway", failPhase: "image pull",
+				code: executor.ImagePull, container: "gateway", failPhase: "image pull",
 				reason: `ErrImagePull: failed to pull and unpack image "ghcr.io/occ-platform/runtime:1": not found`},
 		},
 		{
 			name: "image pull back-off",
 			pod:  waitingGateway("ghcr.io/occ-platform/runtime:1", "ImagePullBackOff", "Back-off pulling image \"ghcr.io/occ-platform/runtime:1\""),
 			want: verdictWant{component: "gateway", phase: "scheduling",
-				code: CodeImagePull, container: "gateway", failPhase: "image pull",
+				code: executor.ImagePull, container: "gateway", failPhase: "image pull",
 				reason: `ImagePullBackOff: Back-off pulling image "ghcr.io/occ-platform/runtime:1"`},
 		},
 		{
 			name: "invalid image name",
 			pod:  waitingGateway("ghcr.io/occ-platform/runtime::1", "InvalidImageName", "Failed to apply default image tag"),
 			want: verdictWant{component: "gateway", phase: "scheduling",
-				code: CodeImagePull, container: "gateway", failPhase: "image pull",
+				code: executor.ImagePull, container: "gateway", failPhase: "image pull",
 				reason: "InvalidImageName: Failed to apply default image tag"},
 		},
 		{
 			name: "container config error",
 			pod:  waitingGateway("ghcr.io/occ-platform/runtime:1", "CreateContainerConfigError", "secret \"llm\" not found"),
 			want: verdictWant{component: "gateway", phase: "scheduling",
-				code: CodeContainerConfig, container: "gateway", failPhase: "container configuration",
+				code: executor.ContainerConfig, container: "gateway", failPhase: "container configuration",
 				reason: `CreateContainerConfigError: secret "llm" not found`},
 		},
 		{
@@ -216,7 +216,7 @@ status:
         finishedAt: "2025-01-01T00:00:11Z"
 `,
 			want: verdictWant{component: "gateway", phase: "scheduling",
-				code: CodeCrashLoop, container: "gateway", failPhase: "scheduling",
+				code: executor.CrashLoop, container: "gateway", failPhase: "scheduling",
 				reason: "the container keeps exiting (3 restarts); last exit code 1 (Error)"},
 		},
 		{
@@ -236,7 +236,7 @@ status:
 `,
 			phase: "model_probe",
 			want: verdictWant{component: "gateway", phase: "model_probe",
-				code: CodeCrashLoop, container: "gateway", failPhase: "model_probe",
+				code: executor.CrashLoop, container: "gateway", failPhase: "model_probe",
 				reason: "the container keeps exiting (1 restarts)"},
 		},
 		{
@@ -438,7 +438,7 @@ status:
         finishedAt: "2025-01-01T00:00:21Z"
 `,
 			want: verdictWant{component: "gateway", phase: "startup", started: "gateway",
-				code: CodeCrashLoop, container: "proxy", failPhase: "startup",
+				code: executor.CrashLoop, container: "proxy", failPhase: "startup",
 				reason: "the container keeps exiting (5 restarts); last exit code 2 (Error)"},
 		},
 		{
@@ -535,7 +535,7 @@ status:
         message: Back-off pulling image "ghcr.io/occ-platform/codex:1"
 `,
 			want: verdictWant{component: "harness", phase: "scheduling",
-				code: CodeImagePull, container: "app-server", failPhase: "image pull",
+				code: executor.ImagePull, container: "app-server", failPhase: "image pull",
 				reason: `ImagePullBackOff: Back-off pulling image "ghcr.io/occ-platform/codex:1"`},
 		},
 		{
@@ -554,7 +554,7 @@ status:
     message: 0/1 nodes are available
 `,
 			want: verdictWant{phase: "scheduling",
-				code: CodeUnschedulable, container: "", failPhase: "scheduling", reason: "0/1 nodes are available"},
+				code: executor.Unschedulable, container: "", failPhase: "scheduling", reason: "0/1 nodes are available"},
 		},
 	}
 	for _, tc := range cases {
@@ -661,7 +661,7 @@ status:
 		t.Errorf("unseen = %v, want [gateway]", got)
 	}
 	f := st.deadline()
-	if f.Code != CodeDeadline || f.Agent != "bench" || f.Revision != 2 || f.Phase != "startup" || f.Component != "app-server" ||
+	if f.Code != executor.Deadline || f.Agent != "bench" || f.Revision != 2 || f.Phase != "startup" || f.Component != "app-server" ||
 		f.Reason != "the revision did not become ready before the deadline (ready: harness); no Pod was created for: gateway" || f.Record != nil {
 		t.Errorf("deadline = %+v", *f)
 	}
@@ -694,15 +694,15 @@ status:
   - {name: gateway, image: x, imageID: "", ready: false, restartCount: 2, state: {waiting: {reason: CrashLoopBackOff}}}
 `)
 	f = st.observe(crash)
-	if f == nil || f.Code != CodeCrashLoop || f.Phase != "model_probe" || f.Component != "gateway" || f.Agent != "bench" || f.Revision != 2 {
+	if f == nil || f.Code != executor.CrashLoop || f.Phase != "model_probe" || f.Component != "gateway" || f.Agent != "bench" || f.Revision != 2 {
 		t.Fatalf("observe(crash loop) = %+v", f)
 	}
 
 	// fail hands a failure on with the revision, and never blocks.
 	for range cap(st.failures) + 1 {
-		st.fail(&Failure{Code: CodeReplicaFailure})
+		st.fail(&Failure{Code: executor.ReplicaFailure})
 	}
-	if got := <-st.failures; got.Agent != "bench" || got.Revision != 2 || got.Code != CodeReplicaFailure {
+	if got := <-st.failures; got.Agent != "bench" || got.Revision != 2 || got.Code != executor.ReplicaFailure {
 		t.Errorf("fail handed on %+v", got)
 	}
 }

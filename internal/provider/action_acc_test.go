@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/occ-platform/terraform-provider-occ/internal/kube"
-	"github.com/occ-platform/terraform-provider-occ/internal/startup/fakemodel"
+	"github.com/occ-platform/terraform-provider-occ/internal/testenv/fakemodel"
 )
 
 // actionPreCheck: actions are Terraform 1.14's.

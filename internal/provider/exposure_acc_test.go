@@ -16,7 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/occ-platform/terraform-provider-occ/internal/render"
-	testkube "github.com/occ-platform/terraform-provider-occ/internal/testenv/kube"
+	"github.com/occ-platform/terraform-provider-occ/internal/testenv/kubeenv"
 )
 
 // TestAccAgent_KubernetesServiceExposure: the gateway Service's type and
@@ -34,7 +34,7 @@ func TestAccAgent_KubernetesServiceExposure(t *testing.T) {
 	cs := env.cluster.Clientset
 	ctx, stop := context.WithCancel(context.Background())
 	defer stop()
-	testkube.FakeLoadBalancer(ctx, cs, env.ns, "192.0.2.10")
+	kubeenv.FakeLoadBalancer(ctx, cs, env.ns, "192.0.2.10")
 	lb := `, service = {
       type = "LoadBalancer"
       annotations = { "service.beta.kubernetes.io/aws-load-balancer-internal" = "true" }

@@ -15,7 +15,7 @@ import (
 
 	"github.com/occ-platform/terraform-provider-occ/internal/kube"
 	"github.com/occ-platform/terraform-provider-occ/internal/render"
-	testkube "github.com/occ-platform/terraform-provider-occ/internal/testenv/kube"
+	"github.com/occ-platform/terraform-provider-occ/internal/testenv/kubeenv"
 )
 
 // faultAgentConfig is one embedded agent named name whose update deadline
@@ -263,7 +263,7 @@ func TestAccFault_TenAgentsOneNamespace(t *testing.T) {
 // the agent and then the namespace; a namespace that still holds another
 // configuration's object is kept, with its warning.
 func TestAccCompute_NamespaceLifecycleWithTheDocumentedClusterRole(t *testing.T) {
-	c := testkube.Shared(t)
+	c := kubeenv.Shared(t)
 	ctx := context.Background()
 	id, err := c.ClusterIdentity(ctx, c.TestNamespace(t), append(append([]rbacv1.PolicyRule{}, kube.RequiredRules...), kube.NamespaceLifecycleRules...))
 	if err != nil {

@@ -29,7 +29,7 @@ import (
 
 	"github.com/occ-platform/terraform-provider-occ/internal/kube"
 	"github.com/occ-platform/terraform-provider-occ/internal/render"
-	testkube "github.com/occ-platform/terraform-provider-occ/internal/testenv/kube"
+	"github.com/occ-platform/terraform-provider-occ/internal/testenv/kubeenv"
 )
 
 // envInCluster names, in the re-executed test binary, the directory the
@@ -83,13 +83,13 @@ func TestAccProvider_InClusterConfiguration(t *testing.T) {
 	if err := unshareProbe(self); err != nil {
 		msg := fmt.Sprintf("cannot create a private mount namespace to mount a ServiceAccount at %s "+
 			"(the test needs root, CAP_SYS_ADMIN): %v", serviceAccountDir, err)
-		if testkube.InCI() {
+		if kubeenv.InCI() {
 			t.Fatal(msg)
 		}
 		t.Skip("skipping: " + msg)
 	}
 
-	c := testkube.Shared(t)
+	c := kubeenv.Shared(t)
 	u, err := url.Parse(c.Host)
 	if err != nil {
 		t.Fatal(err)

@@ -26,26 +26,26 @@ import (
 	"github.com/occ-platform/terraform-provider-occ/internal/kube"
 	"github.com/occ-platform/terraform-provider-occ/internal/render"
 	"github.com/occ-platform/terraform-provider-occ/internal/runtimerecord"
-	testkube "github.com/occ-platform/terraform-provider-occ/internal/testenv/kube"
+	"github.com/occ-platform/terraform-provider-occ/internal/testenv/kubeenv"
 )
 
 // kubeEnv is one test's namespace on the shared real control plane, and a
 // provider block whose identity is the minimal namespaced Role of the docs
 // (kube.RequiredRules), not cluster-admin.
 type kubeEnv struct {
-	cluster  *testkube.Cluster
+	cluster  *kubeenv.Cluster
 	ns       string
 	provider string
 }
 
 func newKubeEnv(t *testing.T) kubeEnv {
 	t.Helper()
-	c := testkube.Shared(t)
+	c := kubeenv.Shared(t)
 	return newKubeEnvIn(t, c, c.TestNamespace(t))
 }
 
 // newKubeEnvIn is newKubeEnv in the namespace ns of c.
-func newKubeEnvIn(t *testing.T, c *testkube.Cluster, ns string) kubeEnv {
+func newKubeEnvIn(t *testing.T, c *kubeenv.Cluster, ns string) kubeEnv {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -64,7 +64,7 @@ provider "occ" {
 // tests of what a namespaced identity cannot do (creating namespaces).
 func newAdminEnv(t *testing.T) kubeEnv {
 	t.Helper()
-	c := testkube.Shared(t)
+	c := kubeenv.Shared(t)
 	return kubeEnv{cluster: c, provider: fmt.Sprintf(`
 provider "occ" {
   kubernetes = { config_path = %q }
@@ -605,7 +605,7 @@ resource "occ_agent" "a" {
 // KUBE_CTX alone, as the hashicorp/kubernetes provider does; KUBECONFIG
 // pointing elsewhere does not win over them.
 func TestAccProvider_KubernetesFromEnvironment(t *testing.T) {
-	c := testkube.Shared(t)
+	c := kubeenv.Shared(t)
 	ns := c.TestNamespace(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()

@@ -4,7 +4,7 @@ import (
 	"os"
 	"testing"
 
-	testkube "github.com/occ-platform/terraform-provider-occ/internal/testenv/kube"
+	"github.com/occ-platform/terraform-provider-occ/internal/testenv/kubeenv"
 )
 
 // TestMain stops the shared test cluster after the tests (started on first
@@ -15,5 +15,5 @@ func TestMain(m *testing.M) {
 	if os.Getenv(envChild) == "1" {
 		os.Exit(serveChild())
 	}
-	os.Exit(testkube.Main(m))
+	os.Exit(kubeenv.Main(m))
 }

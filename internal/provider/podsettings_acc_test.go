@@ -19,7 +19,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/occ-platform/terraform-provider-occ/internal/render"
-	testkube "github.com/occ-platform/terraform-provider-occ/internal/testenv/kube"
+	"github.com/occ-platform/terraform-provider-occ/internal/testenv/kubeenv"
 )
 
 // TestAccAgent_KubernetesPodSettings: an agent on a compute that sets every
@@ -61,7 +61,7 @@ func TestAccAgent_KubernetesPodSettings(t *testing.T) {
     pod_labels          = { team = %q, "example.com/cost-center" = "42" }
     image_pull_secrets  = ["regcred"]
     image_pull_policy   = "IfNotPresent"
-`, testkube.NodeLabel, testkube.PlacementKwok, priority, team)
+`, kubeenv.NodeLabel, kubeenv.PlacementKwok, priority, team)
 	}
 	config := func(team string) string {
 		return kubeAgentConfig(env, "\n"+settings(team), anthropicDoc, "")
@@ -74,7 +74,7 @@ func TestAccAgent_KubernetesPodSettings(t *testing.T) {
 				return err
 			}
 			tmpl := d.Spec.Template
-			if want := map[string]string{testkube.NodeLabel: testkube.PlacementKwok}; !maps.Equal(tmpl.Spec.NodeSelector, want) {
+			if want := map[string]string{kubeenv.NodeLabel: kubeenv.PlacementKwok}; !maps.Equal(tmpl.Spec.NodeSelector, want) {
 				return fmt.Errorf("nodeSelector = %v, want %v", tmpl.Spec.NodeSelector, want)
 			}
 			wantTol := []corev1.Toleration{

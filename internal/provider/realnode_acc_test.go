@@ -25,8 +25,8 @@ import (
 
 	"github.com/occ-platform/terraform-provider-occ/internal/kube"
 	"github.com/occ-platform/terraform-provider-occ/internal/render"
-	"github.com/occ-platform/terraform-provider-occ/internal/startup/fakemodel"
-	testkube "github.com/occ-platform/terraform-provider-occ/internal/testenv/kube"
+	"github.com/occ-platform/terraform-provider-occ/internal/testenv/fakemodel"
+	"github.com/occ-platform/terraform-provider-occ/internal/testenv/kubeenv"
 )
 
 // The acceptance tests on the real node: the provider's own runtime images
@@ -37,7 +37,7 @@ import (
 // realEnv is a kubeEnv whose namespace runs on the real node.
 type realEnv struct {
 	kubeEnv
-	node *testkube.RealNode
+	node *kubeenv.RealNode
 }
 
 func newRealEnv(t *testing.T) realEnv {
@@ -45,7 +45,7 @@ func newRealEnv(t *testing.T) realEnv {
 	if os.Getenv(resource.EnvTfAcc) == "" {
 		t.Skipf("acceptance tests skipped unless env %s is set (the real node takes half a minute to start)", resource.EnvTfAcc)
 	}
-	c := testkube.Shared(t)
+	c := kubeenv.Shared(t)
 	node := c.RealNode(t)
 	return realEnv{kubeEnv: newKubeEnvIn(t, c, c.RealNamespace(t)), node: node}
 }

@@ -12,14 +12,14 @@ import (
 
 	"github.com/occ-platform/terraform-provider-occ/internal/render"
 	"github.com/occ-platform/terraform-provider-occ/internal/sandboxapi"
-	"github.com/occ-platform/terraform-provider-occ/internal/startup/fakemodel"
-	testkube "github.com/occ-platform/terraform-provider-occ/internal/testenv/kube"
+	"github.com/occ-platform/terraform-provider-occ/internal/testenv/fakemodel"
+	"github.com/occ-platform/terraform-provider-occ/internal/testenv/kubeenv"
 	"github.com/occ-platform/terraform-provider-occ/internal/turn"
 )
 
 // TestAccAgent_RealNodeSandboxedCodexTurn: dedicated Codex whose harness
 // the sandbox driver provisions (one Sandbox per revision; the test
-// driver stands in for OpenShell, internal/testenv/kube/sandboxdriver.go)
+// driver stands in for OpenShell, internal/testenv/kubeenv/sandboxdriver.go)
 // answers a turn on the real node: the gateway's Codex plugin reaches the
 // app server in the Sandbox's Pod through the harness Service, and that
 // Pod, not the gateway, calls the configured endpoint with the agent's
@@ -79,7 +79,7 @@ func TestAccAgent_RealNodeCredentialGatewayTurn(t *testing.T) {
 		t.Fatalf("listen in the node: %v", err)
 	}
 	upstream := strings.TrimPrefix(srv.URL, "http://")
-	sb.driver.ServeCredentialGateway(testkube.CredentialGatewayOptions{Listener: l, Dial: env.node.DialInNode, Upstreams: []string{upstream}})
+	sb.driver.ServeCredentialGateway(kubeenv.CredentialGatewayOptions{Listener: l, Dial: env.node.DialInNode, Upstreams: []string{upstream}})
 	// The Pods' connections to the model go through the gateway, as a
 	// Sandbox's egress does; the gateway itself dials the model directly.
 	env.node.RedirectInNode(t, upstream, l.Addr().String())
@@ -91,7 +91,7 @@ func TestAccAgent_RealNodeCredentialGatewayTurn(t *testing.T) {
 	defer podLogsOnFailure(t, env, "coder")
 	held := resource.TestStep{
 		Config:      config,
-		ExpectError: regexp.MustCompile(`(?s)CREDENTIAL_ATTACHMENT_FAILED.*` + testkube.ReasonCredentialNotHeld),
+		ExpectError: regexp.MustCompile(`(?s)CREDENTIAL_ATTACHMENT_FAILED.*` + kubeenv.ReasonCredentialNotHeld),
 	}
 	turned := turnStep(config, clock, func(ctx context.Context) error {
 		a, ttft, gw, err := credentialGatewayTurn(ctx, env, sb, srv, "coder")

@@ -21,7 +21,7 @@ import (
 	"k8s.io/client-go/tools/remotecommand"
 
 	"github.com/occ-platform/terraform-provider-occ/internal/render"
-	"github.com/occ-platform/terraform-provider-occ/internal/startup/fakemodel"
+	"github.com/occ-platform/terraform-provider-occ/internal/testenv/fakemodel"
 )
 
 // execIn runs a command in a container of a Pod on the real node (through

@@ -20,8 +20,8 @@ import (
 
 	"github.com/occ-platform/terraform-provider-occ/internal/admission"
 	"github.com/occ-platform/terraform-provider-occ/internal/render"
-	"github.com/occ-platform/terraform-provider-occ/internal/startup/fakemodel"
-	testkube "github.com/occ-platform/terraform-provider-occ/internal/testenv/kube"
+	"github.com/occ-platform/terraform-provider-occ/internal/testenv/fakemodel"
+	"github.com/occ-platform/terraform-provider-occ/internal/testenv/kubeenv"
 	"github.com/occ-platform/terraform-provider-occ/internal/turn"
 )
 
@@ -197,7 +197,7 @@ func TestAccAgent_RealNodeEmbeddedTurn(t *testing.T) {
 	// The runtime image pinned by digest, as a release's default names it
 	// (internal/release): the node resolves name:tag@digest to the image
 	// it imported.
-	digest, err := testkube.ImageDigest("openclaw")
+	digest, err := kubeenv.ImageDigest("openclaw")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -26,7 +26,7 @@ import (
 	"github.com/occ-platform/terraform-provider-occ/internal/kube"
 	"github.com/occ-platform/terraform-provider-occ/internal/render"
 	"github.com/occ-platform/terraform-provider-occ/internal/sandboxapi"
-	testkube "github.com/occ-platform/terraform-provider-occ/internal/testenv/kube"
+	"github.com/occ-platform/terraform-provider-occ/internal/testenv/kubeenv"
 )
 
 // sandboxEnv is a test namespace watched by the test sandbox driver, and a
@@ -35,20 +35,20 @@ import (
 // the driver's gateway namespace.
 type sandboxEnv struct {
 	kubeEnv
-	driver         *testkube.SandboxDriver
+	driver         *kubeenv.SandboxDriver
 	serviceAccount string
 }
 
 func newSandboxEnv(t *testing.T) sandboxEnv {
 	t.Helper()
-	c := testkube.Shared(t)
+	c := kubeenv.Shared(t)
 	return newSandboxEnvIn(t, c, c.TestNamespace(t))
 }
 
 // newSandboxEnvIn is newSandboxEnv in the namespace ns of c.
-func newSandboxEnvIn(t *testing.T, c *testkube.Cluster, ns string) sandboxEnv {
+func newSandboxEnvIn(t *testing.T, c *kubeenv.Cluster, ns string) sandboxEnv {
 	t.Helper()
-	driver := c.StartSandboxDriver(t, testkube.SandboxDriverOptions{Namespaces: []string{ns}})
+	driver := c.StartSandboxDriver(t, kubeenv.SandboxDriverOptions{Namespaces: []string{ns}})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	id, err := c.NamespacedIdentity(ctx, ns, slices.Concat(kube.RequiredRules, kube.SandboxRules))
@@ -66,7 +66,7 @@ provider "occ" {
 }
 
 // grant gives the test identity's ServiceAccount (in tenant) rules in ns.
-func grant(t *testing.T, c *testkube.Cluster, ns, tenant string, rules []rbacv1.PolicyRule) {
+func grant(t *testing.T, c *kubeenv.Cluster, ns, tenant string, rules []rbacv1.PolicyRule) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()

@@ -13,7 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/occ-platform/terraform-provider-occ/internal/render"
-	testkube "github.com/occ-platform/terraform-provider-occ/internal/testenv/kube"
+	"github.com/occ-platform/terraform-provider-occ/internal/testenv/kubeenv"
 )
 
 // TestAccAgent_CrashLoopQuotesNoCredential: a crash-looping runtime whose
@@ -54,7 +54,7 @@ func TestAccAgent_CrashLoopQuotesNoCredential(t *testing.T) {
 					t.Logf("set previous pod logs: %v", err)
 					return
 				}
-				patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, testkube.AnnotationBehavior, testkube.BehaviorCrashLoop)
+				patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, kubeenv.AnnotationBehavior, kubeenv.BehaviorCrashLoop)
 				if _, err := env.cluster.Clientset.CoreV1().Pods(env.ns).Patch(ctx, pod, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
 					t.Logf("switch the Pod to crash-looping: %v", err)
 				}

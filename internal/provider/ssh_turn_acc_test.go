@@ -16,7 +16,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-testing/terraform"
 	"github.com/hashicorp/terraform-plugin-testing/tfjsonpath"
 
-	"github.com/occ-platform/terraform-provider-occ/internal/startup/fakemodel"
+	"github.com/occ-platform/terraform-provider-occ/internal/testenv/fakemodel"
 	"github.com/occ-platform/terraform-provider-occ/internal/testenv/sshhost"
 	"github.com/occ-platform/terraform-provider-occ/internal/turn"
 )

@@ -19,7 +19,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/occ-platform/terraform-provider-occ/internal/render"
-	testkube "github.com/occ-platform/terraform-provider-occ/internal/testenv/kube"
+	"github.com/occ-platform/terraform-provider-occ/internal/testenv/kubeenv"
 )
 
 // claimOf reads the agent's state claim ("support-state").
@@ -39,8 +39,8 @@ func claimIs(env kubeEnv, size string, uid *string) resource.TestCheckFunc {
 		if q := c.Spec.Resources.Requests[corev1.ResourceStorage]; q.String() != size {
 			return fmt.Errorf("the claim requests %s, want %s", q.String(), size)
 		}
-		if c.Status.Phase != corev1.ClaimBound || c.Spec.StorageClassName == nil || *c.Spec.StorageClassName != testkube.StorageClass {
-			return fmt.Errorf("the claim is %s in class %v, want Bound in the default class %s", c.Status.Phase, c.Spec.StorageClassName, testkube.StorageClass)
+		if c.Status.Phase != corev1.ClaimBound || c.Spec.StorageClassName == nil || *c.Spec.StorageClassName != kubeenv.StorageClass {
+			return fmt.Errorf("the claim is %s in class %v, want Bound in the default class %s", c.Status.Phase, c.Spec.StorageClassName, kubeenv.StorageClass)
 		}
 		if *uid == "" {
 			*uid = string(c.UID)

@@ -78,7 +78,7 @@ const (
 // key the gateway holds for the Sandbox's attachment, and passes any other
 // request unchanged. A Sandbox with no held key for its attachment has the
 // attachment's condition False; its placeholder never reaches a model as a
-// key it could accept. The test driver (internal/testenv/kube) implements
+// key it could accept. The test driver (internal/testenv/kubeenv) implements
 // this contract for plain HTTP, with the Sandbox's connections to the
 // model redirected to its proxy in the node's network namespace.
 const Placeholder = "openshell-placeholder"

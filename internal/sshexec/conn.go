@@ -19,6 +19,8 @@ import (
 	"golang.org/x/crypto/ssh"
 	"golang.org/x/crypto/ssh/agent"
 	"golang.org/x/crypto/ssh/knownhosts"
+
+	"github.com/occ-platform/terraform-provider-occ/internal/executor"
 )
 
 // Target is one host and how to log in to it.
@@ -168,7 +170,7 @@ func (p *Pool) Get(ctx context.Context, t Target) (*Conn, error) {
 	p.mu.Lock()
 	if p.closed {
 		p.mu.Unlock()
-		return nil, &Error{Class: ClassConfig, Addr: t.Addr(), User: t.User, Op: "connect", Err: errors.New("the connection pool is closed")}
+		return nil, &Error{Code: executor.InvalidRequest, Addr: t.Addr(), User: t.User, Op: "connect", Err: errors.New("the connection pool is closed")}
 	}
 	e := p.entries[t.key()]
 	if e == nil {
@@ -335,7 +337,7 @@ func hostKeyCheck(t Target, mismatch *Error) (ssh.HostKeyCallback, []string, err
 				if len(ke.Want) == 0 {
 					return fmt.Errorf("the host is not in %s; add its key (ssh-keyscan, checked against the host) or import after the compute is in state", t.KnownHostsFile)
 				}
-				*mismatch = Error{Class: ClassHostKeyMismatch, Want: ssh.FingerprintSHA256(ke.Want[0].Key), Got: ssh.FingerprintSHA256(got)}
+				*mismatch = Error{Code: executor.HostKeyMismatch, Want: ssh.FingerprintSHA256(ke.Want[0].Key), Got: ssh.FingerprintSHA256(got)}
 				return mismatch
 			}
 			return err
@@ -380,7 +382,7 @@ func pinnedKeys(lines string, mismatch *Error) (ssh.HostKeyCallback, []string, e
 		for i, k := range want {
 			fps[i] = ssh.FingerprintSHA256(k)
 		}
-		*mismatch = Error{Class: ClassHostKeyMismatch, Want: strings.Join(fps, " or "), Got: ssh.FingerprintSHA256(got)}
+		*mismatch = Error{Code: executor.HostKeyMismatch, Want: strings.Join(fps, " or "), Got: ssh.FingerprintSHA256(got)}
 		return mismatch
 	}
 	return cb, algos, nil
@@ -395,18 +397,18 @@ func algorithmsFor(keyType string) []string {
 }
 
 func (p *Pool) dial(ctx context.Context, t Target) (*Conn, error) {
-	fail := func(class Class, err error) error {
-		return &Error{Class: class, Addr: t.Addr(), User: t.User, Op: "connect", Err: err}
+	fail := func(code executor.Code, err error) error {
+		return &Error{Code: code, Addr: t.Addr(), User: t.User, Op: "connect", Err: err}
 	}
 	if t.User == "" {
-		return nil, fail(ClassConfig, errors.New("no SSH user: set ssh.user in the provider or in the compute"))
+		return nil, fail(executor.InvalidRequest, errors.New("no SSH user: set ssh.user in the provider or in the compute"))
 	}
 	if t.Host == "" {
-		return nil, fail(ClassConfig, errors.New("no host"))
+		return nil, fail(executor.InvalidRequest, errors.New("no host"))
 	}
 	auth, offered, err := p.authMethods()
 	if err != nil {
-		return nil, fail(ClassConfig, err)
+		return nil, fail(executor.InvalidRequest, err)
 	}
 	// Settings errors before any connection: the host's key, and the
 	// bastion's.
@@ -434,7 +436,7 @@ func (p *Pool) dial(ctx context.Context, t Target) (*Conn, error) {
 		// it to the host; the host's handshake runs inside that channel.
 		tcp, err := d.DialContext(dctx, "tcp", jumpHop.t.Addr())
 		if err != nil {
-			return nil, jumpHop.fail(ClassUnreachable, err)
+			return nil, jumpHop.fail(executor.Unavailable, err)
 		}
 		if jump, err = jumpHop.handshake(dctx, tcp, auth, offered); err != nil {
 			return nil, err
@@ -442,10 +444,10 @@ func (p *Pool) dial(ctx context.Context, t Target) (*Conn, error) {
 		raw, err = jump.DialContext(dctx, "tcp", t.Addr())
 		if err != nil {
 			jump.Close()
-			return nil, fail(ClassUnreachable, fmt.Errorf("the bastion %s could not open a connection to the host: %v", jumpHop.t.Addr(), err))
+			return nil, fail(executor.Unavailable, fmt.Errorf("the bastion %s could not open a connection to the host: %v", jumpHop.t.Addr(), err))
 		}
 	} else if raw, err = d.DialContext(dctx, "tcp", t.Addr()); err != nil {
-		return nil, fail(ClassUnreachable, err)
+		return nil, fail(executor.Unavailable, err)
 	}
 	client, err := host.handshake(dctx, raw, auth, offered)
 	if err != nil {
@@ -491,13 +493,13 @@ func newHop(t Target, op, keySetting string) (*hop, error) {
 	h := &hop{t: t, op: op, keySetting: keySetting, mismatch: &Error{}}
 	var err error
 	if h.hostKey, h.algos, err = hostKeyCheck(t, h.mismatch); err != nil {
-		return nil, h.fail(ClassConfig, err)
+		return nil, h.fail(executor.InvalidRequest, err)
 	}
 	return h, nil
 }
 
-func (h *hop) fail(class Class, err error) error {
-	return &Error{Class: class, Addr: h.t.Addr(), User: h.t.User, Op: h.op, Err: err}
+func (h *hop) fail(code executor.Code, err error) error {
+	return &Error{Code: code, Addr: h.t.Addr(), User: h.t.User, Op: h.op, Err: err}
 }
 
 // handshake runs the SSH handshake of h over raw, within dctx, and
@@ -514,20 +516,20 @@ func (h *hop) handshake(dctx context.Context, raw net.Conn, auth []ssh.AuthMetho
 	if err != nil {
 		raw.Close()
 		switch {
-		case h.mismatch.Class == ClassHostKeyMismatch:
+		case h.mismatch.Code == executor.HostKeyMismatch:
 			m := h.mismatch
 			m.Addr, m.User, m.Op, m.KeySetting = t.Addr(), t.User, h.op, h.keySetting
 			return nil, m
 		case strings.Contains(err.Error(), "unable to authenticate"):
-			return nil, fail(ClassAuthRefused, fmt.Errorf("the host accepted none of the offered keys (%s)", strings.Join(offered, ", ")))
+			return nil, fail(executor.AuthRefused, fmt.Errorf("the host accepted none of the offered keys (%s)", strings.Join(offered, ", ")))
 		case !stopped:
-			return nil, fail(ClassUnreachable, fmt.Errorf("SSH handshake did not complete: %w", context.Cause(dctx)))
+			return nil, fail(executor.Unavailable, fmt.Errorf("SSH handshake did not complete: %w", context.Cause(dctx)))
 		}
-		return nil, fail(ClassUnreachable, err)
+		return nil, fail(executor.Unavailable, err)
 	}
 	if !stopped {
 		cc.Close()
-		return nil, fail(ClassUnreachable, fmt.Errorf("SSH handshake did not complete: %w", context.Cause(dctx)))
+		return nil, fail(executor.Unavailable, fmt.Errorf("SSH handshake did not complete: %w", context.Cause(dctx)))
 	}
 	_ = raw.SetDeadline(time.Time{})
 	return ssh.NewClient(cc, chans, reqs), nil
@@ -654,7 +656,7 @@ func (c *Conn) command(script string, args []string) string {
 func (c *Conn) Run(ctx context.Context, op, script string, stdin io.Reader, args ...string) (Output, error) {
 	res := Output{Exit: -1}
 	lost := func(err error) error {
-		return &Error{Class: ClassUnreachable, Addr: c.target.Addr(), User: c.target.User, Op: op, Err: err}
+		return &Error{Code: executor.Unavailable, Addr: c.target.Addr(), User: c.target.User, Op: op, Err: err}
 	}
 	if err := c.acquire(ctx); err != nil {
 		return res, lost(err)
@@ -700,12 +702,12 @@ func (c *Conn) Run(ctx context.Context, op, script string, stdin io.Reader, args
 	return res, nil
 }
 
-// RunOK is Run where a non-zero exit is a ClassCommandFailed *Error with
+// RunOK is Run where a non-zero exit is an executor.CommandFailed *Error with
 // the exit status and the end of stderr.
 func (c *Conn) RunOK(ctx context.Context, op, script string, stdin io.Reader, args ...string) (Output, error) {
 	res, err := c.Run(ctx, op, script, stdin, args...)
 	if err == nil && res.Exit != 0 {
-		err = &Error{Class: ClassCommandFailed, Addr: c.target.Addr(), User: c.target.User, Op: op, ExitCode: res.Exit, Stderr: tail(res.Stderr, 10, 2000)}
+		err = &Error{Code: executor.CommandFailed, Addr: c.target.Addr(), User: c.target.User, Op: op, ExitCode: res.Exit, Stderr: tail(res.Stderr, 10, 2000)}
 	}
 	return res, err
 }

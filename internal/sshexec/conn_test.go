@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/occ-platform/terraform-provider-occ/internal/executor"
 	"github.com/occ-platform/terraform-provider-occ/internal/render"
 	"github.com/occ-platform/terraform-provider-occ/internal/testenv/sshhost"
 )
@@ -56,8 +57,8 @@ func TestHostKeyMismatchShowsBothFingerprints(t *testing.T) {
 	tg.HostKey = other.AuthorizedKey
 	_, err = pool.Get(ctxT(t, 20*time.Second), tg)
 	var e *Error
-	if !errors.As(err, &e) || e.Class != ClassHostKeyMismatch {
-		t.Fatalf("err = %v, want %s", err, ClassHostKeyMismatch)
+	if !errors.As(err, &e) || e.Code != executor.HostKeyMismatch {
+		t.Fatalf("err = %v, want %s", err, executor.HostKeyMismatch)
 	}
 	if !strings.Contains(err.Error(), s.HostKeys.Fingerprint()) || !strings.Contains(err.Error(), other.Fingerprint()) {
 		t.Errorf("the error does not show both fingerprints: %v", err)
@@ -76,8 +77,8 @@ func TestWrongClientKeyIsAuthRefused(t *testing.T) {
 	pool := NewPool(Credentials{PrivateKey: string(wrong.PrivatePEM)}, Options{})
 	defer pool.Close()
 	_, err = pool.Get(ctxT(t, 20*time.Second), tg)
-	if !IsClass(err, ClassAuthRefused) || !strings.Contains(err.Error(), wrong.Fingerprint()) {
-		t.Fatalf("err = %v, want %s naming the offered key", err, ClassAuthRefused)
+	if !IsCode(err, executor.AuthRefused) || !strings.Contains(err.Error(), wrong.Fingerprint()) {
+		t.Fatalf("err = %v, want %s naming the offered key", err, executor.AuthRefused)
 	}
 	var e *Error
 	errors.As(err, &e)
@@ -97,14 +98,14 @@ func TestUnreachableAndSettingsErrors(t *testing.T) {
 	pool := NewPool(Credentials{PrivateKey: string(key.PrivatePEM)}, Options{})
 	defer pool.Close()
 	tg := targetOf(t, addr, "root", key.AuthorizedKey)
-	if _, err := pool.Get(ctxT(t, 10*time.Second), tg); !IsClass(err, ClassUnreachable) {
+	if _, err := pool.Get(ctxT(t, 10*time.Second), tg); !IsCode(err, executor.Unavailable) {
 		t.Errorf("closed port: %v", err)
 	}
 	tg.HostKey = ""
-	if _, err := pool.Get(ctxT(t, 10*time.Second), tg); !IsClass(err, ClassConfig) || !strings.Contains(err.Error(), "host_key") {
+	if _, err := pool.Get(ctxT(t, 10*time.Second), tg); !IsCode(err, executor.InvalidRequest) || !strings.Contains(err.Error(), "host_key") {
 		t.Errorf("no host key: %v", err)
 	}
-	if _, err := NewPool(Credentials{}, Options{}).Get(ctxT(t, 10*time.Second), targetOf(t, addr, "root", key.AuthorizedKey)); !IsClass(err, ClassConfig) {
+	if _, err := NewPool(Credentials{}, Options{}).Get(ctxT(t, 10*time.Second), targetOf(t, addr, "root", key.AuthorizedKey)); !IsCode(err, executor.InvalidRequest) {
 		t.Errorf("no credentials: %v", err)
 	}
 }
@@ -129,7 +130,7 @@ func TestKnownHostsFileVerifiesImports(t *testing.T) {
 	bad := filepath.Join(dir, "bad")
 	os.WriteFile(bad, []byte("["+host+"]:"+port+" "+other.AuthorizedKey+"\n"), 0o600)
 	tg.KnownHostsFile = bad
-	if _, err := pool.Get(ctxT(t, 20*time.Second), tg); !IsClass(err, ClassHostKeyMismatch) || !strings.Contains(err.Error(), other.Fingerprint()) {
+	if _, err := pool.Get(ctxT(t, 20*time.Second), tg); !IsCode(err, executor.HostKeyMismatch) || !strings.Contains(err.Error(), other.Fingerprint()) {
 		t.Errorf("wrong known key: %v", err)
 	}
 	empty := filepath.Join(dir, "empty")
@@ -148,7 +149,7 @@ func TestCommandFailedCarriesExitAndStderrTail(t *testing.T) {
 	}
 	_, err = c.RunOK(ctxT(t, 10*time.Second), "fail on purpose", `for i in $(seq 1 30); do echo "noise $i" >&2; done; echo "the real reason: $1" >&2; exit 3`, nil, "it's broken")
 	var e *Error
-	if !errors.As(err, &e) || e.Class != ClassCommandFailed || e.ExitCode != 3 {
+	if !errors.As(err, &e) || e.Code != executor.CommandFailed || e.ExitCode != 3 {
 		t.Fatalf("err = %v", err)
 	}
 	if !strings.HasSuffix(e.Stderr, "the real reason: it's broken") || strings.Contains(e.Stderr, "noise 5\n") {
@@ -285,8 +286,8 @@ func TestUploadCutMidTransferKeepsTheOldFile(t *testing.T) {
 	big := bytes.Repeat([]byte("0123456789abcdef"), 256<<10) // 4 MiB
 	proxy.CutAfter(512 << 10)
 	err = c.Upload(ctx, dest, big, "0640", "")
-	if !IsClass(err, ClassUnreachable) {
-		t.Fatalf("cut upload: err = %v, want %s", err, ClassUnreachable)
+	if !IsCode(err, executor.Unavailable) {
+		t.Fatalf("cut upload: err = %v, want %s", err, executor.Unavailable)
 	}
 	if b, _ := os.ReadFile(dest); string(b) != "old" {
 		t.Fatalf("after the cut the file holds %d bytes, want the old content", len(b))

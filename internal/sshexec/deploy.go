@@ -230,7 +230,7 @@ func (e *Executor) Deploy(ctx context.Context, d executor.Deployment) (executor.
 	t := e.target(d.Compute)
 	var writes executor.Writes
 	res, err := e.deploy(ctx, d, t, &writes)
-	return res, failureOf(executor.OpDeploy, d.Revision.Agent, d.N, t.Addr(), &writes, err)
+	return res, executor.Normalize(err, exit(executor.OpDeploy, d.Revision.Agent, d.N, t.Addr(), &writes))
 }
 
 func (e *Executor) deploy(ctx context.Context, d executor.Deployment, t Target, writes *executor.Writes) (executor.Result, error) {
@@ -339,7 +339,7 @@ func (e *Executor) deploy(ctx context.Context, d executor.Deployment, t Target, 
 	}
 	w := &watch{e: e, conn: conn, h: h, since: since, addr: t.Addr()}
 	if out["restart"] != "0" {
-		return executor.Result{}, w.failure(ctx, CodeStartFailed, "systemd could not start the unit (systemctl restart failed)", "start")
+		return executor.Result{}, w.failure(ctx, executor.UnitStartFailed, "systemd could not start the unit (systemctl restart failed)", "start")
 	}
 	log.Print("waiting for the gateway's /readyz", phase("gate"))
 	if err := w.untilReady(ctx); err != nil {
@@ -388,7 +388,7 @@ func (w *watch) untilReady(ctx context.Context) error {
 				if ctx.Err() != nil {
 					return w.deadline(ctx)
 				}
-				return w.failure(ctx, CodeNoTunnel, fmt.Sprintf("the gateway's /readyz on the host's loopback port %d cannot be reached through the SSH connection: %v", w.h.Port, err), "readiness")
+				return w.failure(ctx, executor.ReadinessUnreachable, fmt.Sprintf("the gateway's /readyz on the host's loopback port %d cannot be reached through the SSH connection: %v", w.h.Port, err), "readiness")
 			}
 			// Ready: the answer must come from this unit's gateway, which
 			// must still be running (another process on the port would
@@ -398,12 +398,12 @@ func (w *watch) untilReady(ctx context.Context) error {
 				return err
 			}
 			if st.Failed() {
-				return w.failure(ctx, CodeCrashed, exitedReason(st), "startup")
+				return w.failure(ctx, executor.UnitFailed, exitedReason(st), "startup")
 			}
 			if msg, err := w.portOwner(ctx); err != nil {
 				return err
 			} else if msg != "" {
-				return w.failure(ctx, CodeStartFailed, msg, "readiness")
+				return w.failure(ctx, executor.UnitStartFailed, msg, "readiness")
 			}
 			return nil
 		case <-tick.C:
@@ -415,9 +415,9 @@ func (w *watch) untilReady(ctx context.Context) error {
 				return err
 			}
 			if st.Failed() {
-				code := CodeCrashed
+				code := executor.UnitFailed
 				if st.ActiveState == "failed" && st.NRestarts == 0 && st.ExecMainCode == 1 && st.ExecMainStatus >= 200 {
-					code = CodeStartFailed // systemd could not even start it (EXEC, NAMESPACE, …)
+					code = executor.UnitStartFailed // systemd could not even start it (EXEC, NAMESPACE, …)
 				}
 				return w.failure(ctx, code, exitedReason(st), "startup")
 			}
@@ -520,7 +520,7 @@ func (w *watch) heldRecord(ctx context.Context) *executor.Failure {
 	}
 	records, bad := StartupRecords(entries)
 	if bad != nil {
-		return w.withJournal(&executor.Failure{Code: CodeBadRecord, Phase: "startup", Reason: bad.Error(),
+		return w.withJournal(&executor.Failure{Code: executor.BadRecord, Phase: "startup", Reason: bad.Error(),
 			Next: "The runtime on the host writes startup records outside the contract; use the pinned OpenClaw or fix the wrapper."}, entries)
 	}
 	for i := range records {
@@ -587,7 +587,7 @@ func (w *watch) withJournal(f *executor.Failure, entries []JournalEntry) *execut
 }
 
 func (w *watch) deadline(ctx context.Context) error {
-	f := w.failure(ctx, CodeDeadline, "the gateway did not answer /readyz before the deadline", "readiness")
+	f := w.failure(ctx, executor.Deadline, "the gateway did not answer /readyz before the deadline", "readiness")
 	f.Reason += "; the unit is " + w.state.String()
 	f.Next = "The journal lines above show how far the gateway got. Raise timeouts.create/update if the host is only slow, or fix what holds it, then apply again."
 	return f

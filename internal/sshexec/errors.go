@@ -19,28 +19,18 @@ import (
 	"github.com/occ-platform/terraform-provider-occ/internal/executor"
 )
 
-// Class is the kind of an SSH failure: a code of the executor catalog.
-type Class = executor.Code
-
-const (
-	// ClassUnreachable: no TCP connection, or it dropped before or during
-	// the SSH handshake, or later in the middle of an operation.
-	ClassUnreachable = executor.Unavailable
-	// ClassAuthRefused: the host refused every authentication method.
-	ClassAuthRefused = executor.AuthRefused
-	// ClassHostKeyMismatch: the host presented another key than expected.
-	ClassHostKeyMismatch = executor.HostKeyMismatch
-	// ClassCommandFailed: a command ran and exited non-zero.
-	ClassCommandFailed = executor.CommandFailed
-	// ClassConfig: the connection settings cannot be used (no user, no
-	// key, an unparsable key).
-	ClassConfig = executor.InvalidRequest
-)
-
 // Error is a classified SSH failure. It carries no secret: stderr tails come
 // from the provider's own commands, which never touch the credentials file.
 type Error struct {
-	Class Class
+	// Code is the failure's code in the executor catalog:
+	// executor.Unavailable (no TCP connection, or it dropped before,
+	// during or after the SSH handshake), executor.AuthRefused (the host
+	// refused every authentication method), executor.HostKeyMismatch (the
+	// host presented another key than expected), executor.CommandFailed (a
+	// command ran and exited non-zero) or executor.InvalidRequest (the
+	// connection settings cannot be used: no user, no key, an unparsable
+	// key).
+	Code executor.Code
 	// Addr is host:port, User the login user.
 	Addr, User string
 	// Op says what was being done ("connect", "write /etc/…", …).
@@ -58,18 +48,18 @@ type Error struct {
 
 func (e *Error) Error() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "%s: %s@%s", e.Class, e.User, e.Addr)
+	fmt.Fprintf(&b, "%s: %s@%s", e.Code, e.User, e.Addr)
 	if e.Op != "" {
 		fmt.Fprintf(&b, ": %s", e.Op)
 	}
-	switch e.Class {
-	case ClassHostKeyMismatch:
+	switch e.Code {
+	case executor.HostKeyMismatch:
 		setting := e.KeySetting
 		if setting == "" {
 			setting = "the compute's host_key"
 		}
 		fmt.Fprintf(&b, ": the host presented key %s, but %s is %s", e.Got, setting, e.Want)
-	case ClassCommandFailed:
+	case executor.CommandFailed:
 		fmt.Fprintf(&b, ": exit status %d", e.ExitCode)
 		if s := strings.TrimSpace(e.Stderr); s != "" {
 			// The host's own output: bounded and redacted (AU7).
@@ -87,38 +77,29 @@ func (e *Error) Unwrap() error { return e.Err }
 
 // Advice says what the operator can do about an error.
 func (e *Error) Advice() string {
-	switch e.Class {
-	case ClassUnreachable:
+	switch e.Code {
+	case executor.Unavailable:
 		return "Check that the host is up, that sshd listens on the compute's host and port, and that nothing in between drops the connection; then apply again."
-	case ClassAuthRefused:
+	case executor.AuthRefused:
 		return fmt.Sprintf("The host refused user %q with the provider's credentials: add the provider's public key to ~%s/.ssh/authorized_keys on the host (or fix ssh.private_key / ssh.agent in the provider, or the compute's ssh.user).", e.User, e.User)
-	case ClassHostKeyMismatch:
+	case executor.HostKeyMismatch:
 		return "Either the host was reinstalled or re-keyed, or something is between you and the host. Compare the fingerprint with `ssh-keygen -lf /etc/ssh/ssh_host_ed25519_key.pub` run on the host; only when it is the host's, set the compute's ssh.host_key to its public key."
-	case ClassCommandFailed:
+	case executor.CommandFailed:
 		if strings.Contains(e.Stderr, "sudo") && (strings.Contains(e.Stderr, "password") || strings.Contains(e.Stderr, "not in the sudoers")) {
 			return fmt.Sprintf("User %q needs passwordless sudo (NOPASSWD) on the host for systemctl, useradd and the config_dir; or log in as root.", e.User)
 		}
 		return "The command's error output is above; fix the host and apply again."
-	case ClassConfig:
+	case executor.InvalidRequest:
 		return "Fix the provider's ssh block (user, private_key or agent = true) or the compute's ssh settings."
 	}
 	return ""
 }
 
-// IsClass reports whether err is an *Error of class c.
-func IsClass(err error, c Class) bool {
+// IsCode reports whether err is an *Error with code c.
+func IsCode(err error, c executor.Code) bool {
 	var e *Error
-	return errors.As(err, &e) && e.Class == c
+	return errors.As(err, &e) && e.Code == c
 }
-
-// Failure codes of the executor, beside the runtime's held codes.
-const (
-	CodeStartFailed = executor.UnitStartFailed
-	CodeCrashed     = executor.UnitFailed
-	CodeDeadline    = executor.Deadline
-	CodeBadRecord   = executor.BadRecord
-	CodeNoTunnel    = executor.ReadinessUnreachable
-)
 
 // UnitState is what systemd says of a unit.
 type UnitState struct {
@@ -166,48 +147,47 @@ func exitName(status int) string {
 	return ""
 }
 
-// failureOf turns any error of an operation into a *executor.Failure with a
-// catalog code, once, at the operation's exit: Wrote comes from the
-// operation's Writes.
-func failureOf(op executor.Op, agent string, n int64, addr string, w *executor.Writes, err error) error {
-	if err == nil {
-		return nil
+// exit is an operation's exit on the SSH host addr (executor.Normalize):
+// an error nothing classified gets the operation's default code and a
+// summary naming the host; an *Error gets its code, advice and a summary
+// by what failed (classify).
+func exit(op executor.Op, agent string, n int64, addr string, w *executor.Writes) executor.Exit {
+	x := executor.Exit{Op: op, Agent: agent, Revision: n, Writes: w, Classify: classify(addr)}
+	switch op {
+	case executor.OpList:
+		x.Summary = "cannot list the agents on SSH host " + addr
+	case executor.OpRead, executor.OpDelete:
+		x.Summary = fmt.Sprintf("cannot %s agent %q on SSH host %s", op, agent, addr)
+	case executor.OpDeploy:
+		x.Summary = fmt.Sprintf("agent %q revision %d on SSH host %s", agent, n, addr)
 	}
-	var f *executor.Failure
-	if errors.As(err, &f) {
-		f.Op, f.Wrote = op, w.Any()
-		return f
-	}
-	f = &executor.Failure{Op: op, Agent: agent, Revision: n, Wrote: w.Any(), Err: err, Reason: err.Error()}
-	var se *Error
-	switch {
-	case errors.As(err, &se):
-		f.Code, f.Next = se.Class, se.Advice()
+	return x
+}
+
+// classify words an *Error of an operation on the SSH host addr.
+func classify(addr string) func(*executor.Failure, error) {
+	return func(f *executor.Failure, err error) {
+		var se *Error
+		if !errors.As(err, &se) {
+			return
+		}
+		f.Code, f.Next = se.Code, se.Advice()
 		switch {
-		case op == executor.OpList:
-			f.Summary = "cannot list the agents on SSH host " + addr
-		case op == executor.OpRead || op == executor.OpDelete:
-			f.Summary = fmt.Sprintf("cannot %s agent %q on SSH host %s", op, agent, addr)
-		case se.Class == ClassUnreachable:
+		case f.Op == executor.OpList || f.Op == executor.OpRead || f.Op == executor.OpDelete:
+			// The operation's summary (exit) says it.
+		case se.Code == executor.Unavailable:
 			f.Summary = "cannot reach SSH host " + addr
-		case se.Class == ClassAuthRefused:
+		case se.Code == executor.AuthRefused:
 			f.Summary = fmt.Sprintf("SSH host %s refused the login", addr)
-		case se.Class == ClassHostKeyMismatch:
+		case se.Code == executor.HostKeyMismatch:
 			f.Summary = fmt.Sprintf("SSH host %s presented another host key", addr)
-		case se.Class == ClassCommandFailed:
+		case se.Code == executor.CommandFailed:
 			f.Summary = "a command failed on SSH host " + addr
 		default:
 			f.Summary = "cannot connect to SSH host " + addr
 		}
-		if op == executor.OpDeploy && f.Wrote {
+		if f.Op == executor.OpDeploy && f.Wrote {
 			f.Next += " Parts of the revision may have been written; the agent's previous revision no longer serves only if the unit was restarted. Apply again once fixed."
 		}
-	case op == executor.OpList:
-		f.Code, f.Summary = executor.Unavailable, "cannot list the agents on SSH host "+addr
-	case op == executor.OpDelete:
-		f.Code, f.Summary = executor.DeleteFailed, fmt.Sprintf("cannot delete agent %q on SSH host %s", agent, addr)
-	default:
-		f.Code, f.Summary = executor.DeploymentFailed, fmt.Sprintf("agent %q revision %d on SSH host %s", agent, n, addr)
 	}
-	return f
 }

@@ -13,6 +13,7 @@ import (
 
 	"golang.org/x/crypto/ssh"
 
+	"github.com/occ-platform/terraform-provider-occ/internal/executor"
 	"github.com/occ-platform/terraform-provider-occ/internal/testenv/sshhost"
 )
 
@@ -58,15 +59,15 @@ func TestBastion_ReachesTheHostThroughTheJumpHost(t *testing.T) {
 	bad.Bastion = &Hop{Host: b.Host, Port: b.Port, HostKey: other.AuthorizedKey}
 	_, err = pool.Get(ctxT(t, 20*time.Second), bad)
 	var e *Error
-	if !errors.As(err, &e) || e.Class != ClassHostKeyMismatch || !strings.Contains(err.Error(), "bastion.host_key") || e.Addr != bastion.Addr {
-		t.Fatalf("wrong bastion key: %v, want %s naming bastion.host_key at %s", err, ClassHostKeyMismatch, bastion.Addr)
+	if !errors.As(err, &e) || e.Code != executor.HostKeyMismatch || !strings.Contains(err.Error(), "bastion.host_key") || e.Addr != bastion.Addr {
+		t.Fatalf("wrong bastion key: %v, want %s naming bastion.host_key at %s", err, executor.HostKeyMismatch, bastion.Addr)
 	}
 
 	// A host the bastion cannot reach.
 	gone := tg
 	gone.Port = 1
 	_, err = pool.Get(ctxT(t, 20*time.Second), gone)
-	if !errors.As(err, &e) || e.Class != ClassUnreachable || !strings.Contains(err.Error(), "the bastion "+bastion.Addr+" could not open a connection") {
+	if !errors.As(err, &e) || e.Code != executor.Unavailable || !strings.Contains(err.Error(), "the bastion "+bastion.Addr+" could not open a connection") {
 		t.Fatalf("unreachable behind the bastion: %v", err)
 	}
 }
@@ -84,8 +85,8 @@ func TestHostKeys_AnyOfSeveral(t *testing.T) {
 	tg.HostKey = old.AuthorizedKey + "\n"
 	_, err = pool.Get(ctxT(t, 20*time.Second), tg)
 	var e *Error
-	if !errors.As(err, &e) || e.Class != ClassHostKeyMismatch {
-		t.Fatalf("err = %v, want %s", err, ClassHostKeyMismatch)
+	if !errors.As(err, &e) || e.Code != executor.HostKeyMismatch {
+		t.Fatalf("err = %v, want %s", err, executor.HostKeyMismatch)
 	}
 }
 
@@ -116,8 +117,8 @@ func TestPassphraseProtectedKey(t *testing.T) {
 		_, err := pool.Get(ctxT(t, 20*time.Second), tg)
 		pool.Close()
 		var e *Error
-		if !errors.As(err, &e) || e.Class != ClassConfig || !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("%s: %v, want %s saying %q", tc.name, err, ClassConfig, tc.want)
+		if !errors.As(err, &e) || e.Code != executor.InvalidRequest || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v, want %s saying %q", tc.name, err, executor.InvalidRequest, tc.want)
 			continue
 		}
 		if strings.Contains(err.Error(), passphrase) || strings.Contains(err.Error(), "PRIVATE KEY") {
@@ -162,8 +163,8 @@ func TestUserCertificate(t *testing.T) {
 	defer bare.Close()
 	_, err = bare.Get(ctxT(t, 20*time.Second), tg)
 	var e *Error
-	if !errors.As(err, &e) || e.Class != ClassAuthRefused {
-		t.Fatalf("the bare key: %v, want %s", err, ClassAuthRefused)
+	if !errors.As(err, &e) || e.Code != executor.AuthRefused {
+		t.Fatalf("the bare key: %v, want %s", err, executor.AuthRefused)
 	}
 	_, otherSigner := newEncryptedKey(t, "")
 	for name, cert := range map[string]string{
@@ -174,8 +175,8 @@ func TestUserCertificate(t *testing.T) {
 		pool := NewPool(Credentials{PrivateKey: key, Certificate: cert}, Options{})
 		_, err := pool.Get(ctxT(t, 20*time.Second), tg)
 		pool.Close()
-		if !errors.As(err, &e) || e.Class != ClassConfig || !strings.Contains(err.Error(), "ssh.certificate") {
-			t.Errorf("%s: %v, want %s naming ssh.certificate", name, err, ClassConfig)
+		if !errors.As(err, &e) || e.Code != executor.InvalidRequest || !strings.Contains(err.Error(), "ssh.certificate") {
+			t.Errorf("%s: %v, want %s naming ssh.certificate", name, err, executor.InvalidRequest)
 		}
 	}
 }

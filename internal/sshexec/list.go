@@ -70,7 +70,7 @@ func (e *Executor) List(ctx context.Context, on admission.Compute) ([]executor.L
 		return err
 	})
 	if err != nil {
-		return nil, failureOf(executor.OpList, "", 0, t.Addr(), nil, err)
+		return nil, executor.Normalize(err, exit(executor.OpList, "", 0, t.Addr(), nil))
 	}
 	// The id imports the agent: the port stays when it is not 22.
 	idHost := host

@@ -118,7 +118,7 @@ func (e *Executor) readBounded(ctx context.Context, what string, read func(conte
 func (e *Executor) Read(ctx context.Context, a executor.Agent) (executor.Observed, error) {
 	t, agentDir, err := e.location(a)
 	if err != nil {
-		return executor.Observed{}, failureOf(executor.OpRead, a.Name, 0, a.ImportID, nil, err)
+		return executor.Observed{}, executor.Normalize(err, exit(executor.OpRead, a.Name, 0, a.ImportID, nil))
 	}
 	var v hostView
 	err = e.readBounded(ctx, "refresh", func(ctx context.Context) (err error) {
@@ -126,7 +126,7 @@ func (e *Executor) Read(ctx context.Context, a executor.Agent) (executor.Observe
 		return err
 	})
 	if err != nil {
-		return executor.Observed{}, failureOf(executor.OpRead, a.Name, 0, t.Addr(), nil, err)
+		return executor.Observed{}, executor.Normalize(err, exit(executor.OpRead, a.Name, 0, t.Addr(), nil))
 	}
 	return observedOf(v), nil
 }
@@ -252,7 +252,7 @@ func (e *Executor) Delete(ctx context.Context, a executor.Agent) error {
 	if err == nil {
 		err = e.delete(ctx, t, a.Name, agentDir, a.Log)
 	}
-	return failureOf(executor.OpDelete, a.Name, 0, t.Addr(), nil, err)
+	return executor.Normalize(err, exit(executor.OpDelete, a.Name, 0, t.Addr(), nil))
 }
 
 func (e *Executor) delete(ctx context.Context, t Target, agent, agentDir string, log executor.Log) error {

@@ -96,16 +96,16 @@ func (e *Executor) Turn(ctx context.Context, t executor.Turn) (turn.Answer, erro
 	}
 	conn, err := e.Pool.Get(ctx, tg)
 	if err != nil {
-		return turn.Answer{}, failureOf(executor.OpTurn, a.Name, 0, tg.Addr(), nil, err)
+		return turn.Answer{}, executor.Normalize(err, exit(executor.OpTurn, a.Name, 0, tg.Addr(), nil))
 	}
 	res, err := conn.RunOK(ctx, "read the activated revision of "+render.UnitName(a.Name), turnScript, nil, render.UnitPath(a.Name), agentDir)
 	var se *Error
 	switch {
-	case errors.As(err, &se) && se.Class == ClassCommandFailed && se.ExitCode == 3:
+	case errors.As(err, &se) && se.Code == executor.CommandFailed && se.ExitCode == 3:
 		return turn.Answer{}, &executor.Failure{Code: executor.NotFound, Op: executor.OpTurn, Agent: a.Name, Where: tg.Addr(),
 			Reason: fmt.Sprintf("agent %s has no activated revision on %s", a.Name, tg.Addr()), Next: "apply the agent, then send the turn"}
 	case err != nil:
-		return turn.Answer{}, failureOf(executor.OpTurn, a.Name, 0, tg.Addr(), nil, err)
+		return turn.Answer{}, executor.Normalize(err, exit(executor.OpTurn, a.Name, 0, tg.Addr(), nil))
 	}
 	tt, err := parseTurnTarget(res.Stdout)
 	if err != nil {

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/occ-platform/terraform-provider-occ/internal/runtimerecord"
-	"github.com/occ-platform/terraform-provider-occ/internal/startup/fakemodel"
+	"github.com/occ-platform/terraform-provider-occ/internal/testenv/fakemodel"
 )
 
 const sentinelKey = "sk-SENTINEL-do-not-log-4242"

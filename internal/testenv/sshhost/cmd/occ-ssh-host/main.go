@@ -33,7 +33,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/occ-platform/terraform-provider-occ/internal/startup/fakemodel"
+	"github.com/occ-platform/terraform-provider-occ/internal/testenv/fakemodel"
 	"github.com/occ-platform/terraform-provider-occ/internal/testenv/sshhost"
 )
 

@@ -19,15 +19,15 @@ import (
 	"path/filepath"
 	"syscall"
 
-	"github.com/occ-platform/terraform-provider-occ/internal/startup/fakemodel"
-	"github.com/occ-platform/terraform-provider-occ/internal/testenv/kube"
+	"github.com/occ-platform/terraform-provider-occ/internal/testenv/fakemodel"
+	"github.com/occ-platform/terraform-provider-occ/internal/testenv/kubeenv"
 )
 
 func main() {
 	dir := flag.String("dir", ".dev/cluster", "directory for the kubeconfig, the environment file and the cluster's data")
 	nodes := flag.Int("nodes", 1, "number of kwok Nodes")
 	realNode := flag.Bool("real-node", false, "also start the real node (containerd, kubelet, kube-proxy, CoreDNS in a network namespace; needs root and make testenv)")
-	placement := flag.String("placement", kube.PlacementKwok, "where Pods of a namespace without placement annotations run: kwok or real")
+	placement := flag.String("placement", kubeenv.PlacementKwok, "where Pods of a namespace without placement annotations run: kwok or real")
 	keep := flag.Bool("keep", false, "keep the cluster's data directory after it stops (logs, for debugging)")
 	modelKey := flag.String("model-key", "", "with -real-node: serve a local fake model endpoint inside the node's network namespace that accepts only this key (its URL goes to DIR/cluster.env as OCC_TESTENV_MODEL_URL)")
 	flag.Parse()
@@ -48,7 +48,7 @@ func run(dir string, nodes int, realNode bool, placement string, keep bool, mode
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
-	c, err := kube.Start(ctx, kube.Options{
+	c, err := kubeenv.Start(ctx, kubeenv.Options{
 		Dir:       dir,
 		Nodes:     nodes,
 		RealNode:  realNode,
@@ -96,7 +96,7 @@ func run(dir string, nodes int, realNode bool, placement string, keep bool, mode
 			c.Node.Name, c.Node.NodeIP, c.Node.NetNS, placement)
 	}
 	fmt.Printf("  export KUBECONFIG=%s\n", kubeconfig)
-	if kubectl := filepath.Join(kube.BinDir(), "kubectl"); fileExists(kubectl) {
+	if kubectl := filepath.Join(kubeenv.BinDir(), "kubectl"); fileExists(kubectl) {
 		fmt.Printf("  %s get nodes   (kubectl from make testenv-kubectl)\n", kubectl)
 	}
 	fmt.Printf("  server logs: %s\n", filepath.Join(c.Dir, "logs"))

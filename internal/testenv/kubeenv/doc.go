@@ -1,4 +1,4 @@
-// Package kube starts a real Kubernetes control plane for tests: etcd,
+// Package kubeenv starts a real Kubernetes control plane for tests: etcd,
 // kube-apiserver, kube-controller-manager and kube-scheduler, with kwok
 // simulating the Nodes and the lifecycle of Pods, all on loopback, on free
 // ports, with a fresh CA and certificates per start and RBAC on.
@@ -7,10 +7,10 @@
 // them once from the Go module proxy into a cache outside the repository;
 // see BinDir. One cluster per test binary:
 //
-//	func TestMain(m *testing.M) { os.Exit(kube.Main(m)) }
+//	func TestMain(m *testing.M) { os.Exit(kubeenv.Main(m)) }
 //
 //	func TestSomething(t *testing.T) {
-//		c := kube.Shared(t) // skips outside CI when the binaries are missing
+//		c := kubeenv.Shared(t) // skips outside CI when the binaries are missing
 //		ns := c.TestNamespace(t)
 //		...
 //	}
@@ -21,4 +21,4 @@
 // through the API server as from a kubelet; SetPodLogs chooses them.
 //
 // Only tests and the `make cluster-up` tool use this package.
-package kube
+package kubeenv

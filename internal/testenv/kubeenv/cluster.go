@@ -1,4 +1,4 @@
-package kube
+package kubeenv
 
 import (
 	"bytes"
@@ -171,7 +171,7 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 
 	f, err := c.writeFiles()
 	if err != nil {
-		return nil, fmt.Errorf("testenv/kube: write certificates and configuration: %w", err)
+		return nil, fmt.Errorf("testenv/kubeenv: write certificates and configuration: %w", err)
 	}
 	c.files = f
 	admission, err := admissionConfig(filepath.Join(dir, "pki"), opts.Placement)
@@ -203,7 +203,7 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 	}); err != nil {
 		return nil, err
 	}
-	opts.Logf("testenv/kube: etcd ready on %s (%s)", loopback(etcdClient), since(started))
+	opts.Logf("testenv/kubeenv: etcd ready on %s (%s)", loopback(etcdClient), since(started))
 
 	// kube-apiserver
 	apiArgs := []string{
@@ -252,7 +252,7 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 	if v, verr := c.Clientset.Discovery().ServerVersion(); verr == nil {
 		c.ServerVersion = v.GitVersion
 	}
-	opts.Logf("testenv/kube: kube-apiserver %s ready at %s (%s)", c.ServerVersion, c.Host, since(started))
+	opts.Logf("testenv/kubeenv: kube-apiserver %s ready at %s (%s)", c.ServerVersion, c.Host, since(started))
 	if err := c.installKwokCRDs(ctx); err != nil {
 		return nil, apiserver.startFailed(err)
 	}
@@ -309,7 +309,7 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 	}); err != nil {
 		return nil, err
 	}
-	opts.Logf("testenv/kube: kube-controller-manager and kube-scheduler healthy (%s)", since(started))
+	opts.Logf("testenv/kubeenv: kube-controller-manager and kube-scheduler healthy (%s)", since(started))
 	// The default StorageClass and its provisioner, for as long as the
 	// cluster runs.
 	pctx, stopProvisioner := context.WithCancel(context.Background())
@@ -350,7 +350,7 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 	if err := waitFor(ctx, kwok, c.nodesSchedulable); err != nil {
 		return nil, err
 	}
-	opts.Logf("testenv/kube: %d kwok node(s) Ready (%s)", opts.Nodes, since(started))
+	opts.Logf("testenv/kubeenv: %d kwok node(s) Ready (%s)", opts.Nodes, since(started))
 
 	// The controller manager creates each namespace's default ServiceAccount;
 	// Pods are refused until it exists.
@@ -365,7 +365,7 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 			return nil, err
 		}
 	}
-	opts.Logf("testenv/kube: cluster ready in %s (data in %s)", since(started), dir)
+	opts.Logf("testenv/kubeenv: cluster ready in %s (data in %s)", since(started), dir)
 	return c, nil
 }
 
@@ -404,7 +404,7 @@ func (c *Cluster) Stop() {
 			p.stop(grace)
 		}
 		if c.opts.Logf != nil {
-			c.opts.Logf("testenv/kube: stopped %d servers in %s", len(c.procs), since(start))
+			c.opts.Logf("testenv/kubeenv: stopped %d servers in %s", len(c.procs), since(start))
 		}
 		if !c.opts.KeepDir && c.Dir != "" {
 			_ = os.RemoveAll(c.Dir)
@@ -420,7 +420,7 @@ func (c *Cluster) Stop() {
 func (c *Cluster) RestartAPIServer(ctx context.Context, down time.Duration) error {
 	i := slices.IndexFunc(c.procs, func(p *process) bool { return p.name == BinAPIServer })
 	if i < 0 {
-		return errors.New("testenv/kube: no API server to restart")
+		return errors.New("testenv/kubeenv: no API server to restart")
 	}
 	c.procs[i].stop(10 * time.Second)
 	select {
@@ -469,15 +469,15 @@ func (c *Cluster) CompactEtcd(ctx context.Context) (int64, error) {
 		} `json:"header"`
 	}
 	if err := post("/v3/maintenance/status", map[string]any{}, &status); err != nil {
-		return 0, fmt.Errorf("testenv/kube: etcd status: %w", err)
+		return 0, fmt.Errorf("testenv/kubeenv: etcd status: %w", err)
 	}
 	rev, err := status.Header.Revision.Int64()
 	if err != nil {
-		return 0, fmt.Errorf("testenv/kube: etcd revision %q: %w", status.Header.Revision, err)
+		return 0, fmt.Errorf("testenv/kubeenv: etcd revision %q: %w", status.Header.Revision, err)
 	}
 	var ignored map[string]any
 	if err := post("/v3/kv/compaction", map[string]any{"revision": rev, "physical": true}, &ignored); err != nil {
-		return 0, fmt.Errorf("testenv/kube: etcd compaction: %w", err)
+		return 0, fmt.Errorf("testenv/kubeenv: etcd compaction: %w", err)
 	}
 	return rev, nil
 }

@@ -1,4 +1,4 @@
-package kube
+package kubeenv
 
 import (
 	"context"
@@ -134,7 +134,7 @@ func (c *Cluster) provision(ctx context.Context, pvc *corev1.PersistentVolumeCla
 		},
 	}
 	if _, err := c.Clientset.CoreV1().PersistentVolumes().Create(ctx, pv, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) && c.opts.Logf != nil {
-		c.opts.Logf("testenv/kube: provisioner: create %s for %s/%s: %v", name, pvc.Namespace, pvc.Name, err)
+		c.opts.Logf("testenv/kubeenv: provisioner: create %s for %s/%s: %v", name, pvc.Namespace, pvc.Name, err)
 	}
 }
 

@@ -1,4 +1,4 @@
-package kube
+package kubeenv
 
 import (
 	"context"
@@ -56,21 +56,21 @@ func (c *Cluster) NamespacedIdentity(ctx context.Context, namespace string, rule
 	if _, err := core.ServiceAccounts(namespace).Create(ctx, &corev1.ServiceAccount{
 		ObjectMeta: metav1.ObjectMeta{Name: name},
 	}, metav1.CreateOptions{}); err != nil {
-		return nil, fmt.Errorf("testenv/kube: create ServiceAccount %s/%s: %w", namespace, name, err)
+		return nil, fmt.Errorf("testenv/kubeenv: create ServiceAccount %s/%s: %w", namespace, name, err)
 	}
 	rbac := c.Clientset.RbacV1()
 	if _, err := rbac.Roles(namespace).Create(ctx, &rbacv1.Role{
 		ObjectMeta: metav1.ObjectMeta{Name: name},
 		Rules:      rules,
 	}, metav1.CreateOptions{}); err != nil {
-		return nil, fmt.Errorf("testenv/kube: create Role %s/%s: %w", namespace, name, err)
+		return nil, fmt.Errorf("testenv/kubeenv: create Role %s/%s: %w", namespace, name, err)
 	}
 	if _, err := rbac.RoleBindings(namespace).Create(ctx, &rbacv1.RoleBinding{
 		ObjectMeta: metav1.ObjectMeta{Name: name},
 		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: name},
 		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: name, Namespace: namespace}},
 	}, metav1.CreateOptions{}); err != nil {
-		return nil, fmt.Errorf("testenv/kube: create RoleBinding %s/%s: %w", namespace, name, err)
+		return nil, fmt.Errorf("testenv/kubeenv: create RoleBinding %s/%s: %w", namespace, name, err)
 	}
 	return c.identity(ctx, namespace, name, rules)
 }
@@ -83,18 +83,18 @@ func (c *Cluster) ClusterIdentity(ctx context.Context, home string, rules []rbac
 	if _, err := c.Clientset.CoreV1().ServiceAccounts(home).Create(ctx, &corev1.ServiceAccount{
 		ObjectMeta: metav1.ObjectMeta{Name: name},
 	}, metav1.CreateOptions{}); err != nil {
-		return nil, fmt.Errorf("testenv/kube: create ServiceAccount %s/%s: %w", home, name, err)
+		return nil, fmt.Errorf("testenv/kubeenv: create ServiceAccount %s/%s: %w", home, name, err)
 	}
 	rbac := c.Clientset.RbacV1()
 	if _, err := rbac.ClusterRoles().Create(ctx, &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: name}, Rules: rules}, metav1.CreateOptions{}); err != nil {
-		return nil, fmt.Errorf("testenv/kube: create ClusterRole %s: %w", name, err)
+		return nil, fmt.Errorf("testenv/kubeenv: create ClusterRole %s: %w", name, err)
 	}
 	if _, err := rbac.ClusterRoleBindings().Create(ctx, &rbacv1.ClusterRoleBinding{
 		ObjectMeta: metav1.ObjectMeta{Name: name},
 		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: name},
 		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: name, Namespace: home}},
 	}, metav1.CreateOptions{}); err != nil {
-		return nil, fmt.Errorf("testenv/kube: create ClusterRoleBinding %s: %w", name, err)
+		return nil, fmt.Errorf("testenv/kubeenv: create ClusterRoleBinding %s: %w", name, err)
 	}
 	return c.identity(ctx, home, name, rules)
 }
@@ -112,7 +112,7 @@ func (c *Cluster) identity(ctx context.Context, namespace, name string, rules []
 		Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: &expiry},
 	}, metav1.CreateOptions{})
 	if err != nil {
-		return nil, fmt.Errorf("testenv/kube: token for %s/%s: %w", namespace, name, err)
+		return nil, fmt.Errorf("testenv/kubeenv: token for %s/%s: %w", namespace, name, err)
 	}
 	id := &Identity{
 		Namespace:      namespace,
@@ -166,7 +166,7 @@ func (c *Cluster) createNamespace(ctx context.Context, prefix, placement string)
 		}
 		select {
 		case <-ctx.Done():
-			return "", fmt.Errorf("testenv/kube: namespace %s has no default ServiceAccount: %w\n--- kube-controller-manager log ---\n%s",
+			return "", fmt.Errorf("testenv/kubeenv: namespace %s has no default ServiceAccount: %w\n--- kube-controller-manager log ---\n%s",
 				ns.Name, ctx.Err(), c.LogTail(BinControllerManager, 20))
 		case <-time.After(50 * time.Millisecond):
 		}
@@ -196,14 +196,14 @@ func (c *Cluster) WaitForRules(ctx context.Context, user, namespace string, rule
 				Spec: authorizationv1.SubjectAccessReviewSpec{User: user, ResourceAttributes: attrs},
 			}, metav1.CreateOptions{})
 			if err != nil {
-				return fmt.Errorf("testenv/kube: review %s for %s: %w", attrs.Verb, user, err)
+				return fmt.Errorf("testenv/kubeenv: review %s for %s: %w", attrs.Verb, user, err)
 			}
 			if sar.Status.Allowed {
 				break
 			}
 			select {
 			case <-ctx.Done():
-				return fmt.Errorf("testenv/kube: %s still may not %s %s in %s: %w", user, attrs.Verb, r.Resources[0], namespace, ctx.Err())
+				return fmt.Errorf("testenv/kubeenv: %s still may not %s %s in %s: %w", user, attrs.Verb, r.Resources[0], namespace, ctx.Err())
 			case <-time.After(20 * time.Millisecond):
 			}
 		}

@@ -1,4 +1,4 @@
-package kube
+package kubeenv
 
 import (
 	"embed"

@@ -1,4 +1,4 @@
-package kube
+package kubeenv
 
 import (
 	"context"
@@ -80,7 +80,7 @@ type heldKey struct{ gateway, attachment string }
 func (d *SandboxDriver) ServeCredentialGateway(opts CredentialGatewayOptions) {
 	d.t.Helper()
 	if opts.Listener == nil || opts.Dial == nil || len(opts.Upstreams) == 0 {
-		d.t.Fatalf("testenv/kube: ServeCredentialGateway needs a listener, a dialer and at least one upstream")
+		d.t.Fatalf("testenv/kubeenv: ServeCredentialGateway needs a listener, a dialer and at least one upstream")
 	}
 	g := &credentialGateway{
 		upstreams: slices.Clone(opts.Upstreams),
@@ -113,7 +113,7 @@ func (d *SandboxDriver) HoldCredential(gateway, attachment, key string) {
 	g := d.gateway
 	d.mu.Unlock()
 	if g == nil {
-		d.t.Fatalf("testenv/kube: HoldCredential before ServeCredentialGateway")
+		d.t.Fatalf("testenv/kubeenv: HoldCredential before ServeCredentialGateway")
 	}
 	g.mu.Lock()
 	g.held[heldKey{gateway, attachment}] = key

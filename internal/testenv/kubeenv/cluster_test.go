@@ -1,4 +1,4 @@
-package kube_test
+package kubeenv_test
 
 import (
 	"bufio"
@@ -20,10 +20,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/occ-platform/terraform-provider-occ/internal/testenv/kube"
+	"github.com/occ-platform/terraform-provider-occ/internal/testenv/kubeenv"
 )
 
-func TestMain(m *testing.M) { os.Exit(kube.Main(m)) }
+func TestMain(m *testing.M) { os.Exit(kubeenv.Main(m)) }
 
 func ctxFor(t *testing.T, d time.Duration) context.Context {
 	t.Helper()
@@ -33,7 +33,7 @@ func ctxFor(t *testing.T, d time.Duration) context.Context {
 }
 
 func TestServerReportsItsRealVersion(t *testing.T) {
-	c := kube.Shared(t)
+	c := kubeenv.Shared(t)
 	if !strings.HasPrefix(c.ServerVersion, "v1.37.") {
 		t.Fatalf("server version = %q, want v1.37.x (version ldflags missing from the build?)", c.ServerVersion)
 	}
@@ -48,7 +48,7 @@ func TestServerReportsItsRealVersion(t *testing.T) {
 
 func TestDeploymentRollsOutToReady(t *testing.T) {
 	t.Parallel()
-	c := kube.Shared(t)
+	c := kubeenv.Shared(t)
 	ns := c.TestNamespace(t)
 	ctx := ctxFor(t, time.Minute)
 
@@ -93,32 +93,32 @@ func TestDeploymentRollsOutToReady(t *testing.T) {
 		t.Fatalf("%d pods, want %d", len(pods.Items), replicas)
 	}
 	for _, p := range pods.Items {
-		if !kube.PodReady(&p) || p.Status.Phase != corev1.PodRunning || p.Spec.NodeName != c.Nodes[0] || p.Status.PodIP == "" {
-			t.Errorf("pod %s: phase %s ready %v node %q ip %q", p.Name, p.Status.Phase, kube.PodReady(&p), p.Spec.NodeName, p.Status.PodIP)
+		if !kubeenv.PodReady(&p) || p.Status.Phase != corev1.PodRunning || p.Spec.NodeName != c.Nodes[0] || p.Status.PodIP == "" {
+			t.Errorf("pod %s: phase %s ready %v node %q ip %q", p.Name, p.Status.Phase, kubeenv.PodReady(&p), p.Spec.NodeName, p.Status.PodIP)
 		}
 	}
 }
 
 func TestBehaviorReadyAfterDelay(t *testing.T) {
 	t.Parallel()
-	c := kube.Shared(t)
+	c := kubeenv.Shared(t)
 	ns := c.TestNamespace(t)
 	ctx := ctxFor(t, time.Minute)
 
 	const delay = 2 * time.Second
 	created := time.Now()
-	createPod(t, ctx, c, ns, "slow", kube.Behavior(kube.BehaviorReadyAfter, delay), "runtime")
+	createPod(t, ctx, c, ns, "slow", kubeenv.Behavior(kubeenv.BehaviorReadyAfter, delay), "runtime")
 
 	// First Running with the container started but not ready …
 	p := waitPod(t, c, ns, "slow", 10*time.Second, func(p *corev1.Pod) bool {
 		return p.Status.Phase == corev1.PodRunning && len(p.Status.ContainerStatuses) == 1
 	})
 	cs := p.Status.ContainerStatuses[0]
-	if kube.PodReady(p) || cs.Ready || cs.Started == nil || !*cs.Started {
-		t.Fatalf("running pod: ready=%v container ready=%v started=%v, want not ready and started", kube.PodReady(p), cs.Ready, cs.Started)
+	if kubeenv.PodReady(p) || cs.Ready || cs.Started == nil || !*cs.Started {
+		t.Fatalf("running pod: ready=%v container ready=%v started=%v, want not ready and started", kubeenv.PodReady(p), cs.Ready, cs.Started)
 	}
 	// … then Ready once the delay is over.
-	waitPod(t, c, ns, "slow", 15*time.Second, kube.PodReady)
+	waitPod(t, c, ns, "slow", 15*time.Second, kubeenv.PodReady)
 	// The delay starts when the Pod is Running, after its creation.
 	if elapsed := time.Since(created); elapsed < delay {
 		t.Fatalf("ready %s after creation, want at least the delay %s", elapsed, delay)
@@ -129,19 +129,19 @@ func TestBehaviorReadyAfterDelay(t *testing.T) {
 
 func TestBehaviorNeverReady(t *testing.T) {
 	t.Parallel()
-	c := kube.Shared(t)
+	c := kubeenv.Shared(t)
 	ns := c.TestNamespace(t)
 	ctx := ctxFor(t, time.Minute)
 
-	createPod(t, ctx, c, ns, "stuck", kube.Behavior(kube.BehaviorNeverReady, 0), "runtime")
+	createPod(t, ctx, c, ns, "stuck", kubeenv.Behavior(kubeenv.BehaviorNeverReady, 0), "runtime")
 	waitPod(t, c, ns, "stuck", 10*time.Second, func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodRunning })
 	time.Sleep(3 * time.Second)
 	p, err := c.Clientset.CoreV1().Pods(ns).Get(ctx, "stuck", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if kube.PodReady(p) || p.Status.Phase != corev1.PodRunning || len(p.Status.ContainerStatuses) != 1 {
-		t.Fatalf("after 3 s: phase %s ready %v statuses %+v", p.Status.Phase, kube.PodReady(p), p.Status.ContainerStatuses)
+	if kubeenv.PodReady(p) || p.Status.Phase != corev1.PodRunning || len(p.Status.ContainerStatuses) != 1 {
+		t.Fatalf("after 3 s: phase %s ready %v statuses %+v", p.Status.Phase, kubeenv.PodReady(p), p.Status.ContainerStatuses)
 	}
 	cs := p.Status.ContainerStatuses[0]
 	if cs.Ready || cs.Started == nil || !*cs.Started || cs.State.Running == nil || cs.RestartCount != 0 {
@@ -149,20 +149,20 @@ func TestBehaviorNeverReady(t *testing.T) {
 	}
 
 	// Removing the annotation lets the Pod become Ready.
-	patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:null}}}`, kube.AnnotationBehavior)
+	patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:null}}}`, kubeenv.AnnotationBehavior)
 	if _, err := c.Clientset.CoreV1().Pods(ns).Patch(ctx, "stuck", types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	waitPod(t, c, ns, "stuck", 10*time.Second, kube.PodReady)
+	waitPod(t, c, ns, "stuck", 10*time.Second, kubeenv.PodReady)
 }
 
 func TestBehaviorCrashLoop(t *testing.T) {
 	t.Parallel()
-	c := kube.Shared(t)
+	c := kubeenv.Shared(t)
 	ns := c.TestNamespace(t)
 	ctx := ctxFor(t, time.Minute)
 
-	createPod(t, ctx, c, ns, "crashy", kube.Behavior(kube.BehaviorCrashLoop, 500*time.Millisecond), "runtime")
+	createPod(t, ctx, c, ns, "crashy", kubeenv.Behavior(kubeenv.BehaviorCrashLoop, 500*time.Millisecond), "runtime")
 	var counts []int32
 	p := waitPod(t, c, ns, "crashy", 30*time.Second, func(p *corev1.Pod) bool {
 		if len(p.Status.ContainerStatuses) != 1 {
@@ -186,19 +186,19 @@ func TestBehaviorCrashLoop(t *testing.T) {
 	if cs.LastTerminationState.Terminated == nil || cs.LastTerminationState.Terminated.ExitCode != 1 {
 		t.Fatalf("lastState %+v, want terminated with exit code 1", cs.LastTerminationState)
 	}
-	if cs.Ready || kube.PodReady(p) || p.Status.Phase != corev1.PodRunning {
-		t.Fatalf("phase %s ready %v container ready %v, want Running and not ready", p.Status.Phase, kube.PodReady(p), cs.Ready)
+	if cs.Ready || kubeenv.PodReady(p) || p.Status.Phase != corev1.PodRunning {
+		t.Fatalf("phase %s ready %v container ready %v, want Running and not ready", p.Status.Phase, kubeenv.PodReady(p), cs.Ready)
 	}
 	t.Logf("restartCount seen: %v", counts)
 }
 
 func TestBehaviorImagePullBackOff(t *testing.T) {
 	t.Parallel()
-	c := kube.Shared(t)
+	c := kubeenv.Shared(t)
 	ns := c.TestNamespace(t)
 	ctx := ctxFor(t, time.Minute)
 
-	createPod(t, ctx, c, ns, "nopull", kube.Behavior(kube.BehaviorImagePullBackOff, 0), "runtime")
+	createPod(t, ctx, c, ns, "nopull", kubeenv.Behavior(kubeenv.BehaviorImagePullBackOff, 0), "runtime")
 	waitPod(t, c, ns, "nopull", 10*time.Second, func(p *corev1.Pod) bool {
 		return len(p.Status.ContainerStatuses) == 1 && p.Status.ContainerStatuses[0].State.Waiting != nil
 	})
@@ -208,8 +208,8 @@ func TestBehaviorImagePullBackOff(t *testing.T) {
 		t.Fatal(err)
 	}
 	cs := p.Status.ContainerStatuses[0]
-	if p.Status.Phase != corev1.PodPending || kube.PodReady(p) {
-		t.Fatalf("phase %s ready %v, want Pending and not ready", p.Status.Phase, kube.PodReady(p))
+	if p.Status.Phase != corev1.PodPending || kubeenv.PodReady(p) {
+		t.Fatalf("phase %s ready %v, want Pending and not ready", p.Status.Phase, kubeenv.PodReady(p))
 	}
 	if cs.State.Waiting == nil || cs.State.Waiting.Reason != "ImagePullBackOff" || !strings.Contains(cs.State.Waiting.Message, "registry.example/occ/runtime:1") {
 		t.Fatalf("container state %+v, want waiting ImagePullBackOff naming the image", cs.State)
@@ -218,17 +218,17 @@ func TestBehaviorImagePullBackOff(t *testing.T) {
 
 func TestBehaviorContainerConfigError(t *testing.T) {
 	t.Parallel()
-	c := kube.Shared(t)
+	c := kubeenv.Shared(t)
 	ns := c.TestNamespace(t)
 	ctx := ctxFor(t, time.Minute)
 
-	createPod(t, ctx, c, ns, "nosecret", kube.Behavior(kube.BehaviorContainerConfigError, 0), "runtime")
+	createPod(t, ctx, c, ns, "nosecret", kubeenv.Behavior(kubeenv.BehaviorContainerConfigError, 0), "runtime")
 	p := waitPod(t, c, ns, "nosecret", 10*time.Second, func(p *corev1.Pod) bool {
 		return len(p.Status.ContainerStatuses) == 1 && p.Status.ContainerStatuses[0].State.Waiting != nil
 	})
 	cs := p.Status.ContainerStatuses[0]
-	if p.Status.Phase != corev1.PodPending || kube.PodReady(p) {
-		t.Fatalf("phase %s ready %v, want Pending and not ready", p.Status.Phase, kube.PodReady(p))
+	if p.Status.Phase != corev1.PodPending || kubeenv.PodReady(p) {
+		t.Fatalf("phase %s ready %v, want Pending and not ready", p.Status.Phase, kubeenv.PodReady(p))
 	}
 	if cs.State.Waiting.Reason != "CreateContainerConfigError" || cs.State.Waiting.Message != `secret "missing-secret" not found` {
 		t.Fatalf("container state %+v, want waiting CreateContainerConfigError naming the Secret", cs.State)
@@ -237,7 +237,7 @@ func TestBehaviorContainerConfigError(t *testing.T) {
 
 func TestLogsThroughAPIServer(t *testing.T) {
 	t.Parallel()
-	c := kube.Shared(t)
+	c := kubeenv.Shared(t)
 	ns := c.TestNamespace(t)
 	ctx := ctxFor(t, time.Minute)
 
@@ -252,7 +252,7 @@ func TestLogsThroughAPIServer(t *testing.T) {
 		t.Fatal(err)
 	}
 	createPod(t, ctx, c, ns, "agent", nil, "runtime", "sidecar")
-	waitPod(t, c, ns, "agent", 10*time.Second, kube.PodReady)
+	waitPod(t, c, ns, "agent", 10*time.Second, kubeenv.PodReady)
 	if err := c.SetPodLogs(ctx, ns, "agent", "sidecar", []string{"sidecar says hello"}); err != nil {
 		t.Fatal(err)
 	}
@@ -332,7 +332,7 @@ func TestLogsThroughAPIServer(t *testing.T) {
 
 func TestNamespacedIdentityIsRefusedOutsideItsNamespace(t *testing.T) {
 	t.Parallel()
-	c := kube.Shared(t)
+	c := kubeenv.Shared(t)
 	ns := c.TestNamespace(t)
 	other := c.TestNamespace(t)
 	ctx := ctxFor(t, time.Minute)
@@ -390,8 +390,8 @@ func TestNamespacedIdentityIsRefusedOutsideItsNamespace(t *testing.T) {
 }
 
 func TestFindBinariesNamesMakeTestenv(t *testing.T) {
-	_, err := kube.FindBinaries(t.TempDir())
-	if !errors.Is(err, kube.ErrBinariesMissing) || !strings.Contains(err.Error(), "make testenv") {
+	_, err := kubeenv.FindBinaries(t.TempDir())
+	if !errors.Is(err, kubeenv.ErrBinariesMissing) || !strings.Contains(err.Error(), "make testenv") {
 		t.Fatalf("err = %v, want ErrBinariesMissing naming `make testenv`", err)
 	}
 }
@@ -401,9 +401,9 @@ func TestFindBinariesNamesMakeTestenv(t *testing.T) {
 func TestFailedStartStopsWhatStartedAndReportsTheLogTail(t *testing.T) {
 	t.Parallel()
 	parent := t.TempDir()
-	_, err := kube.Start(ctxFor(t, time.Minute), kube.Options{Dir: parent, APIServerArgs: []string{"--no-such-flag"}})
-	if errors.Is(err, kube.ErrBinariesMissing) {
-		kube.SkipOrFail(t, err)
+	_, err := kubeenv.Start(ctxFor(t, time.Minute), kubeenv.Options{Dir: parent, APIServerArgs: []string{"--no-such-flag"}})
+	if errors.Is(err, kubeenv.ErrBinariesMissing) {
+		kubeenv.SkipOrFail(t, err)
 	}
 	if err == nil {
 		t.Fatal("Start succeeded with an unknown kube-apiserver flag")
@@ -423,9 +423,9 @@ func TestFailedStartStopsWhatStartedAndReportsTheLogTail(t *testing.T) {
 func TestStopKillsEveryServerAndRemovesItsData(t *testing.T) {
 	t.Parallel()
 	parent := t.TempDir()
-	c, err := kube.Start(ctxFor(t, 2*time.Minute), kube.Options{Dir: parent})
+	c, err := kubeenv.Start(ctxFor(t, 2*time.Minute), kubeenv.Options{Dir: parent})
 	if err != nil {
-		kube.SkipOrFail(t, err)
+		kubeenv.SkipOrFail(t, err)
 	}
 	pids := c.PIDs()
 	if len(pids) != 5 {
@@ -447,7 +447,7 @@ func TestStopKillsEveryServerAndRemovesItsData(t *testing.T) {
 
 // --- helpers ---
 
-func createPod(t *testing.T, ctx context.Context, c *kube.Cluster, ns, name string, annotations map[string]string, containers ...string) {
+func createPod(t *testing.T, ctx context.Context, c *kubeenv.Cluster, ns, name string, annotations map[string]string, containers ...string) {
 	t.Helper()
 	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Annotations: annotations}}
 	for _, ctr := range containers {
@@ -460,7 +460,7 @@ func createPod(t *testing.T, ctx context.Context, c *kube.Cluster, ns, name stri
 
 // waitPod polls the Pod until cond holds, failing with its status and kwok's
 // log after timeout.
-func waitPod(t *testing.T, c *kube.Cluster, ns, name string, timeout time.Duration, cond func(*corev1.Pod) bool) *corev1.Pod {
+func waitPod(t *testing.T, c *kubeenv.Cluster, ns, name string, timeout time.Duration, cond func(*corev1.Pod) bool) *corev1.Pod {
 	t.Helper()
 	var pod *corev1.Pod
 	poll(t, timeout, c, func() (bool, string) {
@@ -475,7 +475,7 @@ func waitPod(t *testing.T, c *kube.Cluster, ns, name string, timeout time.Durati
 	return pod
 }
 
-func poll(t *testing.T, timeout time.Duration, c *kube.Cluster, check func() (bool, string)) {
+func poll(t *testing.T, timeout time.Duration, c *kubeenv.Cluster, check func() (bool, string)) {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
 	for {
@@ -484,7 +484,7 @@ func poll(t *testing.T, timeout time.Duration, c *kube.Cluster, check func() (bo
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("not done after %s; %s\n--- kwok log ---\n%s", timeout, state, c.LogTail(kube.BinKwok, 20))
+			t.Fatalf("not done after %s; %s\n--- kwok log ---\n%s", timeout, state, c.LogTail(kubeenv.BinKwok, 20))
 		}
 		time.Sleep(100 * time.Millisecond)
 	}

@@ -1,4 +1,4 @@
-package kube
+package kubeenv
 
 import (
 	"context"
@@ -24,7 +24,7 @@ var shared struct {
 // Main runs the tests and then stops the shared cluster, if one was
 // started. Every test package that calls Shared needs it:
 //
-//	func TestMain(m *testing.M) { os.Exit(kube.Main(m)) }
+//	func TestMain(m *testing.M) { os.Exit(kubeenv.Main(m)) }
 func Main(m *testing.M) int {
 	shared.mu.Lock()
 	shared.mainActive = true
@@ -53,7 +53,7 @@ func Shared(t testing.TB) *Cluster {
 	shared.mu.Lock()
 	defer shared.mu.Unlock()
 	if !shared.mainActive {
-		t.Fatal("testenv/kube: Shared needs `func TestMain(m *testing.M) { os.Exit(kube.Main(m)) }` " +
+		t.Fatal("testenv/kubeenv: Shared needs `func TestMain(m *testing.M) { os.Exit(kubeenv.Main(m)) }` " +
 			"in the test package, so that the cluster is stopped after the tests")
 	}
 	if !shared.started {

@@ -1,4 +1,4 @@
-package kube
+package kubeenv
 
 import (
 	"bytes"
@@ -84,10 +84,10 @@ func (c *Cluster) podLogDir(namespace, pod string) string {
 
 func (c *Cluster) writePodLogs(ctx context.Context, namespace, pod, container string, lines []string, previous, appendTo bool) error {
 	if namespace == "" || pod == "" || container == "" {
-		return errors.New("testenv/kube: SetPodLogs needs a namespace, a pod and a container")
+		return errors.New("testenv/kubeenv: SetPodLogs needs a namespace, a pod and a container")
 	}
 	if strings.ContainsAny(container, "/\\") || container == "." || container == ".." {
-		return fmt.Errorf("testenv/kube: invalid container name %q", container)
+		return fmt.Errorf("testenv/kubeenv: invalid container name %q", container)
 	}
 	c.logsMu.Lock()
 	defer c.logsMu.Unlock()
@@ -221,7 +221,7 @@ func (c *Cluster) waitLogsServed(ctx context.Context, namespace, pod, container 
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
-	return fmt.Errorf("testenv/kube: logs of %s/%s container %s not served: %v\n--- kwok log ---\n%s",
+	return fmt.Errorf("testenv/kubeenv: logs of %s/%s container %s not served: %v\n--- kwok log ---\n%s",
 		namespace, pod, container, last, c.LogTail(BinKwok, 20))
 }
 

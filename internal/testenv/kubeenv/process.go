@@ -1,4 +1,4 @@
-package kube
+package kubeenv
 
 import (
 	"bytes"
@@ -123,7 +123,7 @@ type startError struct {
 
 func (e *startError) Error() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "testenv/kube: %s did not start: %v", e.Process, e.Err)
+	fmt.Fprintf(&b, "testenv/kubeenv: %s did not start: %v", e.Process, e.Err)
 	if e.LogTail != "" {
 		fmt.Fprintf(&b, "\n--- last lines of %s ---\n%s\n--- end of %s log ---", e.LogPath, e.LogTail, e.Process)
 	}

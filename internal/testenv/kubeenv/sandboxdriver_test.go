@@ -1,4 +1,4 @@
-package kube_test
+package kubeenv_test
 
 import (
 	"context"
@@ -21,12 +21,12 @@ import (
 	"k8s.io/client-go/dynamic"
 
 	"github.com/occ-platform/terraform-provider-occ/internal/sandboxapi"
-	"github.com/occ-platform/terraform-provider-occ/internal/testenv/kube"
+	"github.com/occ-platform/terraform-provider-occ/internal/testenv/kubeenv"
 )
 
 func TestSandboxCRDInstallIsIdempotentAndValidates(t *testing.T) {
 	t.Parallel()
-	c := kube.Shared(t)
+	c := kubeenv.Shared(t)
 	ns := c.TestNamespace(t)
 	ctx := sandboxTestCtx(t, time.Minute)
 
@@ -94,10 +94,10 @@ func TestSandboxCRDInstallIsIdempotentAndValidates(t *testing.T) {
 
 func TestSandboxDriverProvisionsAReadySandboxWithAttachments(t *testing.T) {
 	t.Parallel()
-	c := kube.Shared(t)
+	c := kubeenv.Shared(t)
 	ns := c.TestNamespace(t)
 	ctx := sandboxTestCtx(t, 2*time.Minute)
-	d := c.StartSandboxDriver(t, kube.SandboxDriverOptions{Namespaces: []string{ns}})
+	d := c.StartSandboxDriver(t, kubeenv.SandboxDriverOptions{Namespaces: []string{ns}})
 
 	// The gateway: a selector-less Service and a ready endpoint.
 	if d.GatewayService() != sandboxapi.DefaultGatewayService || !strings.HasPrefix(d.GatewayNamespace(), "openshell-") {
@@ -129,9 +129,9 @@ func TestSandboxDriverProvisionsAReadySandboxWithAttachments(t *testing.T) {
 	}
 
 	st := waitSandbox(t, c, ns, "agent", 20*time.Second, func(st sandboxStatus) bool {
-		return conditionIs(st, sandboxapi.ConditionReady, metav1.ConditionTrue, kube.SandboxReasonPodReady) &&
-			conditionIs(st, sandboxapi.AttachmentCondition("openai"), metav1.ConditionTrue, kube.SandboxReasonAttached) &&
-			conditionIs(st, sandboxapi.AttachmentCondition("codex"), metav1.ConditionTrue, kube.SandboxReasonAttached)
+		return conditionIs(st, sandboxapi.ConditionReady, metav1.ConditionTrue, kubeenv.SandboxReasonPodReady) &&
+			conditionIs(st, sandboxapi.AttachmentCondition("openai"), metav1.ConditionTrue, kubeenv.SandboxReasonAttached) &&
+			conditionIs(st, sandboxapi.AttachmentCondition("codex"), metav1.ConditionTrue, kubeenv.SandboxReasonAttached)
 	})
 	if st.Replicas != 1 || len(st.PodIPs) == 0 || st.Service != "agent" || st.ServiceFQDN != "agent."+ns+".svc.cluster.local" ||
 		st.Selector != "app.kubernetes.io/name=agent,occ-platform.io/agent=a1" {
@@ -188,28 +188,28 @@ func TestSandboxDriverProvisionsAReadySandboxWithAttachments(t *testing.T) {
 	setAnnotation(t, ctx, c, ns, "agent", sandboxapi.AnnotationAttachments, sandboxapi.EncodeAttachments(attachments[1:]))
 	waitSandbox(t, c, ns, "agent", 10*time.Second, func(st sandboxStatus) bool {
 		return meta.FindStatusCondition(st.Conditions, sandboxapi.AttachmentCondition("openai")) == nil &&
-			conditionIs(st, sandboxapi.AttachmentCondition("codex"), metav1.ConditionTrue, kube.SandboxReasonAttached)
+			conditionIs(st, sandboxapi.AttachmentCondition("codex"), metav1.ConditionTrue, kubeenv.SandboxReasonAttached)
 	})
 	setAnnotation(t, ctx, c, ns, "agent", sandboxapi.AnnotationAttachments, `[{"name":`)
 	waitSandbox(t, c, ns, "agent", 10*time.Second, func(st sandboxStatus) bool {
-		return conditionIs(st, kube.ConditionInvalidAttachments, metav1.ConditionFalse, kube.SandboxReasonInvalidAnnotation) &&
+		return conditionIs(st, kubeenv.ConditionInvalidAttachments, metav1.ConditionFalse, kubeenv.SandboxReasonInvalidAnnotation) &&
 			meta.FindStatusCondition(st.Conditions, sandboxapi.AttachmentCondition("codex")) == nil &&
-			conditionIs(st, sandboxapi.ConditionReady, metav1.ConditionTrue, kube.SandboxReasonPodReady)
+			conditionIs(st, sandboxapi.ConditionReady, metav1.ConditionTrue, kubeenv.SandboxReasonPodReady)
 	})
 }
 
 func TestSandboxDriverOutageHoldsProvisioningAndFlipsTheEndpoint(t *testing.T) {
 	t.Parallel()
-	c := kube.Shared(t)
+	c := kubeenv.Shared(t)
 	ns := c.TestNamespace(t)
 	ctx := sandboxTestCtx(t, 2*time.Minute)
-	d := c.StartSandboxDriver(t, kube.SandboxDriverOptions{Namespaces: []string{ns}})
+	d := c.StartSandboxDriver(t, kubeenv.SandboxDriverOptions{Namespaces: []string{ns}})
 
 	if _, err := sandboxes(c, ns).Create(ctx, sandboxObject(ns, "before", sandboxTemplate{}), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	waitSandbox(t, c, ns, "before", 20*time.Second, func(st sandboxStatus) bool {
-		return conditionIs(st, sandboxapi.ConditionReady, metav1.ConditionTrue, kube.SandboxReasonPodReady)
+		return conditionIs(st, sandboxapi.ConditionReady, metav1.ConditionTrue, kubeenv.SandboxReasonPodReady)
 	})
 
 	if err := d.SetOutage(ctx, true); err != nil {
@@ -234,7 +234,7 @@ func TestSandboxDriverOutageHoldsProvisioningAndFlipsTheEndpoint(t *testing.T) {
 	if st := readSandbox(t, ctx, c, ns, "during"); len(st.Conditions) != 0 {
 		t.Fatalf("status written during the outage: %+v", st)
 	}
-	if st := readSandbox(t, ctx, c, ns, "before"); !conditionIs(st, sandboxapi.ConditionReady, metav1.ConditionTrue, kube.SandboxReasonPodReady) {
+	if st := readSandbox(t, ctx, c, ns, "before"); !conditionIs(st, sandboxapi.ConditionReady, metav1.ConditionTrue, kubeenv.SandboxReasonPodReady) {
 		t.Fatalf("status changed during the outage: %+v", st)
 	}
 	if got := d.Provisioned(); !slices.Equal(got, []string{ns + "/before"}) {
@@ -249,10 +249,10 @@ func TestSandboxDriverOutageHoldsProvisioningAndFlipsTheEndpoint(t *testing.T) {
 		t.Fatal("gateway endpoint not ready after the outage")
 	}
 	waitSandbox(t, c, ns, "during", 20*time.Second, func(st sandboxStatus) bool {
-		return conditionIs(st, sandboxapi.ConditionReady, metav1.ConditionTrue, kube.SandboxReasonPodReady)
+		return conditionIs(st, sandboxapi.ConditionReady, metav1.ConditionTrue, kubeenv.SandboxReasonPodReady)
 	})
 	waitSandbox(t, c, ns, "before", 20*time.Second, func(st sandboxStatus) bool {
-		return conditionIs(st, sandboxapi.ConditionReady, metav1.ConditionFalse, kube.SandboxReasonSuspended)
+		return conditionIs(st, sandboxapi.ConditionReady, metav1.ConditionFalse, kubeenv.SandboxReasonSuspended)
 	})
 	waitPodGone(t, c, ns, "before", 10*time.Second)
 	if got := d.Provisioned(); !slices.Equal(got, []string{ns + "/before", ns + "/during"}) {
@@ -262,22 +262,22 @@ func TestSandboxDriverOutageHoldsProvisioningAndFlipsTheEndpoint(t *testing.T) {
 
 func TestSandboxDriverSuspendResumeAndDelete(t *testing.T) {
 	t.Parallel()
-	c := kube.Shared(t)
+	c := kubeenv.Shared(t)
 	ns := c.TestNamespace(t)
 	ctx := sandboxTestCtx(t, 2*time.Minute)
-	d := c.StartSandboxDriver(t, kube.SandboxDriverOptions{Namespaces: []string{ns}})
+	d := c.StartSandboxDriver(t, kubeenv.SandboxDriverOptions{Namespaces: []string{ns}})
 
 	if _, err := sandboxes(c, ns).Create(ctx, sandboxObject(ns, "sb", sandboxTemplate{}), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	waitSandbox(t, c, ns, "sb", 20*time.Second, func(st sandboxStatus) bool {
-		return conditionIs(st, sandboxapi.ConditionReady, metav1.ConditionTrue, kube.SandboxReasonPodReady)
+		return conditionIs(st, sandboxapi.ConditionReady, metav1.ConditionTrue, kubeenv.SandboxReasonPodReady)
 	})
 
 	// replicas 0: the Pod goes, the Sandbox reports Suspended.
 	setReplicas(t, ctx, c, ns, "sb", 0)
 	st := waitSandbox(t, c, ns, "sb", 20*time.Second, func(st sandboxStatus) bool {
-		return conditionIs(st, sandboxapi.ConditionReady, metav1.ConditionFalse, kube.SandboxReasonSuspended)
+		return conditionIs(st, sandboxapi.ConditionReady, metav1.ConditionFalse, kubeenv.SandboxReasonSuspended)
 	})
 	if st.Replicas != 0 || len(st.PodIPs) != 0 {
 		t.Errorf("suspended status %+v, want replicas 0 and no pod IPs", st)
@@ -287,7 +287,7 @@ func TestSandboxDriverSuspendResumeAndDelete(t *testing.T) {
 	// replicas 1: a new Pod, Ready again.
 	setReplicas(t, ctx, c, ns, "sb", 1)
 	waitSandbox(t, c, ns, "sb", 20*time.Second, func(st sandboxStatus) bool {
-		return conditionIs(st, sandboxapi.ConditionReady, metav1.ConditionTrue, kube.SandboxReasonPodReady) && st.Replicas == 1
+		return conditionIs(st, sandboxapi.ConditionReady, metav1.ConditionTrue, kubeenv.SandboxReasonPodReady) && st.Replicas == 1
 	})
 	if got := d.Provisioned(); !slices.Equal(got, []string{ns + "/sb", ns + "/sb"}) {
 		t.Errorf("Provisioned() = %v, want the Sandbox twice", got)
@@ -302,18 +302,18 @@ func TestSandboxDriverSuspendResumeAndDelete(t *testing.T) {
 
 func TestSandboxDriverReportsNotReadyAndReplacesThePodOnTemplateChange(t *testing.T) {
 	t.Parallel()
-	c := kube.Shared(t)
+	c := kubeenv.Shared(t)
 	ns := c.TestNamespace(t)
 	ctx := sandboxTestCtx(t, 2*time.Minute)
-	d := c.StartSandboxDriver(t, kube.SandboxDriverOptions{Namespaces: []string{ns}})
+	d := c.StartSandboxDriver(t, kubeenv.SandboxDriverOptions{Namespaces: []string{ns}})
 
-	tmpl := sandboxTemplate{podAnnotations: kube.Behavior(kube.BehaviorNeverReady, 0)}
+	tmpl := sandboxTemplate{podAnnotations: kubeenv.Behavior(kubeenv.BehaviorNeverReady, 0)}
 	if _, err := sandboxes(c, ns).Create(ctx, sandboxObject(ns, "stuck", tmpl), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	st := waitSandbox(t, c, ns, "stuck", 20*time.Second, func(st sandboxStatus) bool {
 		r := meta.FindStatusCondition(st.Conditions, sandboxapi.ConditionReady)
-		return r != nil && r.Status == metav1.ConditionFalse && r.Reason == kube.SandboxReasonPodNotReady && strings.Contains(r.Message, "Running")
+		return r != nil && r.Status == metav1.ConditionFalse && r.Reason == kubeenv.SandboxReasonPodNotReady && strings.Contains(r.Message, "Running")
 	})
 	if st.Replicas != 1 {
 		t.Errorf("status %+v, want replicas 1", st)
@@ -324,18 +324,18 @@ func TestSandboxDriverReportsNotReadyAndReplacesThePodOnTemplateChange(t *testin
 	}
 
 	// Changing the template (dropping the behaviour) replaces the Pod.
-	patch := fmt.Sprintf(`{"spec":{"podTemplate":{"metadata":{"annotations":{%q:null}}}}}`, kube.AnnotationBehavior)
+	patch := fmt.Sprintf(`{"spec":{"podTemplate":{"metadata":{"annotations":{%q:null}}}}}`, kubeenv.AnnotationBehavior)
 	if _, err := sandboxes(c, ns).Patch(ctx, "stuck", types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	waitSandbox(t, c, ns, "stuck", 20*time.Second, func(st sandboxStatus) bool {
-		return conditionIs(st, sandboxapi.ConditionReady, metav1.ConditionTrue, kube.SandboxReasonPodReady)
+		return conditionIs(st, sandboxapi.ConditionReady, metav1.ConditionTrue, kubeenv.SandboxReasonPodReady)
 	})
 	second, err := c.Clientset.CoreV1().Pods(ns).Get(ctx, "stuck", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if second.UID == first.UID || second.Annotations[kube.AnnotationBehavior] != "" {
+	if second.UID == first.UID || second.Annotations[kubeenv.AnnotationBehavior] != "" {
 		t.Errorf("pod not replaced: uid %s → %s, annotations %v", first.UID, second.UID, second.Annotations)
 	}
 	if got := d.Provisioned(); len(got) != 2 {
@@ -349,7 +349,7 @@ func TestSandboxDriverReportsNotReadyAndReplacesThePodOnTemplateChange(t *testin
 		t.Fatal(err)
 	}
 	waitSandbox(t, c, ns, "bad", 20*time.Second, func(st sandboxStatus) bool {
-		return conditionIs(st, sandboxapi.ConditionReady, metav1.ConditionFalse, kube.SandboxReasonPodCreateFailed)
+		return conditionIs(st, sandboxapi.ConditionReady, metav1.ConditionFalse, kubeenv.SandboxReasonPodCreateFailed)
 	})
 }
 
@@ -364,7 +364,7 @@ func sandboxTestCtx(t *testing.T, d time.Duration) context.Context {
 	return ctx
 }
 
-func sandboxes(c *kube.Cluster, ns string) dynamic.ResourceInterface {
+func sandboxes(c *kubeenv.Cluster, ns string) dynamic.ResourceInterface {
 	return c.Dynamic.Resource(sandboxapi.GVR).Namespace(ns)
 }
 
@@ -413,7 +413,7 @@ type sandboxStatus struct {
 	Service     string             `json:"service"`
 }
 
-func readSandbox(t *testing.T, ctx context.Context, c *kube.Cluster, ns, name string) sandboxStatus {
+func readSandbox(t *testing.T, ctx context.Context, c *kubeenv.Cluster, ns, name string) sandboxStatus {
 	t.Helper()
 	sb, err := sandboxes(c, ns).Get(ctx, name, metav1.GetOptions{})
 	if err != nil {
@@ -435,7 +435,7 @@ func statusOf(t *testing.T, sb *unstructured.Unstructured) sandboxStatus {
 
 // waitSandbox polls the Sandbox until cond holds, failing with its last
 // status after timeout.
-func waitSandbox(t *testing.T, c *kube.Cluster, ns, name string, timeout time.Duration, cond func(sandboxStatus) bool) sandboxStatus {
+func waitSandbox(t *testing.T, c *kubeenv.Cluster, ns, name string, timeout time.Duration, cond func(sandboxStatus) bool) sandboxStatus {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
 	for {
@@ -460,7 +460,7 @@ func conditionIs(st sandboxStatus, typ string, status metav1.ConditionStatus, re
 	return c != nil && c.Status == status && c.Reason == reason
 }
 
-func waitPodGone(t *testing.T, c *kube.Cluster, ns, name string, timeout time.Duration) {
+func waitPodGone(t *testing.T, c *kubeenv.Cluster, ns, name string, timeout time.Duration) {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
 	for {
@@ -470,13 +470,13 @@ func waitPodGone(t *testing.T, c *kube.Cluster, ns, name string, timeout time.Du
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("pod %s/%s still there after %s (err %v)\n--- kube-controller-manager log ---\n%s",
-				ns, name, timeout, err, c.LogTail(kube.BinControllerManager, 20))
+				ns, name, timeout, err, c.LogTail(kubeenv.BinControllerManager, 20))
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
 }
 
-func setReplicas(t *testing.T, ctx context.Context, c *kube.Cluster, ns, name string, replicas int) {
+func setReplicas(t *testing.T, ctx context.Context, c *kubeenv.Cluster, ns, name string, replicas int) {
 	t.Helper()
 	patch := fmt.Sprintf(`{"spec":{"replicas":%d}}`, replicas)
 	if _, err := sandboxes(c, ns).Patch(ctx, name, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
@@ -484,7 +484,7 @@ func setReplicas(t *testing.T, ctx context.Context, c *kube.Cluster, ns, name st
 	}
 }
 
-func setAnnotation(t *testing.T, ctx context.Context, c *kube.Cluster, ns, name, key, value string) {
+func setAnnotation(t *testing.T, ctx context.Context, c *kubeenv.Cluster, ns, name, key, value string) {
 	t.Helper()
 	patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{key: value}}})
 	if _, err := sandboxes(c, ns).Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
@@ -494,7 +494,7 @@ func setAnnotation(t *testing.T, ctx context.Context, c *kube.Cluster, ns, name,
 
 // gatewayReady reads the gateway's EndpointSlice: its one endpoint's ready
 // condition.
-func gatewayReady(t *testing.T, ctx context.Context, c *kube.Cluster, d *kube.SandboxDriver) bool {
+func gatewayReady(t *testing.T, ctx context.Context, c *kubeenv.Cluster, d *kubeenv.SandboxDriver) bool {
 	t.Helper()
 	list, err := c.Clientset.DiscoveryV1().EndpointSlices(d.GatewayNamespace()).List(ctx, metav1.ListOptions{
 		LabelSelector: sandboxapi.LabelServiceName + "=" + d.GatewayService(),

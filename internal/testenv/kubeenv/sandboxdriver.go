@@ -1,4 +1,4 @@
-package kube
+package kubeenv
 
 import (
 	"bytes"
@@ -113,11 +113,11 @@ func (c *Cluster) createSandboxCRD(ctx context.Context) error {
 	decoder := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(sandboxCRDYAML), 4096)
 	for len(crd.Object) == 0 { // skip the comment-only document before "---"
 		if err := decoder.Decode(&crd.Object); err != nil {
-			return fmt.Errorf("testenv/kube: decode the Sandbox CRD: %w", err)
+			return fmt.Errorf("testenv/kubeenv: decode the Sandbox CRD: %w", err)
 		}
 	}
 	if _, err := c.Dynamic.Resource(crdGVR).Create(ctx, crd, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-		return fmt.Errorf("testenv/kube: create CRD %s: %w", sandboxapi.CRDName, err)
+		return fmt.Errorf("testenv/kubeenv: create CRD %s: %w", sandboxapi.CRDName, err)
 	}
 	for {
 		last := c.sandboxCRDServed(ctx)
@@ -126,7 +126,7 @@ func (c *Cluster) createSandboxCRD(ctx context.Context) error {
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("testenv/kube: CRD %s not served: %w (last check: %v)", sandboxapi.CRDName, ctx.Err(), last)
+			return fmt.Errorf("testenv/kubeenv: CRD %s not served: %w (last check: %v)", sandboxapi.CRDName, ctx.Err(), last)
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
@@ -177,7 +177,7 @@ func (c *Cluster) waitSandboxGC(ctx context.Context) error {
 	case <-p.done:
 		return p.err
 	case <-ctx.Done():
-		return fmt.Errorf("testenv/kube: the garbage collector does not handle Sandboxes yet: %w", ctx.Err())
+		return fmt.Errorf("testenv/kubeenv: the garbage collector does not handle Sandboxes yet: %w", ctx.Err())
 	}
 }
 
@@ -190,7 +190,7 @@ func (c *Cluster) probeSandboxGC(ctx context.Context) error {
 		ObjectMeta: metav1.ObjectMeta{GenerateName: "sandbox-gc-probe-"},
 	}, metav1.CreateOptions{})
 	if err != nil {
-		return fmt.Errorf("testenv/kube: sandbox garbage collection probe: %w", err)
+		return fmt.Errorf("testenv/kubeenv: sandbox garbage collection probe: %w", err)
 	}
 	defer func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -207,7 +207,7 @@ func (c *Cluster) probeSandboxGC(ctx context.Context) error {
 			"spec":       map[string]any{"replicas": int64(0), "podTemplate": map[string]any{"spec": map[string]any{}}},
 		}}, metav1.CreateOptions{})
 		if err != nil {
-			return fmt.Errorf("testenv/kube: sandbox garbage collection probe: %w", err)
+			return fmt.Errorf("testenv/kubeenv: sandbox garbage collection probe: %w", err)
 		}
 		if _, err := core.ConfigMaps(ns.Name).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{
 			Name: name,
@@ -215,10 +215,10 @@ func (c *Cluster) probeSandboxGC(ctx context.Context) error {
 				APIVersion: sandboxapi.GroupVersion, Kind: sandboxapi.Kind, Name: name, UID: sb.GetUID(),
 			}},
 		}}, metav1.CreateOptions{}); err != nil {
-			return fmt.Errorf("testenv/kube: sandbox garbage collection probe: %w", err)
+			return fmt.Errorf("testenv/kubeenv: sandbox garbage collection probe: %w", err)
 		}
 		if err := sandboxes.Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
-			return fmt.Errorf("testenv/kube: sandbox garbage collection probe: %w", err)
+			return fmt.Errorf("testenv/kubeenv: sandbox garbage collection probe: %w", err)
 		}
 		for deadline := time.Now().Add(3 * time.Second); time.Now().Before(deadline); {
 			_, err := core.ConfigMaps(ns.Name).Get(ctx, name, metav1.GetOptions{})
@@ -227,7 +227,7 @@ func (c *Cluster) probeSandboxGC(ctx context.Context) error {
 			}
 			select {
 			case <-ctx.Done():
-				return fmt.Errorf("testenv/kube: the garbage collector does not handle Sandboxes: %w\n--- kube-controller-manager log ---\n%s",
+				return fmt.Errorf("testenv/kubeenv: the garbage collector does not handle Sandboxes: %w\n--- kube-controller-manager log ---\n%s",
 					ctx.Err(), c.LogTail(BinControllerManager, 20))
 			case <-time.After(100 * time.Millisecond):
 			}
@@ -318,7 +318,7 @@ type attachmentFailure struct{ reason, message string }
 func (c *Cluster) StartSandboxDriver(t testing.TB, opts SandboxDriverOptions) *SandboxDriver {
 	t.Helper()
 	if len(opts.Namespaces) == 0 {
-		t.Fatalf("testenv/kube: StartSandboxDriver needs at least one namespace to watch")
+		t.Fatalf("testenv/kubeenv: StartSandboxDriver needs at least one namespace to watch")
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -341,13 +341,13 @@ func (c *Cluster) StartSandboxDriver(t testing.TB, opts SandboxDriverOptions) *S
 		d.gwSv = sandboxapi.DefaultGatewayService
 	}
 	if err := d.ensureGatewayNamespace(ctx); err != nil {
-		t.Fatalf("testenv/kube: sandbox driver gateway namespace: %v", err)
+		t.Fatalf("testenv/kubeenv: sandbox driver gateway namespace: %v", err)
 	}
 	if err := d.ensureGatewayService(ctx); err != nil {
-		t.Fatalf("testenv/kube: sandbox driver gateway Service %s/%s: %v", d.gwNS, d.gwSv, err)
+		t.Fatalf("testenv/kubeenv: sandbox driver gateway Service %s/%s: %v", d.gwNS, d.gwSv, err)
 	}
 	if err := d.writeGatewayEndpoints(ctx, true); err != nil {
-		t.Fatalf("testenv/kube: sandbox driver gateway EndpointSlice %s/%s: %v", d.gwNS, d.gwSv, err)
+		t.Fatalf("testenv/kubeenv: sandbox driver gateway EndpointSlice %s/%s: %v", d.gwNS, d.gwSv, err)
 	}
 
 	runCtx, stop := context.WithCancel(context.Background())
@@ -365,7 +365,7 @@ func (c *Cluster) StartSandboxDriver(t testing.TB, opts SandboxDriverOptions) *S
 			// every change is seen.
 			rv, err := d.relist(ctx, lw)
 			if err != nil {
-				t.Fatalf("testenv/kube: sandbox driver: list %s: %v", lw.what, err)
+				t.Fatalf("testenv/kubeenv: sandbox driver: list %s: %v", lw.what, err)
 			}
 			d.wg.Go(func() { d.follow(runCtx, lw, rv) })
 		}
@@ -410,7 +410,7 @@ func (d *SandboxDriver) setOutage(down bool) {
 // reason (CamelCase); an invalid one fails the test.
 func (d *SandboxDriver) FailAttachment(name, reason, message string) {
 	if errs := metav1validation.IsValidConditionReason(reason); len(errs) > 0 || len(reason) > 1024 {
-		d.t.Errorf("testenv/kube: FailAttachment(%q): invalid condition reason %q: %s", name, reason, strings.Join(errs, "; "))
+		d.t.Errorf("testenv/kubeenv: FailAttachment(%q): invalid condition reason %q: %s", name, reason, strings.Join(errs, "; "))
 		return
 	}
 	d.mu.Lock()

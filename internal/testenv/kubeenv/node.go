@@ -1,4 +1,4 @@
-package kube
+package kubeenv
 
 import (
 	"archive/tar"
@@ -185,13 +185,13 @@ func (c *Cluster) startRealNode(ctx context.Context, f *files) (_ *RealNode, err
 		}
 	}
 	if err := n.network(); err != nil {
-		return nil, fmt.Errorf("testenv/kube: real node network: %w", err)
+		return nil, fmt.Errorf("testenv/kubeenv: real node network: %w", err)
 	}
 	if err := n.cgroups(); err != nil {
-		return nil, fmt.Errorf("testenv/kube: real node cgroups: %w", err)
+		return nil, fmt.Errorf("testenv/kubeenv: real node cgroups: %w", err)
 	}
 	if n.forward, err = n.ListenInNode("tcp", fmt.Sprintf("127.0.0.1:%d", nodeAPIPort)); err != nil {
-		return nil, fmt.Errorf("testenv/kube: API server forwarder in the node: %w", err)
+		return nil, fmt.Errorf("testenv/kubeenv: API server forwarder in the node: %w", err)
 	}
 	apiAddr := strings.TrimPrefix(c.Host, "https://")
 	n.wg.Add(1)
@@ -199,7 +199,7 @@ func (c *Cluster) startRealNode(ctx context.Context, f *files) (_ *RealNode, err
 
 	cfg, err := n.writeConfig(f)
 	if err != nil {
-		return nil, fmt.Errorf("testenv/kube: real node configuration: %w", err)
+		return nil, fmt.Errorf("testenv/kubeenv: real node configuration: %w", err)
 	}
 	logDir := filepath.Join(n.Dir, "logs")
 
@@ -215,7 +215,7 @@ func (c *Cluster) startRealNode(ctx context.Context, f *files) (_ *RealNode, err
 	if err := n.importImages(ctx, bins["ctr"], cfg.socket); err != nil {
 		return nil, ctrd.startFailed(err)
 	}
-	c.opts.Logf("testenv/kube: real node %s: containerd up, images imported (%s)", n.Name, since(started))
+	c.opts.Logf("testenv/kubeenv: real node %s: containerd up, images imported (%s)", n.Name, since(started))
 
 	kubelet, err := n.start("kubelet", bins[BinKubelet], []string{
 		"--config=" + cfg.kubelet,
@@ -246,7 +246,7 @@ func (c *Cluster) startRealNode(ctx context.Context, f *files) (_ *RealNode, err
 			return nil, p.startFailed(errors.New("exited during start"))
 		}
 	}
-	c.opts.Logf("testenv/kube: real node %s Ready at %s (%s)", n.Name, n.NodeIP, since(started))
+	c.opts.Logf("testenv/kubeenv: real node %s Ready at %s (%s)", n.Name, n.NodeIP, since(started))
 	return n, nil
 }
 
@@ -287,7 +287,7 @@ func (n *RealNode) claimID(first, last int) error {
 		n.ID, n.NetNS = id, name
 		return os.WriteFile(owner, []byte(strconv.Itoa(os.Getpid())+"\n"+n.Dir+"\n"), 0o644)
 	}
-	return fmt.Errorf("testenv/kube: no free real-node number (occ-node-%d … occ-node-%d all in use)", first, last)
+	return fmt.Errorf("testenv/kubeenv: no free real-node number (occ-node-%d … occ-node-%d all in use)", first, last)
 }
 
 func firstOr(fields []string, i int) string {
@@ -421,16 +421,16 @@ func (n *RealNode) RedirectInNode(t testing.TB, from, to string) {
 	t.Helper()
 	host, port, err := net.SplitHostPort(from)
 	if err != nil {
-		t.Fatalf("testenv/kube: RedirectInNode(%q): %v", from, err)
+		t.Fatalf("testenv/kubeenv: RedirectInNode(%q): %v", from, err)
 	}
 	rule := []string{"PREROUTING", "-p", "tcp", "-d", host, "--dport", port,
 		"-m", "comment", "--comment", "occ-testenv redirect " + t.Name(), "-j", "DNAT", "--to-destination", to}
 	if err := run("ip", append([]string{"netns", "exec", n.NetNS, "iptables", "-w", "-t", "nat", "-I"}, rule...)...); err != nil {
-		t.Fatalf("testenv/kube: redirect %s to %s in the node: %v", from, to, err)
+		t.Fatalf("testenv/kubeenv: redirect %s to %s in the node: %v", from, to, err)
 	}
 	t.Cleanup(func() {
 		if err := run("ip", append([]string{"netns", "exec", n.NetNS, "iptables", "-w", "-t", "nat", "-D"}, rule...)...); err != nil {
-			t.Errorf("testenv/kube: remove the redirect of %s: %v", from, err)
+			t.Errorf("testenv/kubeenv: remove the redirect of %s: %v", from, err)
 		}
 	})
 }
@@ -914,7 +914,7 @@ func (c *Cluster) RealNode(t testing.TB) *RealNode {
 func (c *Cluster) RealNamespace(t testing.TB) string {
 	t.Helper()
 	if c.Node == nil {
-		t.Fatalf("testenv/kube: the real node is not running (call RealNode first)")
+		t.Fatalf("testenv/kubeenv: the real node is not running (call RealNode first)")
 	}
 	return c.testNamespace(t, PlacementReal)
 }
