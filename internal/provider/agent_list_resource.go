@@ -15,7 +15,6 @@ import (
 
 	"github.com/occ-platform/terraform-provider-occ/internal/admission"
 	"github.com/occ-platform/terraform-provider-occ/internal/executor"
-	"github.com/occ-platform/terraform-provider-occ/internal/sshexec"
 )
 
 var (
@@ -120,15 +119,12 @@ func (m agentListConfigModel) check(diags *diag.Diagnostics) {
 
 // target is the compute a listing reads, as the executor's List takes it
 // (its kind and the settings that locate it), where it is in words for
-// the log, and the identity of an agent found there.
+// the log, and the identity of an agent found there: what the row of the
+// kind the block names says (m.check has made it name exactly one).
 func (m agentListConfigModel) target() (on admission.Compute, where string, identity func(agent string) agentIdentityModel) {
-	if !m.Namespace.IsNull() {
-		ns := m.Namespace.ValueString()
-		return admission.Compute{Kind: admission.KindKubernetes, Namespace: ns}, ns, func(agent string) agentIdentityModel { return kubeIdentity(ns, agent) }
-	}
-	host, port := m.Host.ValueString(), m.Port.ValueInt64()
-	return admission.Compute{Kind: admission.KindSSH, Host: host, Port: port}, sshexec.HostPort(host, int(port)),
-		func(agent string) agentIdentityModel { return sshIdentity(host, port, agent) }
+	_, row, _ := claimingKind(agentIdentityModel{Namespace: m.Namespace, Host: m.Host, Port: m.Port})
+	on, where = row.listTarget(agentIdentityModel{Namespace: m.Namespace, Host: m.Host, Port: m.Port})
+	return on, where, func(agent string) agentIdentityModel { return row.identity(on, agent) }
 }
 
 func (r *agentListResource) List(ctx context.Context, req list.ListRequest, stream *list.ListResultsStream) {

@@ -20,19 +20,31 @@ import (
 	"github.com/occ-platform/terraform-provider-occ/internal/sshexec"
 )
 
-// executors registers one executor per compute kind: how the provider
-// builds it, the agent id it gives (known at plan, without building the
-// executor), and the agent's resource identity, from its compute or read
-// from an agent id. importOrder is the order in which executors are asked
-// whether an import id is theirs: an SSH id (HOST/NAME where HOST holds a
-// dot or a colon) before Kubernetes' NAMESPACE/NAME, which matches almost
-// anything.
-var executors = map[string]struct {
+// kindRow is one compute kind's registration in the provider: how the
+// provider builds its executor, the agent id it gives (known at plan,
+// without building the executor), the agent's resource identity (from its
+// compute, or read from an agent id), and where an identity or an
+// occ_agent list block points on it: whether it names the kind's target
+// (claims), the import id it names, and the compute a listing reads with
+// that target in words. Every kind-specific answer the provider's glue
+// needs comes from here (with admission.KindSupport for the rules).
+type kindRow struct {
 	build        func(context.Context, *Data) (executor.Executor, error)
 	agentID      func(admission.Compute, string) string
 	identity     func(admission.Compute, string) agentIdentityModel
 	identityOfID func(id string) (agentIdentityModel, bool)
-}{
+	// claims reports whether an identity (or list block) names this
+	// kind's target; importID and listTarget read one that does.
+	claims     func(agentIdentityModel) bool
+	importID   func(m agentIdentityModel) string
+	listTarget func(m agentIdentityModel) (on admission.Compute, where string)
+}
+
+// executors registers one row per compute kind. importOrder is the order
+// in which executors are asked whether an import id is theirs: an SSH id
+// (HOST/NAME where HOST holds a dot or a colon) before Kubernetes'
+// NAMESPACE/NAME, which matches almost anything.
+var executors = map[string]kindRow{
 	admission.KindSSH: {
 		build:    func(_ context.Context, d *Data) (executor.Executor, error) { return d.sshExecutor(), nil },
 		agentID:  sshexec.AgentID,
@@ -40,6 +52,14 @@ var executors = map[string]struct {
 		identityOfID: func(id string) (agentIdentityModel, bool) {
 			host, port, agent, ok := sshexec.SplitAgentID(id)
 			return sshIdentity(host, int64(port), agent), ok
+		},
+		claims: func(m agentIdentityModel) bool { return !m.Host.IsNull() },
+		importID: func(m agentIdentityModel) string {
+			return sshexec.ImportIDOf(m.Host.ValueString(), int(m.Port.ValueInt64()), m.Name.ValueString())
+		},
+		listTarget: func(m agentIdentityModel) (admission.Compute, string) {
+			host, port := m.Host.ValueString(), m.Port.ValueInt64()
+			return admission.Compute{Kind: admission.KindSSH, Host: host, Port: port}, sshexec.HostPort(host, int(port))
 		},
 	},
 	admission.KindKubernetes: {
@@ -50,7 +70,26 @@ var executors = map[string]struct {
 			ns, agent, ok := kube.SplitAgentID(id)
 			return kubeIdentity(ns, agent), ok
 		},
+		claims: func(m agentIdentityModel) bool { return !m.Namespace.IsNull() },
+		importID: func(m agentIdentityModel) string {
+			return kube.AgentID(admission.Compute{Namespace: m.Namespace.ValueString()}, m.Name.ValueString())
+		},
+		listTarget: func(m agentIdentityModel) (admission.Compute, string) {
+			ns := m.Namespace.ValueString()
+			return admission.Compute{Kind: admission.KindKubernetes, Namespace: ns}, ns
+		},
 	},
+}
+
+// claimingKind is the kind whose target an identity or list block names
+// (checked to name exactly one before), in importOrder.
+func claimingKind(m agentIdentityModel) (string, kindRow, bool) {
+	for _, kind := range importOrder {
+		if row := executors[kind]; row.claims(m) {
+			return kind, row, true
+		}
+	}
+	return "", kindRow{}, false
 }
 
 var importOrder = []string{admission.KindSSH, admission.KindKubernetes}

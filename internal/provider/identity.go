@@ -9,10 +9,6 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/resource/identityschema"
 	"github.com/hashicorp/terraform-plugin-framework/tfsdk"
 	"github.com/hashicorp/terraform-plugin-framework/types"
-
-	"github.com/occ-platform/terraform-provider-occ/internal/admission"
-	"github.com/occ-platform/terraform-provider-occ/internal/kube"
-	"github.com/occ-platform/terraform-provider-occ/internal/sshexec"
 )
 
 // Resource identity (Terraform 1.12 and later): the attributes that find a
@@ -131,10 +127,17 @@ func (m agentIdentityModel) importID() (string, error) {
 	case targetBadPort:
 		return "", fmt.Errorf("identity.port %d is not a TCP port: write 1 to 65535, or leave it out for 22", m.Port.ValueInt64())
 	}
-	if m.Namespace.ValueString() != "" {
-		return kube.AgentID(admission.Compute{Namespace: m.Namespace.ValueString()}, name), nil
+	if m.Namespace.ValueString() == "" {
+		m.Namespace = types.StringNull()
 	}
-	return sshexec.ImportIDOf(m.Host.ValueString(), int(m.Port.ValueInt64()), name), nil
+	if m.Host.ValueString() == "" {
+		m.Host = types.StringNull()
+	}
+	_, row, ok := claimingKind(m)
+	if !ok {
+		return "", fmt.Errorf("identity must set namespace (an Agent on Kubernetes) or host (an Agent on an SSH host)")
+	}
+	return row.importID(m), nil
 }
 
 // targetFault is what is wrong with where an agent identity or an
