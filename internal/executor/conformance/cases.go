@@ -75,8 +75,8 @@ func heldCode(r *R) {
 // keeps serving, AC1; on SSH the unit was restarted on revision 2 and
 // nothing is restored, PR8). The fix is deployed as revision 2 again:
 // a failed update keeps the previous state, so the next plan's number is
-// the same (INTERFACE.md, Diagnostics); it activates, and Read reports it.
-// rules AC1, AC3, PR8.
+// the same (INTERFACE.md, Diagnostics); it activates, and Read reports it;
+// revision 3 then activates over it. rules AC1, AC3, PR8.
 func failedUpdateThenFix(r *R) {
 	rev1 := r.rev("update", 1, Ready)
 	r.MustDeploy(rev1, 1, 0)
@@ -100,6 +100,10 @@ func failedUpdateThenFix(r *R) {
 	fix := r.rev("update", 3, Ready)
 	r.MustDeploy(fix, 2, 1)
 	r.Activated("update", 2, fix)
+	// And the agent moves on from the fix as from any revision.
+	next := r.rev("update", 4, Ready)
+	r.MustDeploy(next, 3, 2)
+	r.Activated("update", 3, next)
 }
 
 // redeploySameRevision: the activated revision deployed again, as the
@@ -289,40 +293,45 @@ func killedOperationConverges(r *R) {
 	if len(want) == 0 {
 		r.Fatal("the leftovers check finds nothing of the reference agent: it compares nothing")
 	}
+	r.Logf("what an agent deployed without an interruption leaves: %q", want)
 	r.Eventually(time.Minute, "what the interrupted agent leaves equals what the reference leaves", func() (bool, string) {
 		got := normalized(r.Leftovers("interrupted"), "interrupted", rev1, rev2)
 		return slices.Equal(got, want), fmt.Sprintf("interrupted %q, reference %q", got, want)
 	})
 }
 
-// writesMarked: a deploy that fails before writing says it wrote nothing
-// (a target that does not answer; a context ended before it began), and
-// nothing of the agent is there; one that fails after writing says it
-// wrote. A create that fails after writing stays in state (tainted) so
-// that the next apply converges; one that wrote nothing does not
-// (INTERFACE.md, Diagnostics). The contract: executor.Failure.Wrote,
-// executor.Wrote.
+// writesMarked: a deploy that fails after writing says it wrote; one
+// that fails before writing says it wrote nothing (a target that does not
+// answer; a context ended before it began, on a place already prepared by
+// the first deploy, so that it reaches the deploy's own write path), and
+// nothing of its agent is there. A create that fails after writing stays
+// in state (tainted) so that the next apply converges; one that wrote
+// nothing does not (INTERFACE.md, Diagnostics). The contract:
+// executor.Failure.Wrote, executor.Wrote.
 func writesMarked(r *R) {
+	_, err := r.Deploy(r.Ctx, r.rev("written", 1, Fails), 1, 0)
+	if f := r.Failure(err, r.Kind.FailCode); !f.Wrote || !executor.Wrote(err) {
+		r.Errorf("a deploy that failed after writing says it wrote nothing: %v", err)
+	}
+
+	rev := r.rev("unwritten", 1, Ready)
 	ex, c := r.Place.Unreachable(r.T)
-	rev := r.rev("marked", 1, Ready)
-	_, err := ex.Deploy(r.Ctx, deployment(rev, c, 1, 0, r.log("marked")))
+	_, err = ex.Deploy(r.Ctx, deployment(rev, c, 1, 0, r.log("unwritten")))
 	if f := r.Failure(err, ""); f.Wrote || executor.Wrote(err) {
 		r.Errorf("a deploy to a target that does not answer says it wrote: %v", err)
 	}
+	r.Logf("a deploy to a target that does not answer: %v", err)
 	ended, cancel := context.WithCancel(r.Ctx)
 	cancel()
 	_, err = r.Deploy(ended, rev, 1, 0)
 	if f := r.Failure(err, ""); f.Wrote || executor.Wrote(err) {
 		r.Errorf("a deploy whose context had ended says it wrote: %v", err)
 	}
-	if o := r.Read("marked"); o.Exists {
+	r.Logf("a deploy whose context had ended: %v", err)
+	if o := r.Read("unwritten"); o.Exists {
 		r.Errorf("read after two deploys that wrote nothing: %+v; want not there", o)
 	}
-	if l := r.Leftovers("marked"); len(l) > 0 {
+	if l := r.Leftovers("unwritten"); len(l) > 0 {
 		r.Errorf("left on the target by two deploys that wrote nothing: %q", l)
-	}
-	_, err = r.Deploy(r.Ctx, r.rev("marked", 2, Fails), 1, 0)
-	if f := r.Failure(err, r.Kind.FailCode); !f.Wrote || !executor.Wrote(err) {
-		r.Errorf("a deploy that failed after writing says it wrote nothing: %v", err)
 	}
 }
