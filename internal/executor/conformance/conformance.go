@@ -230,6 +230,10 @@ func (r *R) Deploy(ctx context.Context, rev *admission.Revision, n, serving int6
 func (r *R) MustDeploy(rev *admission.Revision, n, serving int64) executor.Result {
 	r.Helper()
 	res, err := r.Deploy(r.Ctx, rev, n, serving)
+	var f *executor.Failure
+	if errors.As(err, &f) {
+		r.Fatalf("deploy %s revision %d (serving %d): %v\n%s", rev.Agent, n, serving, err, f.Detail(rev.ID()))
+	}
 	if err != nil {
 		r.Fatalf("deploy %s revision %d (serving %d): %v", rev.Agent, n, serving, err)
 	}
