@@ -22,7 +22,8 @@
 //  3. an executor package implementing Executor: it writes only through
 //     helpers that mark Writes, returns *Failure with catalog codes (add
 //     any new code to catalog.go and run `make generate`), and honours the
-//     context's deadline in every call.
+//     context's deadline in every call. Its tests run the conformance
+//     suite (internal/executor/conformance) against a real target.
 //  4. internal/provider: one schema block on occ_compute for the kind's
 //     settings, and one line registering the executor (executors.go).
 //

@@ -265,7 +265,7 @@ func killedOperationConverges(r *R) {
 	r.revs[rev2.Agent] = rev2
 	d := deployment(rev2, r.Place.Compute, 2, 1, func(msg string, fields map[string]any) {
 		r.log("interrupted")(msg, fields)
-		if fields["work.operation"] == InterruptPhase {
+		if fields["work.operation"] == r.Kind.InterruptPhase {
 			select {
 			case <-reached:
 			default:
@@ -279,7 +279,7 @@ func killedOperationConverges(r *R) {
 	select {
 	case <-reached:
 	default:
-		r.Fatalf("the deploy never reached its %q phase (it returned %v): nothing was interrupted", InterruptPhase, err)
+		r.Fatalf("the deploy never reached its %q phase (it returned %v): nothing was interrupted", r.Kind.InterruptPhase, err)
 	}
 	if err == nil {
 		r.Fatal("the interrupted deploy activated: the Slow revision was ready within a second, nothing was interrupted")

@@ -98,6 +98,11 @@ type Kind struct {
 	// error instead of answering ok=false.
 	ForeignIDs       []string
 	ClaimsForeignIDs bool
+	// InterruptPhase is the deploy phase, as the executor logs it
+	// (work.operation), in which the suite interrupts a deploy: one in
+	// which the revision is written and the deploy waits for it. Default
+	// DefaultInterruptPhase.
+	InterruptPhase string
 	// CaseTimeout bounds each case (default 4 minutes: a loaded 2-core
 	// machine).
 	CaseTimeout time.Duration
@@ -142,15 +147,17 @@ type Place struct {
 	Unreachable func(t *testing.T) (executor.Executor, admission.Compute)
 }
 
-// InterruptPhase is the deploy phase, as both executors log it
-// (work.operation), in which the suite interrupts a deploy: the revision
-// is written and the deploy waits for it.
-const InterruptPhase = "gate"
+// DefaultInterruptPhase is the phase in which both executors wait for a
+// written revision to become ready, as they log it (work.operation).
+const DefaultInterruptPhase = "gate"
 
 // Run runs every case against k, each as a subtest of t.
 func Run(t *testing.T, k Kind) {
 	if k.CaseTimeout == 0 {
 		k.CaseTimeout = 4 * time.Minute
+	}
+	if k.InterruptPhase == "" {
+		k.InterruptPhase = DefaultInterruptPhase
 	}
 	for _, c := range Cases {
 		t.Run(c.Name, func(t *testing.T) {
