@@ -23,8 +23,9 @@
 //  3. an executor package implementing Executor: it writes only through
 //     helpers that mark Writes, returns *Failure with catalog codes through
 //     Normalize at each operation's exit (add any new code to catalog.go
-//     and run `make generate`), and honours the
-//     context's deadline in every call.
+//     and run `make generate`), and honours the context's deadline in
+//     every call. Its tests run the conformance suite
+//     (internal/executor/conformance) against a real target.
 //  4. internal/provider: one schema block on occ_compute for the kind's
 //     settings, and one line registering the executor (executors.go).
 //

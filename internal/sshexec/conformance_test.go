@@ -1,0 +1,252 @@
+package sshexec
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"path"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/occ-platform/terraform-provider-occ/internal/admission"
+	"github.com/occ-platform/terraform-provider-occ/internal/executor"
+	"github.com/occ-platform/terraform-provider-occ/internal/executor/conformance"
+	"github.com/occ-platform/terraform-provider-occ/internal/occconfig"
+	"github.com/occ-platform/terraform-provider-occ/internal/render"
+	"github.com/occ-platform/terraform-provider-occ/internal/runtimerecord"
+	"github.com/occ-platform/terraform-provider-occ/internal/testenv/sshhost"
+)
+
+// TestConformance runs the executor contract's conformance suite against
+// the SSH executor on a booted systemd host (systemd-nspawn, real sshd and
+// systemd; `make testenv-ssh` builds it), one host for the suite, fresh
+// agent names per case, each case's agents deleted when it ends. The
+// gateway is a fake (fakeGateway): the contract is the executor's, and the
+// real OpenClaw's start on a loaded machine would only slow every case.
+//
+//	go test ./internal/sshexec -run '^TestConformance$' -v
+func TestConformance(t *testing.T) {
+	h := sshhost.StartSystemdHostT(t, sshhost.SystemdHostOptions{})
+	hostRun(t, h, "install -d -m 0755 /etc/occ && umask 077 && printf 'ANTHROPIC_API_KEY=conformance\\n' > "+conformanceEnvFile, "")
+	hostRun(t, h, "cat > "+fakeGatewayPath+" && chmod 0755 "+fakeGatewayPath, fakeGateway)
+	var links []string
+	for _, b := range []conformance.Behaviour{conformance.Ready, conformance.Slow, conformance.Held, conformance.Fails} {
+		for v := 1; v <= 9; v++ {
+			links = append(links, "ln -sfn "+fakeGatewayPath+" "+fakeGatewayAs(b, v))
+		}
+	}
+	hostRun(t, h, strings.Join(links, " && "), "")
+
+	kh := filepath.Join(t.TempDir(), "known_hosts")
+	if err := os.WriteFile(kh, []byte(fmt.Sprintf("[127.0.0.1]:%d %s\n", h.Port, h.HostKey)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	pool := NewPool(Credentials{PrivateKey: string(h.ClientKey)}, Options{})
+	t.Cleanup(func() { _ = pool.Close() })
+	exec := &Executor{Pool: pool, User: "root", KnownHostsFile: kh}
+	compute := admission.Compute{ID: "edge", Name: "edge", Kind: admission.KindSSH, Host: "127.0.0.1", Port: int64(h.Port), HostKey: h.HostKey, User: "root"}
+	where := net.JoinHostPort("127.0.0.1", strconv.Itoa(h.Port))
+
+	conformance.Run(t, conformance.Kind{
+		Name:     "ssh",
+		Executor: exec,
+		NewPlace: func(t *testing.T) *conformance.Place { return sshPlace(t, h, exec, compute, where) },
+		HeldCode: executor.CodeRuntime(runtimerecord.CodeModelProbeTimeout),
+		FailCode: executor.UnitFailed,
+		// PR8: the activation switched the host to revision 2 and
+		// restarted the unit, which keeps failing; no earlier revision is
+		// restored, so nothing activated runs: the unit is not running, or
+		// (caught between two restarts) runs a revision never activated.
+		AfterFailedUpdate: conformance.Observation{Revision: 0, Drifts: []executor.DriftReason{executor.DriftWorkload, executor.DriftUnfinished}},
+		RemovedDrift:      executor.DriftWorkload,
+		EditedDrift:       executor.DriftEdited,
+		// A repeat of the selected revision stops, rewrites and restarts
+		// the unit (deploy: "the host already selects revision n") and
+		// records a new activation.
+		KeepsActivationTime: false,
+		ForeignIDs:          []string{"occ-acme/support", "support"},
+	})
+}
+
+const (
+	conformanceEnvFile = "/etc/occ/conformance.env"
+	fakeGatewayPath    = "/usr/local/bin/occ-fake-gateway"
+)
+
+// fakeGatewayAs is the path under which the fake gateway behaves as b;
+// variants (1 to 9, the links the test makes) are other paths (another
+// openclaw_path: another revision).
+func fakeGatewayAs(b conformance.Behaviour, variant int) string {
+	return fmt.Sprintf("/usr/local/bin/occ-fake-%s-v%d", b, variant)
+}
+
+// fakeGateway stands in for OpenClaw's `gateway run` on the host: what it
+// does follows from the name it is run as (occ-fake-BEHAVIOUR-vN). Ready
+// listens at once on OPENCLAW_GATEWAY_PORT (the unit's) and answers every
+// request, /readyz included, 200; slow listens after 8 s; held writes the
+// startup record of a probe that timed out (PR6, PR7) and never listens;
+// fails exits 1.
+const fakeGateway = `#!/usr/bin/perl
+use strict;
+use warnings;
+use IO::Socket::INET;
+$| = 1;
+my ($mode) = $0 =~ m{occ-fake-([a-z]+)-v[0-9]+$} or die "occ-fake-gateway: no behaviour in the name $0\n";
+my $port = $ENV{OPENCLAW_GATEWAY_PORT} or die "occ-fake-gateway: OPENCLAW_GATEWAY_PORT is not set\n";
+print "occ-fake-gateway ($mode) starting on 127.0.0.1:$port\n";
+if ($mode eq "fails") {
+	print "occ-fake-gateway: failing on purpose\n";
+	exit 1;
+}
+if ($mode eq "held") {
+	print '{"event":"openclaw.model_probe","container":"gateway","code":"MODEL_PROBE_TIMEOUT","final":true}', "\n";
+	sleep 3600 while 1;
+}
+sleep 8 if $mode eq "slow";
+my $srv = IO::Socket::INET->new(LocalAddr => "127.0.0.1", LocalPort => $port, Proto => "tcp", Listen => 16, ReuseAddr => 1)
+	or die "occ-fake-gateway: listen on $port: $!\n";
+print "occ-fake-gateway: ready\n";
+while (1) {
+	my $c = $srv->accept or next;
+	while (defined(my $l = <$c>)) { last if $l =~ /^\r?\n$/; }
+	print $c "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 15\r\nConnection: close\r\n\r\n{\"ready\":true}\n";
+	close $c;
+}
+`
+
+// hostRun runs cmd as root on the host, stdin its input, and returns its
+// stdout; a failure fails t.
+func hostRun(t *testing.T, h *sshhost.Host, cmd, stdin string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	var in io.Reader
+	if stdin != "" {
+		in = strings.NewReader(stdin)
+	}
+	r, err := h.RunAs(ctx, "root", cmd, in)
+	if err != nil || r.Exit != 0 {
+		t.Fatalf("on the host: %s: exit %d, %v: %s", cmd, r.Exit, err, r.Stderr)
+	}
+	return r.Stdout
+}
+
+// sshPlace is the suite's host for one case: the agents it names get a
+// free loopback port each (the host shares this machine's network).
+func sshPlace(t *testing.T, h *sshhost.Host, exec *Executor, compute admission.Compute, where string) *conformance.Place {
+	var mu sync.Mutex
+	ports := map[string]int{}
+	port := func(t *testing.T, name string) int {
+		mu.Lock()
+		defer mu.Unlock()
+		if ports[name] == 0 {
+			ports[name] = freeLoopbackPort(t)
+		}
+		return ports[name]
+	}
+	return &conformance.Place{
+		Compute: compute,
+		Where:   where,
+		ID:      func(name string) string { return where + "/" + name },
+		Revision: func(t *testing.T, name string, variant int, b conformance.Behaviour) *admission.Revision {
+			t.Helper()
+			return sshRevision(t, name, compute, fakeGatewayAs(b, variant), port(t, name))
+		},
+		Remove: func(_ context.Context, t *testing.T, name string) {
+			hostRun(t, h, "systemctl stop -- "+render.UnitName(name), "")
+		},
+		Edit: func(_ context.Context, t *testing.T, name string) {
+			hostRun(t, h, "printf ' ' >> "+path.Join(render.AgentDir(DefaultConfigDir, name), render.CurrentLink, render.ConfigFile), "")
+		},
+		LookAlike: func(_ context.Context, t *testing.T, name string) {
+			t.Helper()
+			// A unit with the agents' prefix that the provider did not
+			// write (no agent key), and one whose agent key names another
+			// agent than its file name.
+			unit := "[Unit]\nDescription=look-alike\n%s\n[Service]\nExecStart=/bin/sleep infinity\n"
+			for file, key := range map[string]string{name + "x": "", name + "y": render.UnitKeyAgent + "=" + name} {
+				p := render.UnitPath(file)
+				hostRun(t, h, "cat > "+p, fmt.Sprintf(unit, key))
+				t.Cleanup(func() {
+					ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+					defer cancel()
+					_, _ = h.RunAs(ctx, "root", "rm -f -- "+p, nil)
+				})
+			}
+		},
+		Leftovers: func(ctx context.Context, t *testing.T, name string) []string {
+			t.Helper()
+			out := hostRun(t, h, "sh -s -- "+strings.Join([]string{name, render.UnitName(name), render.UnitPath(name),
+				render.AgentDir(DefaultConfigDir, name), render.StateDir(name), render.ServiceUser(name)}, " "), leftoversScript)
+			var l []string
+			for _, line := range strings.Split(out, "\n") {
+				if line = strings.TrimSpace(line); line != "" {
+					l = append(l, line)
+				}
+			}
+			return l
+		},
+		Unreachable: func(t *testing.T) (executor.Executor, admission.Compute) {
+			c := compute
+			c.Port = int64(freeLoopbackPort(t)) // nothing listens there
+			return exec, c
+		},
+	}
+}
+
+// leftoversScript prints, one a line, what of an agent is on the host:
+// its unit file and what an interrupted upload of it left, every file of
+// its agent and state directories, its service user, its unit when
+// systemd has it loaded in any state but inactive, and its transient
+// activation units.
+const leftoversScript = `name=$1 unit=$2 unitpath=$3 agentdir=$4 statedir=$5 user=$6
+for p in "$unitpath" "$(dirname -- "$unitpath")"/.occ-upload."$unit".*; do
+	[ -e "$p" ] && echo "file $p"
+done
+for d in "$agentdir" "$statedir"; do
+	[ -e "$d" ] && find "$d" | sort | sed 's/^/file /'
+done
+id -u "$user" >/dev/null 2>&1 && echo "user $user"
+s=$(systemctl is-active -- "$unit" 2>/dev/null)
+case "$s" in inactive | unknown | "") ;; *) echo "unit $unit $s" ;; esac
+systemctl list-units --all --plain --no-legend -- "occ-activate-occ-agent-$name-*" 2>/dev/null | awk '{ print "unit " $1 " " $3 }'
+exit 0
+`
+
+// sshRevision admits an embedded OpenClaw revision of agent name for an
+// SSH compute, run by openclaw, its gateway on port.
+func sshRevision(t *testing.T, name string, c admission.Compute, openclaw string, port int) *admission.Revision {
+	t.Helper()
+	doc, err := occconfig.Parse(fmt.Sprintf(`{agents: {defaults: {model: "anthropic/claude-sonnet-4-5"}}, gateway: {port: %d}}`, port))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.OpenClawPath = openclaw
+	rev, errs := admission.Admit(admission.Input{
+		Agent:         admission.Agent{Name: name},
+		Configuration: admission.Configuration{ID: "c", Name: "c", Generation: 1, Document: doc},
+		Compute:       c,
+		Source:        admission.CredentialSource{ID: "host", Name: "host", Method: admission.MethodRuntime, Generation: 1, ComputeID: c.ID, EnvironmentFile: conformanceEnvFile},
+	})
+	if len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	return rev
+}
+
+// freeLoopbackPort is a port nothing listens on now.
+func freeLoopbackPort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
