@@ -13,23 +13,30 @@
 //
 // # Adding a compute kind
 //
-// A new kind (Docker, Nomad, …) touches:
-//  1. internal/admission/kinds.go: one row saying what the kind supports
-//     (execution modes, auth methods, secret bindings, sandbox driver); the
-//     admission rules read it.
-//  2. internal/render: one file rendering an admitted revision for the kind
-//     (pure: values in, values or errors out), using render.Topology for
-//     which components the revision runs.
-//  3. an executor package implementing Executor: it writes only through
-//     helpers that mark Writes, returns *Failure with catalog codes through
-//     Normalize at each operation's exit (add any new code to catalog.go
-//     and run `make generate`), and honours the context's deadline in
-//     every call. Its tests run the conformance suite
+// A new kind (Docker, Nomad, …) is:
+//  1. an admission row (admission.KindSupport): what the kind runs and
+//     accepts, what a revision freezes of its compute, its platform keys
+//     and whether gateway.port is the user's; registered with
+//     admission.RegisterKind (the bundled kinds are rows of kinds.go).
+//  2. its rendering, pure (values in, values or errors out), using
+//     render.Topology for which components the revision runs.
+//  3. an executor implementing Executor (and SecretStore when the kind
+//     keeps credential sources' values on its target): it writes only
+//     through helpers that mark Writes, returns *Failure with catalog
+//     codes through Normalize at each operation's exit (add any new code
+//     to catalog.go and run `make generate`), and honours the context's
+//     deadline in every call. Its tests run the conformance suite
 //     (internal/executor/conformance) against a real target.
-//  4. internal/provider: one schema block on occ_compute for the kind's
-//     settings, and one line registering the executor (executors.go).
+//  4. for Terraform: its row in the provider's registry
+//     (internal/provider/executors.go: its executor, agent ids, identity,
+//     import ids, list target) and its schema block on occ_compute with
+//     the block's conversion to admission.Compute (compute_model.go).
 //
-// The provider's glue (dispatch, diagnostics, state) does not change.
+// Steps 1 to 3 need no edit outside the kind's own files:
+// internal/testenv/memkind is a kind that exists only in tests and passes
+// the conformance suite so. Step 4 still edits the provider's registry
+// and occ_compute's schema, and a kind's settings live in the flat
+// admission.Compute and admission.ComputeSettings.
 package executor
 
 import (
