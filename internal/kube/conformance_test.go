@@ -16,7 +16,6 @@ import (
 	"github.com/occ-platform/terraform-provider-occ/internal/admission"
 	"github.com/occ-platform/terraform-provider-occ/internal/executor"
 	"github.com/occ-platform/terraform-provider-occ/internal/executor/conformance"
-	"github.com/occ-platform/terraform-provider-occ/internal/occconfig"
 	"github.com/occ-platform/terraform-provider-occ/internal/render"
 	"github.com/occ-platform/terraform-provider-occ/internal/runtimerecord"
 	"github.com/occ-platform/terraform-provider-occ/internal/testenv/kubeenv"
@@ -147,21 +146,9 @@ func kubePlace(t *testing.T, c *kubeenv.Cluster) *conformance.Place {
 // whose Pods carry annotations.
 func conformanceRevision(t *testing.T, name string, c admission.Compute, annotations map[string]string) *admission.Revision {
 	t.Helper()
-	doc, err := occconfig.Parse(`{agents: {defaults: {model: "anthropic/claude-sonnet-4-5"}}}`)
-	if err != nil {
-		t.Fatal(err)
-	}
 	c.PodAnnotations = annotations
-	rev, errs := admission.Admit(admission.Input{
-		Agent:         admission.Agent{Name: name},
-		Configuration: admission.Configuration{ID: "c", Name: "c", Generation: 1, Document: doc},
-		Compute:       c,
-		Source:        admission.CredentialSource{ID: "s", Name: "s", Method: admission.MethodAPIKey, Generation: 1, ComputeID: c.ID, SecretRef: &admission.SecretRef{Name: "llm", Key: "k"}},
-	})
-	if len(errs) > 0 {
-		t.Fatal(errs)
-	}
-	return rev
+	return conformance.EmbeddedRevision(t, name, c, admission.CredentialSource{ID: "s", Name: "s", Method: admission.MethodAPIKey, Generation: 1,
+		SecretRef: &admission.SecretRef{Name: "llm", Key: "k"}}, "")
 }
 
 // holdPods writes the held startup record into the gateway log of every

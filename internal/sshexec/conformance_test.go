@@ -17,7 +17,6 @@ import (
 	"github.com/occ-platform/terraform-provider-occ/internal/admission"
 	"github.com/occ-platform/terraform-provider-occ/internal/executor"
 	"github.com/occ-platform/terraform-provider-occ/internal/executor/conformance"
-	"github.com/occ-platform/terraform-provider-occ/internal/occconfig"
 	"github.com/occ-platform/terraform-provider-occ/internal/render"
 	"github.com/occ-platform/terraform-provider-occ/internal/runtimerecord"
 	"github.com/occ-platform/terraform-provider-occ/internal/testenv/sshhost"
@@ -223,21 +222,9 @@ exit 0
 // SSH compute, run by openclaw, its gateway on port.
 func sshRevision(t *testing.T, name string, c admission.Compute, openclaw string, port int) *admission.Revision {
 	t.Helper()
-	doc, err := occconfig.Parse(fmt.Sprintf(`{agents: {defaults: {model: "anthropic/claude-sonnet-4-5"}}, gateway: {port: %d}}`, port))
-	if err != nil {
-		t.Fatal(err)
-	}
 	c.OpenClawPath = openclaw
-	rev, errs := admission.Admit(admission.Input{
-		Agent:         admission.Agent{Name: name},
-		Configuration: admission.Configuration{ID: "c", Name: "c", Generation: 1, Document: doc},
-		Compute:       c,
-		Source:        admission.CredentialSource{ID: "host", Name: "host", Method: admission.MethodRuntime, Generation: 1, ComputeID: c.ID, EnvironmentFile: conformanceEnvFile},
-	})
-	if len(errs) > 0 {
-		t.Fatal(errs)
-	}
-	return rev
+	return conformance.EmbeddedRevision(t, name, c, admission.CredentialSource{ID: "host", Name: "host", Method: admission.MethodRuntime, Generation: 1,
+		EnvironmentFile: conformanceEnvFile}, fmt.Sprintf("gateway: {port: %d}", port))
 }
 
 // freeLoopbackPort is a port nothing listens on now.

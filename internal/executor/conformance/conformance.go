@@ -30,6 +30,7 @@ import (
 
 	"github.com/occ-platform/terraform-provider-occ/internal/admission"
 	"github.com/occ-platform/terraform-provider-occ/internal/executor"
+	"github.com/occ-platform/terraform-provider-occ/internal/occconfig"
 )
 
 // Behaviour is how a revision's runtime behaves once started.
@@ -337,4 +338,34 @@ func normalized(list []string, name string, revs ...*admission.Revision) []strin
 	}
 	slices.Sort(out)
 	return out
+}
+
+// Model is the primary model of the revisions EmbeddedRevision admits.
+const Model = "anthropic/claude-sonnet-4-5"
+
+// EmbeddedRevision admits an embedded OpenClaw revision of agent name on
+// compute c with credential source src, its document Model's plus extra
+// (more top-level keys of the document, "" for none): what a kind's
+// Place.Revision builds its revisions from.
+func EmbeddedRevision(t *testing.T, name string, c admission.Compute, src admission.CredentialSource, extra string) *admission.Revision {
+	t.Helper()
+	text := `{agents: {defaults: {model: "` + Model + `"}}`
+	if extra != "" {
+		text += ", " + extra
+	}
+	doc, err := occconfig.Parse(text + "}")
+	if err != nil {
+		t.Fatal(err)
+	}
+	src.ComputeID = c.ID
+	rev, errs := admission.Admit(admission.Input{
+		Agent:         admission.Agent{Name: name},
+		Configuration: admission.Configuration{ID: "c", Name: "c", Generation: 1, Document: doc},
+		Compute:       c,
+		Source:        src,
+	})
+	if len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	return rev
 }

@@ -9,7 +9,6 @@ import (
 	"github.com/occ-platform/terraform-provider-occ/internal/admission"
 	"github.com/occ-platform/terraform-provider-occ/internal/executor"
 	"github.com/occ-platform/terraform-provider-occ/internal/executor/conformance"
-	"github.com/occ-platform/terraform-provider-occ/internal/occconfig"
 	"github.com/occ-platform/terraform-provider-occ/internal/runtimerecord"
 )
 
@@ -64,21 +63,8 @@ func memoryPlace(t *testing.T, exec *Executor, host string, target *Target) *con
 			t.Helper()
 			c := compute
 			c.OpenClawPath = fmt.Sprintf("/memkind/%s/v%d", b, variant)
-			doc, err := occconfig.Parse(`{agents: {defaults: {model: "anthropic/claude-sonnet-4-5"}}}`)
-			if err != nil {
-				t.Fatal(err)
-			}
-			rev, errs := admission.Admit(admission.Input{
-				Agent:         admission.Agent{Name: name},
-				Configuration: admission.Configuration{ID: "c", Name: "c", Generation: 1, Document: doc},
-				Compute:       c,
-				Source: admission.CredentialSource{ID: "key", Name: "key", Method: admission.MethodAPIKey, Generation: 1, ComputeID: c.ID,
-					SecretRef: &admission.SecretRef{Name: "model-key", Key: "api-key"}},
-			})
-			if len(errs) > 0 {
-				t.Fatal(errs)
-			}
-			return rev
+			return conformance.EmbeddedRevision(t, name, c, admission.CredentialSource{ID: "key", Name: "key", Method: admission.MethodAPIKey, Generation: 1,
+				SecretRef: &admission.SecretRef{Name: "model-key", Key: "api-key"}}, "")
 		},
 		Remove:    func(_ context.Context, _ *testing.T, name string) { target.Remove(name) },
 		Edit:      func(_ context.Context, _ *testing.T, name string) { target.Edit(name) },
