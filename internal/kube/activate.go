@@ -40,7 +40,8 @@ func (e *Executor) activate(ctx context.Context, r *rollout, early *corev1.Servi
 	ns, name := objs.Namespace, *objs.Service.Name
 	at := e.now().UTC().Truncate(time.Second)
 	svcs := e.Client.CoreV1().Services(ns)
-	desired := objs.ServiceObject(map[string]string{AnnotationActivatedRevision: strconv.FormatInt(n, 10), AnnotationActivatedAt: at.Format(time.RFC3339)})
+	desired := objs.ExposedService.DeepCopy()
+	desired.Annotations = mergeMaps(desired.Annotations, map[string]string{AnnotationActivatedRevision: strconv.FormatInt(n, 10), AnnotationActivatedAt: at.Format(time.RFC3339)})
 	claim := func(cur *corev1.Service) *corev1.Service {
 		upd := cur.DeepCopy()
 		upd.Labels, upd.Annotations = desired.Labels, mergeMaps(cur.Annotations, desired.Annotations)

@@ -231,7 +231,7 @@ func (e *Executor) apply(ctx context.Context, d executor.Deployment) (executor.R
 		// PR10: on a first dedicated deploy the Agent's Service selects the
 		// gateway from the start and lists it only once it is ready. It
 		// claims no activation: that is written when the gate passes.
-		created, err := e.Client.CoreV1().Services(ns).Create(ctx, objs.ServiceObject(nil), metav1.CreateOptions{FieldManager: render.FieldManager})
+		created, err := e.Client.CoreV1().Services(ns).Create(ctx, objs.ExposedService.DeepCopy(), metav1.CreateOptions{FieldManager: render.FieldManager})
 		switch {
 		case err == nil:
 			early = created

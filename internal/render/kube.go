@@ -119,8 +119,10 @@ type Objects struct {
 	// agent's).
 	NetworkPolicies []*networkingv1ac.NetworkPolicyApplyConfiguration
 	// Exposure is the compute's exposure of the agent's Service, outside
-	// revision identity: ServiceObject gives the Service it.
-	Exposure admission.Exposure
+	// revision identity; ExposedService is the agent's Service with it,
+	// as a deploy writes it (the activation adds its own annotations).
+	Exposure       admission.Exposure
+	ExposedService *corev1.Service
 }
 
 // Names of an agent's objects.
@@ -222,6 +224,7 @@ func Kubernetes(rev *admission.Revision, n int64, c admission.Compute) (*Objects
 	}
 	objs.NetworkPolicies = NetworkPolicies(rev, c.NetworkPolicy, driverNS)
 	objs.Exposure = c.Exposure
+	objs.ExposedService = objs.exposedService()
 	return objs, nil
 }
 
@@ -239,7 +242,7 @@ type Object struct {
 // NetworkPolicies before any workload of the revision runs, the harness's
 // Service before either workload, the Sandboxes and Deployments, and last
 // the agent's Service, which the activation writes once the revision is
-// ready (ServiceObject). The executor's own steps (the agent's tokens,
+// ready (ExposedService). The executor's own steps (the agent's tokens,
 // stopping earlier revisions, the gate) fall between them.
 func (o *Objects) InOrder() []Object {
 	var out []Object
@@ -264,20 +267,16 @@ func (o *Objects) InOrder() []Object {
 	for _, d := range o.Deployments {
 		out = append(out, Object{"Deployment", *d.Name, d})
 	}
-	out = append(out, Object{"Service", *o.Service.Name, o.ServiceObject(nil)})
+	out = append(out, Object{"Service", *o.Service.Name, o.ExposedService})
 	return out
 }
 
-// ServiceObject is the agent's Service as the activation writes it: the
-// rendered Service with the compute's exposure (ExposeService) and the
-// annotations given (the activation's record) beside its own.
-func (o *Objects) ServiceObject(annotations map[string]string) *corev1.Service {
+// exposedService is the agent's Service with the compute's exposure
+// (ExposeService).
+func (o *Objects) exposedService() *corev1.Service {
 	ac := o.Service
 	ann := map[string]string{}
 	for k, v := range ac.Annotations {
-		ann[k] = v
-	}
-	for k, v := range annotations {
 		ann[k] = v
 	}
 	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: *ac.Name, Namespace: o.Namespace, Labels: ac.Labels, Annotations: ann}}
