@@ -181,6 +181,13 @@ func (w *watchLog) RoundTrip(req *http.Request) (*http.Response, error) {
 	return w.next.RoundTrip(req)
 }
 
+// opened is how many Pod watches were opened.
+func (w *watchLog) opened() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return len(w.rvs)
+}
+
 // restartedFromScratch reports whether a watch resumed from a
 // resourceVersion was later opened again from none: the restart after 410.
 func (w *watchLog) restartedFromScratch() bool {
@@ -215,13 +222,19 @@ func TestFault_EtcdCompactedWhileTheGateWaits(t *testing.T) {
 	injected := make(chan error, 1)
 	go func() {
 		injected <- func() error {
+			// The gate's watch must hold the Pod's resourceVersion from
+			// before the churn: wait for the Pod and for the watch to be
+			// open, then a second for its first events (on a loaded
+			// machine the watch may open after a Pod exists; a compaction
+			// before it would never reach it).
 			sel := metav1.ListOptions{LabelSelector: render.LabelAgent + "=bench"}
 			for ctx.Err() == nil {
-				if pods, err := c.Clientset.CoreV1().Pods(ns).List(ctx, sel); err == nil && len(pods.Items) > 0 {
+				if pods, err := c.Clientset.CoreV1().Pods(ns).List(ctx, sel); err == nil && len(pods.Items) > 0 && watches.opened() > 0 {
 					break
 				}
 				time.Sleep(100 * time.Millisecond)
 			}
+			time.Sleep(time.Second)
 			// Move etcd's revision past what the watch has seen, then
 			// compact everything before it away.
 			for i := range 5 {
