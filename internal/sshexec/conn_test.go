@@ -172,9 +172,10 @@ func TestPoolReusesOneConnectionAndBoundsSessions(t *testing.T) {
 	// What sshd ran, seen on the host: each session marks itself running
 	// in dir, writes how many were running then and the connection it came
 	// over (sshd's SSH_CONNECTION: the client's address and port), holds
-	// 0.5 s, and unmarks itself.
+	// 2 s (long enough for two to overlap on a loaded machine), and
+	// unmarks itself.
 	dir := t.TempDir()
-	const script = `d=$1; mkdir "$d/run/$$" && set -- "$d"/run/* && echo "$# $SSH_CONNECTION" >>"$d/log" && sleep 0.5; rmdir "$d/run/$$"`
+	const script = `d=$1; mkdir "$d/run/$$" && set -- "$d"/run/* && echo "$# $SSH_CONNECTION" >>"$d/log" && sleep 2; rmdir "$d/run/$$"`
 	if err := os.Mkdir(filepath.Join(dir, "run"), 0o755); err != nil {
 		t.Fatal(err)
 	}
