@@ -222,14 +222,16 @@ func TestFault_EtcdCompactedWhileTheGateWaits(t *testing.T) {
 	injected := make(chan error, 1)
 	go func() {
 		injected <- func() error {
-			// The gate's watch must hold the Pod's resourceVersion from
-			// before the churn: wait for the Pod and for the watch to be
-			// open, then a second for its first events (on a loaded
-			// machine the watch may open after a Pod exists; a compaction
-			// before it would never reach it).
+			// The gate's watch must hold a resourceVersion from before the
+			// churn and see no Pod event after it: wait until the watch is
+			// open and the Pod has gone through kwok's start (Running, its
+			// readiness 15 s away), then a second for the watch's events.
+			// Struck earlier, the scheduling and start updates move the
+			// Pod past the compaction and no 410 reaches the watch.
 			sel := metav1.ListOptions{LabelSelector: render.LabelAgent + "=bench"}
 			for ctx.Err() == nil {
-				if pods, err := c.Clientset.CoreV1().Pods(ns).List(ctx, sel); err == nil && len(pods.Items) > 0 && watches.opened() > 0 {
+				if pods, err := c.Clientset.CoreV1().Pods(ns).List(ctx, sel); err == nil && len(pods.Items) > 0 &&
+					pods.Items[0].Status.Phase == corev1.PodRunning && watches.opened() > 0 {
 					break
 				}
 				time.Sleep(100 * time.Millisecond)
