@@ -37,7 +37,7 @@ func renderedAppServer(t *testing.T) []string {
 	rev, errs := admission.Admit(admission.Input{
 		Agent:         admission.Agent{Name: "coder", Harness: admission.HarnessCodex, ExecutionMode: admission.ModeDedicated},
 		Configuration: admission.Configuration{ID: "c", Name: "c", Generation: 1, Document: doc},
-		Compute:       admission.Compute{ID: "k", Name: "k", Kind: admission.KindKubernetes, Namespace: "occ-acme", CPUMillis: 1000, MemoryLimit: "1Gi"},
+		Compute:       admission.Compute{ID: "k", Name: "k", Kind: admission.KindKubernetes, Settings: admission.KubernetesCompute{Namespace: "occ-acme", CPUMillis: 1000, MemoryLimit: "1Gi"}},
 		Source:        admission.CredentialSource{ID: "s", Name: "s", Method: admission.MethodAPIKey, Generation: 1, ComputeID: "k", SecretRef: &admission.SecretRef{Name: "llm", Key: "k"}},
 	})
 	if len(errs) > 0 {

@@ -37,9 +37,8 @@ func TestPR3_CodexRunsOnTheProbedEndpoint(t *testing.T) {
 	rev, errs := admission.Admit(admission.Input{
 		Agent:         admission.Agent{Name: "coder", Harness: admission.HarnessCodex, ExecutionMode: admission.ModeDedicated},
 		Configuration: admission.Configuration{ID: "c", Name: "c", Generation: 1, Document: doc},
-		Compute: admission.Compute{ID: "prod", Name: "prod", Kind: admission.KindKubernetes, Namespace: "occ-acme", CPUMillis: 1000, MemoryLimit: "2Gi",
-			LoggingOwnership: admission.LoggingPlatform},
-		Source: admission.CredentialSource{ID: "key", Name: "key", Method: admission.MethodAPIKey, Generation: 1, ComputeID: "prod", SecretRef: &admission.SecretRef{Name: "llm", Key: "k"}},
+		Compute:       admission.Compute{ID: "prod", Name: "prod", Kind: admission.KindKubernetes, Settings: admission.KubernetesCompute{Namespace: "occ-acme", CPUMillis: 1000, MemoryLimit: "2Gi", LoggingOwnership: admission.LoggingPlatform}},
+		Source:        admission.CredentialSource{ID: "key", Name: "key", Method: admission.MethodAPIKey, Generation: 1, ComputeID: "prod", SecretRef: &admission.SecretRef{Name: "llm", Key: "k"}},
 	})
 	if len(errs) > 0 {
 		t.Fatal(errs)

@@ -157,9 +157,8 @@ func dedicatedCodexObjects(t *testing.T, doc string) *render.Objects {
 	rev, errs := admission.Admit(admission.Input{
 		Agent:         admission.Agent{Name: "coder", Harness: admission.HarnessCodex, ExecutionMode: admission.ModeDedicated},
 		Configuration: admission.Configuration{ID: "coder", Name: "coder", Generation: 1, Document: d},
-		Compute: admission.Compute{ID: "prod", Name: "prod", Kind: admission.KindKubernetes, Namespace: "occ-acme", CPUMillis: 1500, MemoryLimit: "4Gi",
-			LoggingOwnership: admission.LoggingPlatform, LoggingLevel: "info"},
-		Source: admission.CredentialSource{ID: "key", Name: "key", Method: admission.MethodAPIKey, Generation: 1, ComputeID: "prod", SecretRef: &admission.SecretRef{Name: "llm", Key: "api-key"}},
+		Compute:       admission.Compute{ID: "prod", Name: "prod", Kind: admission.KindKubernetes, Settings: admission.KubernetesCompute{Namespace: "occ-acme", CPUMillis: 1500, MemoryLimit: "4Gi", LoggingOwnership: admission.LoggingPlatform, LoggingLevel: "info"}},
+		Source:        admission.CredentialSource{ID: "key", Name: "key", Method: admission.MethodAPIKey, Generation: 1, ComputeID: "prod", SecretRef: &admission.SecretRef{Name: "llm", Key: "api-key"}},
 	})
 	if len(errs) > 0 {
 		t.Fatal(errs)

@@ -19,8 +19,7 @@ func TestPR9_RenderedCommandLines(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	compute := admission.Compute{ID: "prod", Name: "prod", Kind: admission.KindKubernetes, Namespace: "occ-acme", CPUMillis: 1500, MemoryLimit: "4Gi",
-		LoggingOwnership: admission.LoggingPlatform, LoggingLevel: "info"}
+	compute := admission.Compute{ID: "prod", Name: "prod", Kind: admission.KindKubernetes, Settings: admission.KubernetesCompute{Namespace: "occ-acme", CPUMillis: 1500, MemoryLimit: "4Gi", LoggingOwnership: admission.LoggingPlatform, LoggingLevel: "info"}}
 	in := admission.Input{
 		Agent:         admission.Agent{Name: "support"},
 		Configuration: admission.Configuration{ID: "support", Name: "support", Generation: 1, Document: doc},

@@ -723,9 +723,8 @@ func renderedContainers(t *testing.T) map[string]*renderedContainer {
 	in := admission.Input{
 		Agent:         admission.Agent{Name: "support"},
 		Configuration: admission.Configuration{ID: "support", Name: "support", Generation: 1, Document: doc},
-		Compute: admission.Compute{ID: "prod", Name: "prod", Kind: admission.KindKubernetes, Namespace: "occ-acme", CPUMillis: 1500, MemoryLimit: "4Gi",
-			LoggingOwnership: admission.LoggingPlatform, LoggingLevel: "info"},
-		Source: admission.CredentialSource{ID: "key", Name: "key", Method: admission.MethodAPIKey, Generation: 1, ComputeID: "prod", SecretRef: &admission.SecretRef{Name: "llm", Key: "api-key"}},
+		Compute:       admission.Compute{ID: "prod", Name: "prod", Kind: admission.KindKubernetes, Settings: admission.KubernetesCompute{Namespace: "occ-acme", CPUMillis: 1500, MemoryLimit: "4Gi", LoggingOwnership: admission.LoggingPlatform, LoggingLevel: "info"}},
+		Source:        admission.CredentialSource{ID: "key", Name: "key", Method: admission.MethodAPIKey, Generation: 1, ComputeID: "prod", SecretRef: &admission.SecretRef{Name: "llm", Key: "api-key"}},
 	}
 	codexDoc, err := occconfig.Parse(`{agents: {defaults: {model: "codex/gpt-5-codex"}}}`)
 	if err != nil {

@@ -158,7 +158,7 @@ func Admit(in Input) (*Revision, Errors) {
 	// a policy, and the pinned gateway's strict schema would refuse it.
 	occconfig.Delete(admitted, pathLegacyRuntime)
 	kind := kindRow(in.Compute.Kind)
-	if d := in.Compute.SandboxDriver; d != nil && kind.SandboxDriver {
+	if d := in.Compute.Kubernetes().SandboxDriver; d != nil && kind.SandboxDriver {
 		admitted = DriverTransform(d.Name, admitted, in.Compute, in.Source)
 	}
 	// AD4/AD5: logging ownership, after the transform and before validation.
@@ -244,20 +244,20 @@ func Admit(in Input) (*Revision, Errors) {
 	if rev.LoggingOwnership == LoggingPlatform {
 		rev.LoggingLevel = loggingLevel(in.Compute)
 	}
-	if d := in.Compute.SandboxDriver; d != nil {
+	if d := in.Compute.Kubernetes().SandboxDriver; d != nil {
 		rev.Sandbox = &SandboxBinding{Driver: d.Name, Facets: sortedFacets(d.Facets), RequiredProfile: d.RequiredProfile}
-		if g := in.Compute.CredentialGateway; g != nil {
+		if g := in.Compute.Kubernetes().CredentialGateway; g != nil {
 			rev.Sandbox.CredentialGateway = g.Name
 		}
 	}
 	if res.Harness == HarnessOpenClaw && mode == ModeDedicated {
-		rev.NodeWorkers = in.Compute.NodeWorkers
+		rev.NodeWorkers = in.Compute.Kubernetes().NodeWorkers
 		if rev.NodeWorkers == 0 {
 			rev.NodeWorkers = DefaultNodeWorkers
 		}
 	}
 	// HM7: dedicated Codex's maxConcurrent, frozen into the document.
-	rev.MaxConcurrent = admitMaxConcurrent(admitted, res.Harness, mode, in.Compute.CPUMillis)
+	rev.MaxConcurrent = admitMaxConcurrent(admitted, res.Harness, mode, in.Compute.Kubernetes().CPUMillis)
 	rev.AdmittedDocument = admitted
 	rev.GatewayDocument = GatewayDocument(admitted)
 	return rev, nil
@@ -341,17 +341,17 @@ func sourceBinding(s CredentialSource) SourceBinding {
 }
 
 func ownership(c Compute) string {
-	if c.LoggingOwnership == LoggingDriver {
+	if c.Kubernetes().LoggingOwnership == LoggingDriver {
 		return LoggingDriver
 	}
 	return LoggingPlatform
 }
 
 func loggingLevel(c Compute) string {
-	if c.LoggingLevel == "" {
+	if c.Kubernetes().LoggingLevel == "" {
 		return "info"
 	}
-	return c.LoggingLevel
+	return c.Kubernetes().LoggingLevel
 }
 
 func sortedFacets(fs []string) []string {
@@ -361,11 +361,74 @@ func sortedFacets(fs []string) []string {
 }
 
 // ComputeSettings is what a revision freezes of its Compute: everything the
-// executors render from, and nothing about how to connect.
+// executors render from, and nothing about how to connect. Its JSON is one
+// object: the kind and name beside the kind's own frozen settings, so that
+// the revision ids computed from it do not depend on how the types nest.
 type ComputeSettings struct {
 	Kind string `json:"kind"`
 	Name string `json:"name"`
-	// Kubernetes.
+	// Settings are the kind's frozen settings: a KubernetesSettings, an
+	// SSHSettings, or the type of a kind registered outside this package.
+	// A value, never a pointer; it must encode as a JSON object (or nil).
+	Settings any `json:"-"`
+}
+
+// Kubernetes returns the frozen settings of a Kubernetes compute; the zero
+// value on another kind.
+func (s ComputeSettings) Kubernetes() KubernetesSettings {
+	k, _ := s.Settings.(KubernetesSettings)
+	return k
+}
+
+// SSH returns the frozen settings of an SSH compute; the zero value on
+// another kind.
+func (s ComputeSettings) SSH() SSHSettings {
+	h, _ := s.Settings.(SSHSettings)
+	return h
+}
+
+// WithKubernetes returns a copy of s whose frozen Kubernetes settings edit
+// has changed.
+func (s ComputeSettings) WithKubernetes(edit func(*KubernetesSettings)) ComputeSettings {
+	k := s.Kubernetes()
+	edit(&k)
+	s.Settings = k
+	return s
+}
+
+// WithSSH returns a copy of s whose frozen SSH settings edit has changed.
+func (s ComputeSettings) WithSSH(edit func(*SSHSettings)) ComputeSettings {
+	h := s.SSH()
+	edit(&h)
+	s.Settings = h
+	return s
+}
+
+// MarshalJSON writes the kind and name and the kind's settings as one
+// object.
+func (s ComputeSettings) MarshalJSON() ([]byte, error) {
+	head, err := json.Marshal(struct {
+		Kind string `json:"kind"`
+		Name string `json:"name"`
+	}{s.Kind, s.Name})
+	if err != nil || s.Settings == nil {
+		return head, err
+	}
+	rest, err := json.Marshal(s.Settings)
+	if err != nil {
+		return nil, err
+	}
+	if len(rest) < 2 || rest[0] != '{' {
+		return nil, fmt.Errorf("admission: the settings of compute kind %q encode as %.20s, not an object", s.Kind, rest)
+	}
+	if string(rest) == "{}" {
+		return head, nil
+	}
+	return append(append(head[:len(head)-1], ','), rest[1:]...), nil
+}
+
+// KubernetesSettings is what a revision freezes of a Kubernetes compute.
+type KubernetesSettings struct {
 	Namespace    string `json:"namespace,omitempty"`
 	RuntimeImage string `json:"runtime_image,omitempty"`
 	CodexImage   string `json:"codex_image,omitempty"`
@@ -392,7 +455,10 @@ type ComputeSettings struct {
 	MemoryRequest    string   `json:"memory_request,omitempty"`
 	ImagePullSecrets []string `json:"image_pull_secrets,omitempty"`
 	ImagePullPolicy  string   `json:"image_pull_policy,omitempty"`
-	// SSH.
+}
+
+// SSHSettings is what a revision freezes of an SSH compute.
+type SSHSettings struct {
 	Host         string `json:"host,omitempty"`
 	Port         int64  `json:"port,omitempty"`
 	OpenClawPath string `json:"openclaw_path,omitempty"`

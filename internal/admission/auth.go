@@ -55,7 +55,7 @@ func CheckAuth(harness, mode, primaryProvider string, c Compute, s CredentialSou
 	attr := []string{"harness_auth", "source"}
 	d := CredentialDelivery{Method: s.Method}
 	var errs Errors
-	gateway := c.CredentialGateway != nil
+	gateway := c.Kubernetes().CredentialGateway != nil
 	dedicated := mode == ModeDedicated
 
 	if s.ComputeID != "" && s.ComputeID != c.ID && s.Method != MethodCredentialSource {
@@ -76,14 +76,14 @@ func CheckAuth(harness, mode, primaryProvider string, c Compute, s CredentialSou
 			// agent (it pairs with the OpenShell sandbox), so host
 			// credentials would bypass it.
 			return d, append(errs, conflict("AU4", attr, "compute %q selects credential gateway %q, which serves only credential_source bindings of a dedicated harness in the OpenShell sandbox on %s; method \"runtime\" would bypass it. Remove credential_gateway from the %s compute",
-				c.Name, c.CredentialGateway.Name, titles(kindsWhere(func(k KindSupport) bool { return k.SandboxDriver })), row.Words.Title))
+				c.Name, c.Kubernetes().CredentialGateway.Name, titles(kindsWhere(func(k KindSupport) bool { return k.SandboxDriver })), row.Words.Title))
 		}
 		d.Consumer = ConsumerHost
 		return d, errs
 	}
 
 	if gateway && (s.Method == MethodAPIKey || s.Method == MethodCodexPAT) {
-		return d, append(errs, conflict("AU4", attr, "compute %q selects credential gateway %q, so Secret-backed and account methods are refused; use a source with method = \"credential_source\", or remove credential_gateway from the compute", c.Name, c.CredentialGateway.Name))
+		return d, append(errs, conflict("AU4", attr, "compute %q selects credential gateway %q, so Secret-backed and account methods are refused; use a source with method = \"credential_source\", or remove credential_gateway from the compute", c.Name, c.Kubernetes().CredentialGateway.Name))
 	}
 
 	switch s.Method {
@@ -181,10 +181,10 @@ func checkCredentialSource(harness, mode string, c Compute, s CredentialSource, 
 	if mode != ModeDedicated {
 		errs = append(errs, invalid("AU3", attr, nil, "credential_source feeds a dedicated harness through the sandbox egress proxy; embedded OpenClaw cannot use it. Set execution_mode = \"dedicated\" or use api_key"))
 	}
-	if c.CredentialGateway == nil {
+	if c.Kubernetes().CredentialGateway == nil {
 		errs = append(errs, conflict("AU3", attr, "credential_source needs a credential gateway on the compute; add kubernetes.credential_gateway = { name = \"…\" } to compute %q", c.Name))
 	}
-	if c.SandboxDriver == nil || c.SandboxDriver.Name != DriverOpenShell {
+	if c.Kubernetes().SandboxDriver == nil || c.Kubernetes().SandboxDriver.Name != DriverOpenShell {
 		errs = append(errs, conflict("AU3", attr, "credential_source needs the paired OpenShell sandbox driver; add kubernetes.sandbox_driver = { name = %q, … } to compute %q", DriverOpenShell, c.Name))
 	}
 	switch s.SourceType {

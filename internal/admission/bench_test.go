@@ -38,8 +38,8 @@ const realisticDocument = `{
 func BenchmarkAdmit(b *testing.B) {
 	in := credentialGatewayCodexInput()
 	in.Configuration.Document = parseDoc(b, realisticDocument)
-	in.Compute.CPUMillis = 4000
-	in.Compute.LoggingLevel = "info"
+	in.Compute = in.Compute.WithKubernetes(func(k *KubernetesCompute) { k.CPUMillis = 4000 })
+	in.Compute = in.Compute.WithKubernetes(func(k *KubernetesCompute) { k.LoggingLevel = "info" })
 	if rev, errs := Admit(in); len(errs) > 0 || rev == nil {
 		b.Fatalf("fixture refused: %v", errs)
 	}

@@ -18,7 +18,7 @@ func TestAD3_RevisionChangesNameWhatDiffers(t *testing.T) {
 		}
 		return &Revision{Agent: "a", Harness: HarnessOpenClaw, HarnessVersion: "openclaw@2026.9.6", ExecutionMode: ModeEmbedded, ConfigurationGeneration: 3,
 			AdmittedDocument: doc, GatewayDocument: doc,
-			ComputeSettings: ComputeSettings{Kind: KindKubernetes, Name: "k", Namespace: "ns", CPUMillis: 2000, MemoryLimit: "4Gi", RuntimeImage: PinnedRuntimeImage}}
+			ComputeSettings: ComputeSettings{Kind: KindKubernetes, Name: "k", Settings: KubernetesSettings{Namespace: "ns", CPUMillis: 2000, MemoryLimit: "4Gi", RuntimeImage: PinnedRuntimeImage}}}
 	}
 	cases := []struct {
 		name   string
@@ -27,12 +27,16 @@ func TestAD3_RevisionChangesNameWhatDiffers(t *testing.T) {
 		absent []string
 	}{
 		{name: "nothing", change: func(*Revision) {}},
-		{name: "a compute setting", change: func(r *Revision) { r.ComputeSettings.CPUMillis = 1000 },
+		{name: "a compute setting", change: func(r *Revision) {
+			r.ComputeSettings = r.ComputeSettings.WithKubernetes(func(k *KubernetesSettings) { k.CPUMillis = 1000 })
+		},
 			want: []string{"the compute's cpu_limit 2000m → 1000m"}},
-		{name: "a compute map", change: func(r *Revision) { r.ComputeSettings.PodLabels = map[string]string{"team": "a"} },
+		{name: "a compute map", change: func(r *Revision) {
+			r.ComputeSettings = r.ComputeSettings.WithKubernetes(func(k *KubernetesSettings) { k.PodLabels = map[string]string{"team": "a"} })
+		},
 			want: []string{"the compute's pod_labels"}},
 		{name: "the runtime image", change: func(r *Revision) {
-			r.ComputeSettings.RuntimeImage = "example.com/rt:1"
+			r.ComputeSettings = r.ComputeSettings.WithKubernetes(func(k *KubernetesSettings) { k.RuntimeImage = "example.com/rt:1" })
 			r.HarnessVersion = "openclaw@image:example.com/rt:1"
 		},
 			want: []string{`the harness version "openclaw@2026.9.6" → "openclaw@image:example.com/rt:1"`, `the compute's runtime_image "` + PinnedRuntimeImage + `" → "example.com/rt:1"`}},

@@ -171,18 +171,18 @@ func admitMaxConcurrent(doc occconfig.Document, harness, mode string, cpuMillis 
 // upgrading guide).
 func HarnessVersion(harness string, c Compute) string {
 	switch {
-	case harness == HarnessCodex && c.CodexImage != "":
-		if v, ok := platformImageVersion(c.CodexImage, PinnedCodexImage); ok {
+	case harness == HarnessCodex && c.Kubernetes().CodexImage != "":
+		if v, ok := platformImageVersion(c.Kubernetes().CodexImage, PinnedCodexImage); ok {
 			return "codex@" + v
 		}
-		return fmt.Sprintf("codex@image:%s", c.CodexImage)
+		return fmt.Sprintf("codex@image:%s", c.Kubernetes().CodexImage)
 	case harness == HarnessCodex:
 		return "codex@" + PinnedCodexVersion
-	case c.RuntimeImage != "":
-		if v, ok := platformImageVersion(c.RuntimeImage, PinnedRuntimeImage); ok {
+	case c.Kubernetes().RuntimeImage != "":
+		if v, ok := platformImageVersion(c.Kubernetes().RuntimeImage, PinnedRuntimeImage); ok {
 			return "openclaw@" + v
 		}
-		return fmt.Sprintf("openclaw@image:%s", c.RuntimeImage)
+		return fmt.Sprintf("openclaw@image:%s", c.Kubernetes().RuntimeImage)
 	default:
 		return "openclaw@" + PinnedOpenClawVersion
 	}

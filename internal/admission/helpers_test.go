@@ -43,12 +43,11 @@ func modelDoc(model string) occconfig.Document {
 }
 
 func k8sCompute() Compute {
-	return Compute{ID: k8sComputeID, Name: "prod", Kind: KindKubernetes, Namespace: "agents", CPUMillis: 2000, MemoryLimit: "4Gi"}
+	return Compute{ID: k8sComputeID, Name: "prod", Kind: KindKubernetes, Settings: KubernetesCompute{Namespace: "agents", CPUMillis: 2000, MemoryLimit: "4Gi"}}
 }
 
 func sshCompute() Compute {
-	return Compute{ID: sshComputeID, Name: "edge", Kind: KindSSH, Host: "edge.example.com", Port: 22,
-		OpenClawPath: "/usr/local/bin/openclaw", ConfigDir: "/etc/openclaw"}
+	return Compute{ID: sshComputeID, Name: "edge", Kind: KindSSH, Settings: SSHCompute{Host: "edge.example.com", Port: 22, OpenClawPath: "/usr/local/bin/openclaw", ConfigDir: "/etc/openclaw"}}
 }
 
 func fullDriver() *SandboxDriver {
@@ -114,7 +113,7 @@ func dedicatedCodexInput() Input {
 // dedicated native OpenClaw, openai/gpt-5, api_key.
 func dedicatedOpenClawInput() Input {
 	c := k8sCompute()
-	c.SandboxDriver = fullDriver()
+	c = c.WithKubernetes(func(k *KubernetesCompute) { k.SandboxDriver = fullDriver() })
 	return Input{
 		Agent:         Agent{Name: "native", Harness: HarnessOpenClaw, ExecutionMode: ModeDedicated},
 		Configuration: configuration(modelDoc(openaiModel)),

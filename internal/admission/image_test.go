@@ -48,7 +48,7 @@ func TestAD3_ImageReferences(t *testing.T) {
 		"ghcr.io/occ-platform/runtime/codex-fork:0.169.0":     "codex@image:ghcr.io/occ-platform/runtime/codex-fork:0.169.0",
 		"mirror.example/ghcr.io/occ-platform/runtime/codex:1": "codex@image:mirror.example/ghcr.io/occ-platform/runtime/codex:1",
 	} {
-		if got := HarnessVersion(HarnessCodex, Compute{CodexImage: image}); got != want {
+		if got := HarnessVersion(HarnessCodex, Compute{Settings: KubernetesCompute{CodexImage: image}}); got != want {
 			t.Errorf("HarnessVersion(codex, %q) = %q, want %q", image, got, want)
 		}
 	}

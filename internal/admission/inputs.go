@@ -62,13 +62,52 @@ var (
 // DriverOpenShell is the bundled sandbox driver (OS1).
 const DriverOpenShell = "openshell"
 
-// Compute is where Agents run, as admission sees it.
+// Compute is where Agents run, as admission sees it: its name and kind,
+// and the kind's own settings.
 type Compute struct {
 	ID   string
 	Name string
 	Kind string
+	// Settings are the kind's own: a KubernetesCompute, an SSHCompute, or
+	// the type of a kind registered outside this package (RegisterKind),
+	// which only that kind's code reads. Each is a value, never a pointer,
+	// so that a copied Compute shares nothing with the original.
+	Settings any
+}
 
-	// Kubernetes.
+// Kubernetes returns a Kubernetes compute's settings; the zero value on
+// another kind.
+func (c Compute) Kubernetes() KubernetesCompute {
+	k, _ := c.Settings.(KubernetesCompute)
+	return k
+}
+
+// SSH returns an SSH compute's settings; the zero value on another kind.
+func (c Compute) SSH() SSHCompute {
+	s, _ := c.Settings.(SSHCompute)
+	return s
+}
+
+// WithKubernetes returns a copy of c whose Kubernetes settings edit has
+// changed (starting from the zero value on another kind).
+func (c Compute) WithKubernetes(edit func(*KubernetesCompute)) Compute {
+	k := c.Kubernetes()
+	edit(&k)
+	c.Settings = k
+	return c
+}
+
+// WithSSH returns a copy of c whose SSH settings edit has changed
+// (starting from the zero value on another kind).
+func (c Compute) WithSSH(edit func(*SSHCompute)) Compute {
+	s := c.SSH()
+	edit(&s)
+	c.Settings = s
+	return c
+}
+
+// KubernetesCompute is a Kubernetes compute's settings.
+type KubernetesCompute struct {
 	Namespace           string
 	RuntimeImage        string // empty: the pinned runtime image
 	NativeWorkerSupport bool   // deprecated declaration of a custom runtime image; admits nothing (ND6)
@@ -95,20 +134,22 @@ type Compute struct {
 	// on an emptyDir (throwaway agents).
 	State *State
 	// NetworkPolicy is applied per Agent on every deploy and never frozen
-	// into a revision (ComputeSettings leaves it out): changing it
+	// into a revision (KubernetesSettings leaves it out): changing it
 	// restarts nothing.
 	NetworkPolicy NetworkPolicy
 	// Exposure is the gateway Service's type and annotations, likewise
 	// applied on every deploy and never frozen into a revision.
 	Exposure Exposure
+}
 
-	// SSH.
+// SSHCompute is an SSH compute's settings.
+type SSHCompute struct {
 	Host         string
 	Port         int64
 	OpenClawPath string
 	ConfigDir    string
 	// How to reach the SSH host: used by the executor, never frozen into a
-	// revision (ComputeSettings leaves them out).
+	// revision (SSHSettings leaves them out).
 	HostKey               string // one or more public keys, one per line
 	User                  string
 	InsecureIgnoreHostKey bool

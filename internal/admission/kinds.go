@@ -218,21 +218,22 @@ func orList(items []string) string {
 }
 
 func kubernetesSettings(c Compute) ComputeSettings {
-	return ComputeSettings{
-		Kind: c.Kind, Name: c.Name, Namespace: c.Namespace,
-		RuntimeImage: firstNonEmpty(c.RuntimeImage, PinnedRuntimeImage), CodexImage: firstNonEmpty(c.CodexImage, PinnedCodexImage),
-		CPUMillis: c.CPUMillis, MemoryLimit: c.MemoryLimit, NativeWorkerSupport: c.NativeWorkerSupport,
-		PodAnnotations: c.PodAnnotations, State: c.State.Claim(),
-		NodeSelector: c.NodeSelector, Tolerations: slices.Clone(c.Tolerations), PriorityClassName: c.PriorityClassName,
-		PodLabels:        c.PodLabels,
-		CPURequestMillis: cpuRequest(c), MemoryRequest: memoryRequest(c),
-		ImagePullSecrets: slices.Clone(c.ImagePullSecrets), ImagePullPolicy: c.ImagePullPolicy,
-	}
+	k := c.Kubernetes()
+	return ComputeSettings{Kind: c.Kind, Name: c.Name, Settings: KubernetesSettings{
+		Namespace:    k.Namespace,
+		RuntimeImage: firstNonEmpty(k.RuntimeImage, PinnedRuntimeImage), CodexImage: firstNonEmpty(k.CodexImage, PinnedCodexImage),
+		CPUMillis: k.CPUMillis, MemoryLimit: k.MemoryLimit, NativeWorkerSupport: k.NativeWorkerSupport,
+		PodAnnotations: k.PodAnnotations, State: k.State.Claim(),
+		NodeSelector: k.NodeSelector, Tolerations: slices.Clone(k.Tolerations), PriorityClassName: k.PriorityClassName,
+		PodLabels:        k.PodLabels,
+		CPURequestMillis: cpuRequest(k), MemoryRequest: memoryRequest(k),
+		ImagePullSecrets: slices.Clone(k.ImagePullSecrets), ImagePullPolicy: k.ImagePullPolicy,
+	}}
 }
 
 // cpuRequest is the frozen CPU request: 0 (the limit) when it is unset or
 // spelled out equal to the limit, so that neither changes a revision id.
-func cpuRequest(c Compute) int64 {
+func cpuRequest(c KubernetesCompute) int64 {
 	if c.CPURequestMillis == c.CPUMillis {
 		return 0
 	}
@@ -241,7 +242,7 @@ func cpuRequest(c Compute) int64 {
 
 // memoryRequest is the frozen memory request: "" (the limit) when it is
 // unset or the same quantity as the limit, however spelled ("4Gi", "4096Mi").
-func memoryRequest(c Compute) string {
+func memoryRequest(c KubernetesCompute) string {
 	if c.MemoryRequest == "" {
 		return ""
 	}
@@ -254,5 +255,6 @@ func memoryRequest(c Compute) string {
 }
 
 func sshSettings(c Compute) ComputeSettings {
-	return ComputeSettings{Kind: c.Kind, Name: c.Name, Host: c.Host, Port: c.Port, OpenClawPath: c.OpenClawPath, ConfigDir: c.ConfigDir}
+	s := c.SSH()
+	return ComputeSettings{Kind: c.Kind, Name: c.Name, Settings: SSHSettings{Host: s.Host, Port: s.Port, OpenClawPath: s.OpenClawPath, ConfigDir: s.ConfigDir}}
 }

@@ -143,9 +143,9 @@ func TestKinds_TableIsConsistent(t *testing.T) {
 func TestKinds_RefusalMessagesKept(t *testing.T) {
 	bindings := []SecretBindingEnv{{Binding: "telegram", EnvVar: "TELEGRAM"}}
 	withGateway := sshCompute()
-	withGateway.CredentialGateway = gateway()
+	withGateway = withGateway.WithKubernetes(func(k *KubernetesCompute) { k.CredentialGateway = gateway() })
 	withDriver := sshCompute()
-	withDriver.SandboxDriver = fullDriver()
+	withDriver = withDriver.WithKubernetes(func(k *KubernetesCompute) { k.SandboxDriver = fullDriver() })
 	_, runtimeOnK8s := CheckAuth(HarnessOpenClaw, ModeEmbedded, "anthropic", k8sCompute(), runtimeSource(k8sComputeID))
 	_, keyOnSSH := CheckAuth(HarnessOpenClaw, ModeEmbedded, "anthropic", sshCompute(), apiKeySource(sshComputeID))
 	_, runtimeWithGateway := CheckAuth(HarnessOpenClaw, ModeEmbedded, "anthropic", withGateway, runtimeSource(sshComputeID))
@@ -212,10 +212,12 @@ func TestKinds_HypotheticalRowChangesAdmission(t *testing.T) {
 		Kind:        "vm",
 		Runs:        []HarnessMode{{HarnessOpenClaw, ModeEmbedded}, {HarnessCodex, ModeDedicated}},
 		AuthMethods: []string{MethodAPIKey},
-		Settings:    func(c Compute) ComputeSettings { return ComputeSettings{Kind: c.Kind, Name: c.Name, Host: c.Host} },
-		Words:       KindWords{Title: "VM", Noun: "a VM compute", Is: "a VM", BindingsInstead: "put the channel credentials in the VM's image"},
+		Settings: func(c Compute) ComputeSettings {
+			return ComputeSettings{Kind: c.Kind, Name: c.Name, Settings: vmSettings{Host: vmOf(c).Host}}
+		},
+		Words: KindWords{Title: "VM", Noun: "a VM compute", Is: "a VM", BindingsInstead: "put the channel credentials in the VM's image"},
 	}
-	vmCompute := Compute{ID: "cmp-vm-1", Name: "vm1", Kind: "vm", Host: "vm.example.com"}
+	vmCompute := Compute{ID: "cmp-vm-1", Name: "vm1", Kind: "vm", Settings: vmSettings{Host: "vm.example.com"}}
 	embedded := func() Input {
 		in := k8sEmbeddedInput()
 		in.Compute, in.Source = vmCompute, apiKeySource(vmCompute.ID)
@@ -241,7 +243,7 @@ func TestKinds_HypotheticalRowChangesAdmission(t *testing.T) {
 	bound := embedded()
 	bound.Configuration.SecretBindings = map[string]SecretRef{"telegram": {Name: "tg", Key: "token"}}
 	sandboxed := embedded()
-	sandboxed.Compute.SandboxDriver = fullDriver()
+	sandboxed.Compute = sandboxed.Compute.WithKubernetes(func(k *KubernetesCompute) { k.SandboxDriver = fullDriver() })
 	envURL := withDoc(embedded(), `{agents: {defaults: {model: "openai/gpt-5"}}, models: {providers: {openai: {baseUrl: "${LLM_URL}", api: "openai-responses", models: [{id: "gpt-5", name: "m"}]}}}}`)
 	envURL.Agent.Harness = HarnessOpenClaw
 
@@ -274,7 +276,7 @@ func TestKinds_HypotheticalRowChangesAdmission(t *testing.T) {
 			if len(errs) > 0 {
 				t.Fatalf("refused: %v", errs)
 			}
-			if want := (ComputeSettings{Kind: "vm", Name: "vm1", Host: "vm.example.com"}); !equalSettings(rev.ComputeSettings, want) {
+			if want := (ComputeSettings{Kind: "vm", Name: "vm1", Settings: vmSettings{Host: "vm.example.com"}}); !equalSettings(rev.ComputeSettings, want) {
 				t.Errorf("frozen settings = %+v, want %+v (the row's)", rev.ComputeSettings, want)
 			}
 		})
@@ -341,4 +343,15 @@ func TestKinds_RegisterKind(t *testing.T) {
 	if errs := StampPlatformKeys(bad, "memory", HarnessOpenClaw, ModeEmbedded); len(errs) == 0 {
 		t.Error("a non-port gateway.port was stamped on a kind whose port is the user's")
 	}
+}
+
+// vmSettings are the hypothetical VM kind's own settings, a type admission
+// does not know.
+type vmSettings struct {
+	Host string `json:"host"`
+}
+
+func vmOf(c Compute) vmSettings {
+	v, _ := c.Settings.(vmSettings)
+	return v
 }

@@ -24,7 +24,7 @@ func StampPlatformLogging(doc occconfig.Document, level string) {
 // refused rather than silently turned into platform-owned logging.
 func CheckLoggingOwnership(c Compute) Errors {
 	row := kindRow(c.Kind)
-	if c.LoggingOwnership != LoggingDriver || row.DriverLogging {
+	if c.Kubernetes().LoggingOwnership != LoggingDriver || row.DriverLogging {
 		return nil
 	}
 	trusted := kindsWhere(func(k KindSupport) bool { return k.DriverLogging })
@@ -57,7 +57,7 @@ const PlaceholderCredential = sandboxapi.Placeholder
 // OpenShell driver gives the primary provider a placeholder key when the
 // credential comes from the Credential Gateway (AU3).
 func DriverTransform(driver string, doc occconfig.Document, c Compute, s CredentialSource) occconfig.Document {
-	if driver != DriverOpenShell || s.Method != MethodCredentialSource || c.CredentialGateway == nil {
+	if driver != DriverOpenShell || s.Method != MethodCredentialSource || c.Kubernetes().CredentialGateway == nil {
 		return doc
 	}
 	sel := agentSelection(doc)

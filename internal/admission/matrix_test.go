@@ -99,12 +99,12 @@ func matrixInput(c matrixCell) Input {
 	}
 	switch c.driver {
 	case "full":
-		compute.SandboxDriver = fullDriver()
+		compute = compute.WithKubernetes(func(k *KubernetesCompute) { k.SandboxDriver = fullDriver() })
 	case "partial":
-		compute.SandboxDriver = partialDriver()
+		compute = compute.WithKubernetes(func(k *KubernetesCompute) { k.SandboxDriver = partialDriver() })
 	}
 	if c.gateway {
-		compute.CredentialGateway = gateway()
+		compute = compute.WithKubernetes(func(k *KubernetesCompute) { k.CredentialGateway = gateway() })
 	}
 	model := anthropicModel
 	switch {

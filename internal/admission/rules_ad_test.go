@@ -11,8 +11,8 @@ import (
 // and its Credential Gateway, with a credential_source binding.
 func credentialGatewayCodexInput() Input {
 	in := dedicatedCodexInput()
-	in.Compute.SandboxDriver = fullDriver()
-	in.Compute.CredentialGateway = gateway()
+	in.Compute = in.Compute.WithKubernetes(func(k *KubernetesCompute) { k.SandboxDriver = fullDriver() })
+	in.Compute = in.Compute.WithKubernetes(func(k *KubernetesCompute) { k.CredentialGateway = gateway() })
 	in.Source = credSource(SourceTypeOpenAIAPIKey)
 	return in
 }
@@ -83,7 +83,11 @@ func TestAD2_DriverTransformLeavesSourceUnchanged(t *testing.T) {
 		name string
 		in   Input
 	}{
-		{"api_key with the driver", func() Input { in := dedicatedCodexInput(); in.Compute.SandboxDriver = fullDriver(); return in }()},
+		{"api_key with the driver", func() Input {
+			in := dedicatedCodexInput()
+			in.Compute = in.Compute.WithKubernetes(func(k *KubernetesCompute) { k.SandboxDriver = fullDriver() })
+			return in
+		}()},
 		{"no sandbox driver", dedicatedCodexInput()},
 	}
 	for _, tc := range noTransform {
@@ -143,14 +147,28 @@ func TestAD3_RevisionFreezesIdentity(t *testing.T) {
 		{"source generation", mutate(func(in *Input) { in.Source.Generation++ })},
 		{"source identity", mutate(func(in *Input) { in.Source.ID = "src-other" })},
 		{"source secret key", mutate(func(in *Input) { in.Source.SecretRef = &SecretRef{Name: "model-key", Key: "other"} })},
-		{"compute cpu limit", mutate(func(in *Input) { in.Compute.CPUMillis = 2500 })},
-		{"compute memory limit", mutate(func(in *Input) { in.Compute.MemoryLimit = "8Gi" })},
-		{"compute namespace", mutate(func(in *Input) { in.Compute.Namespace = "other" })},
+		{"compute cpu limit", mutate(func(in *Input) {
+			in.Compute = in.Compute.WithKubernetes(func(k *KubernetesCompute) { k.CPUMillis = 2500 })
+		})},
+		{"compute memory limit", mutate(func(in *Input) {
+			in.Compute = in.Compute.WithKubernetes(func(k *KubernetesCompute) { k.MemoryLimit = "8Gi" })
+		})},
+		{"compute namespace", mutate(func(in *Input) {
+			in.Compute = in.Compute.WithKubernetes(func(k *KubernetesCompute) { k.Namespace = "other" })
+		})},
 		{"compute identity", mutate(func(in *Input) { in.Compute.ID = "cmp-k8s-2"; in.Source.ComputeID = "cmp-k8s-2" })},
-		{"harness version (codex image)", mutate(func(in *Input) { in.Compute.CodexImage = "registry.example/codex:0.170.0" })},
-		{"runtime image", mutate(func(in *Input) { in.Compute.RuntimeImage = "registry.example/openclaw:2026.9.7" })},
-		{"logging level", mutate(func(in *Input) { in.Compute.LoggingLevel = "debug" })},
-		{"sandbox binding", mutate(func(in *Input) { in.Compute.SandboxDriver = fullDriver() })},
+		{"harness version (codex image)", mutate(func(in *Input) {
+			in.Compute = in.Compute.WithKubernetes(func(k *KubernetesCompute) { k.CodexImage = "registry.example/codex:0.170.0" })
+		})},
+		{"runtime image", mutate(func(in *Input) {
+			in.Compute = in.Compute.WithKubernetes(func(k *KubernetesCompute) { k.RuntimeImage = "registry.example/openclaw:2026.9.7" })
+		})},
+		{"logging level", mutate(func(in *Input) {
+			in.Compute = in.Compute.WithKubernetes(func(k *KubernetesCompute) { k.LoggingLevel = "debug" })
+		})},
+		{"sandbox binding", mutate(func(in *Input) {
+			in.Compute = in.Compute.WithKubernetes(func(k *KubernetesCompute) { k.SandboxDriver = fullDriver() })
+		})},
 		{"agent", mutate(func(in *Input) { in.Agent.Name = "coder-2" })},
 	}
 	for _, tc := range changes {
@@ -161,7 +179,9 @@ func TestAD3_RevisionFreezesIdentity(t *testing.T) {
 			}
 		})
 	}
-	if v := admitOK(t, mutate(func(in *Input) { in.Compute.CodexImage = "registry.example/codex:0.170.0" })).HarnessVersion; v != "codex@image:registry.example/codex:0.170.0" {
+	if v := admitOK(t, mutate(func(in *Input) {
+		in.Compute = in.Compute.WithKubernetes(func(k *KubernetesCompute) { k.CodexImage = "registry.example/codex:0.170.0" })
+	})).HarnessVersion; v != "codex@image:registry.example/codex:0.170.0" {
 		t.Errorf("custom image harness version = %q", v)
 	}
 
@@ -175,8 +195,12 @@ func TestAD3_RevisionFreezesIdentity(t *testing.T) {
 		})},
 		{"source display name", mutate(func(in *Input) { in.Source.Name = "renamed" })},
 		{"configuration display name", mutate(func(in *Input) { in.Configuration.Name = "renamed" })},
-		{"pinned image spelled out", mutate(func(in *Input) { in.Compute.CodexImage = PinnedCodexImage })},
-		{"default logging level spelled out", mutate(func(in *Input) { in.Compute.LoggingLevel = "info" })},
+		{"pinned image spelled out", mutate(func(in *Input) {
+			in.Compute = in.Compute.WithKubernetes(func(k *KubernetesCompute) { k.CodexImage = PinnedCodexImage })
+		})},
+		{"default logging level spelled out", mutate(func(in *Input) {
+			in.Compute = in.Compute.WithKubernetes(func(k *KubernetesCompute) { k.LoggingLevel = "info" })
+		})},
 	}
 	for _, tc := range stays {
 		t.Run("stays with "+tc.name, func(t *testing.T) {
@@ -222,7 +246,7 @@ func TestAD4_PlatformLoggingStamp(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			in := withDoc(k8sEmbeddedInput(), tc.doc)
-			in.Compute.LoggingLevel = tc.level
+			in.Compute = in.Compute.WithKubernetes(func(k *KubernetesCompute) { k.LoggingLevel = tc.level })
 			stored := canon(in.Configuration.Document)
 			rev := admitOK(t, in)
 			logging, _ := occconfig.Lookup(rev.AdmittedDocument, occconfig.Keys("logging"))
@@ -290,8 +314,8 @@ func TestAD5_DriverLoggingKeptAsWritten(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			in := withDoc(k8sEmbeddedInput(), written)
-			in.Compute.LoggingOwnership = tc.ownership
-			in.Compute.LoggingLevel = "debug"
+			in.Compute = in.Compute.WithKubernetes(func(k *KubernetesCompute) { k.LoggingOwnership = tc.ownership })
+			in.Compute = in.Compute.WithKubernetes(func(k *KubernetesCompute) { k.LoggingLevel = "debug" })
 			rev := admitOK(t, in)
 			logging, _ := occconfig.Lookup(rev.AdmittedDocument, occconfig.Keys("logging"))
 			otel, _ := occconfig.Lookup(rev.AdmittedDocument, occconfig.Keys("diagnostics", "otel"))
@@ -315,7 +339,7 @@ func TestAD5_DriverLoggingKeptAsWritten(t *testing.T) {
 	// Ownership is part of the frozen revision.
 	p := admitOK(t, k8sEmbeddedInput())
 	d := k8sEmbeddedInput()
-	d.Compute.LoggingOwnership = LoggingDriver
+	d.Compute = d.Compute.WithKubernetes(func(k *KubernetesCompute) { k.LoggingOwnership = LoggingDriver })
 	if admitOK(t, d).ID() == p.ID() {
 		t.Errorf("logging ownership change kept the revision")
 	}
@@ -338,7 +362,7 @@ func TestAD5_DriverLoggingOnlyFromATrustedComputeDriver(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			in := tc.in
-			in.Compute.LoggingOwnership = LoggingDriver
+			in.Compute = in.Compute.WithKubernetes(func(k *KubernetesCompute) { k.LoggingOwnership = LoggingDriver })
 			rev, errs := Admit(in)
 			if tc.trusted {
 				if len(errs) > 0 || rev.LoggingOwnership != LoggingDriver {
@@ -353,7 +377,7 @@ func TestAD5_DriverLoggingOnlyFromATrustedComputeDriver(t *testing.T) {
 				}
 			}
 			// Platform-owned logging on the same host is admitted.
-			in.Compute.LoggingOwnership = LoggingPlatform
+			in.Compute = in.Compute.WithKubernetes(func(k *KubernetesCompute) { k.LoggingOwnership = LoggingPlatform })
 			admitOK(t, in)
 		})
 	}
@@ -365,7 +389,9 @@ func TestAD5_DriverLoggingOnlyFromATrustedComputeDriver(t *testing.T) {
 // upgrade changes no existing agent's revision.
 func TestAD3_PodSettingsAreFrozen(t *testing.T) {
 	base := admitOK(t, k8sEmbeddedInput())
-	limits := func(in *Input) { in.Compute.CPUMillis, in.Compute.MemoryLimit = 2000, "4Gi" }
+	limits := func(in *Input) {
+		in.Compute = in.Compute.WithKubernetes(func(k *KubernetesCompute) { k.CPUMillis, k.MemoryLimit = 2000, "4Gi" })
+	}
 	mutate := func(f func(*Input)) Input {
 		in := k8sEmbeddedInput()
 		f(&in)
@@ -373,17 +399,37 @@ func TestAD3_PodSettingsAreFrozen(t *testing.T) {
 	}
 	secs := int64(30)
 	for name, in := range map[string]Input{
-		"node_selector": mutate(func(in *Input) { in.Compute.NodeSelector = map[string]string{"pool": "agents"} }),
-		"tolerations":   mutate(func(in *Input) { in.Compute.Tolerations = []Toleration{{Key: "k", Operator: "Exists"}} }),
-		"toleration seconds": mutate(func(in *Input) {
-			in.Compute.Tolerations = []Toleration{{Key: "k", Operator: "Exists", Effect: "NoExecute", TolerationSeconds: &secs}}
+		"node_selector": mutate(func(in *Input) {
+			in.Compute = in.Compute.WithKubernetes(func(k *KubernetesCompute) { k.NodeSelector = map[string]string{"pool": "agents"} })
 		}),
-		"priority_class_name": mutate(func(in *Input) { in.Compute.PriorityClassName = "high" }),
-		"pod_labels":          mutate(func(in *Input) { in.Compute.PodLabels = map[string]string{"team": "a"} }),
-		"cpu_request":         mutate(func(in *Input) { limits(in); in.Compute.CPURequestMillis = 500 }),
-		"memory_request":      mutate(func(in *Input) { limits(in); in.Compute.MemoryRequest = "1Gi" }),
-		"image_pull_secrets":  mutate(func(in *Input) { in.Compute.ImagePullSecrets = []string{"regcred"} }),
-		"image_pull_policy":   mutate(func(in *Input) { in.Compute.ImagePullPolicy = "Always" }),
+		"tolerations": mutate(func(in *Input) {
+			in.Compute = in.Compute.WithKubernetes(func(k *KubernetesCompute) { k.Tolerations = []Toleration{{Key: "k", Operator: "Exists"}} })
+		}),
+		"toleration seconds": mutate(func(in *Input) {
+			in.Compute = in.Compute.WithKubernetes(func(k *KubernetesCompute) {
+				k.Tolerations = []Toleration{{Key: "k", Operator: "Exists", Effect: "NoExecute", TolerationSeconds: &secs}}
+			})
+		}),
+		"priority_class_name": mutate(func(in *Input) {
+			in.Compute = in.Compute.WithKubernetes(func(k *KubernetesCompute) { k.PriorityClassName = "high" })
+		}),
+		"pod_labels": mutate(func(in *Input) {
+			in.Compute = in.Compute.WithKubernetes(func(k *KubernetesCompute) { k.PodLabels = map[string]string{"team": "a"} })
+		}),
+		"cpu_request": mutate(func(in *Input) {
+			limits(in)
+			in.Compute = in.Compute.WithKubernetes(func(k *KubernetesCompute) { k.CPURequestMillis = 500 })
+		}),
+		"memory_request": mutate(func(in *Input) {
+			limits(in)
+			in.Compute = in.Compute.WithKubernetes(func(k *KubernetesCompute) { k.MemoryRequest = "1Gi" })
+		}),
+		"image_pull_secrets": mutate(func(in *Input) {
+			in.Compute = in.Compute.WithKubernetes(func(k *KubernetesCompute) { k.ImagePullSecrets = []string{"regcred"} })
+		}),
+		"image_pull_policy": mutate(func(in *Input) {
+			in.Compute = in.Compute.WithKubernetes(func(k *KubernetesCompute) { k.ImagePullPolicy = "Always" })
+		}),
 	} {
 		if admitOK(t, in).ID() == base.ID() {
 			t.Errorf("%s: the revision id did not change", name)
@@ -391,20 +437,41 @@ func TestAD3_PodSettingsAreFrozen(t *testing.T) {
 	}
 	withLimits := admitOK(t, mutate(limits)).ID()
 	for name, in := range map[string]Input{
-		"empty node_selector":                 mutate(func(in *Input) { limits(in); in.Compute.NodeSelector = map[string]string{} }),
-		"empty tolerations":                   mutate(func(in *Input) { limits(in); in.Compute.Tolerations = []Toleration{} }),
-		"empty pod_labels":                    mutate(func(in *Input) { limits(in); in.Compute.PodLabels = map[string]string{} }),
-		"empty image_pull_secrets":            mutate(func(in *Input) { limits(in); in.Compute.ImagePullSecrets = []string{} }),
-		"cpu_request equal to the limit":      mutate(func(in *Input) { limits(in); in.Compute.CPURequestMillis = 2000 }),
-		"memory_request equal to the limit":   mutate(func(in *Input) { limits(in); in.Compute.MemoryRequest = "4Gi" }),
-		"memory_request, the limit respelled": mutate(func(in *Input) { limits(in); in.Compute.MemoryRequest = "4096Mi" }),
+		"empty node_selector": mutate(func(in *Input) {
+			limits(in)
+			in.Compute = in.Compute.WithKubernetes(func(k *KubernetesCompute) { k.NodeSelector = map[string]string{} })
+		}),
+		"empty tolerations": mutate(func(in *Input) {
+			limits(in)
+			in.Compute = in.Compute.WithKubernetes(func(k *KubernetesCompute) { k.Tolerations = []Toleration{} })
+		}),
+		"empty pod_labels": mutate(func(in *Input) {
+			limits(in)
+			in.Compute = in.Compute.WithKubernetes(func(k *KubernetesCompute) { k.PodLabels = map[string]string{} })
+		}),
+		"empty image_pull_secrets": mutate(func(in *Input) {
+			limits(in)
+			in.Compute = in.Compute.WithKubernetes(func(k *KubernetesCompute) { k.ImagePullSecrets = []string{} })
+		}),
+		"cpu_request equal to the limit": mutate(func(in *Input) {
+			limits(in)
+			in.Compute = in.Compute.WithKubernetes(func(k *KubernetesCompute) { k.CPURequestMillis = 2000 })
+		}),
+		"memory_request equal to the limit": mutate(func(in *Input) {
+			limits(in)
+			in.Compute = in.Compute.WithKubernetes(func(k *KubernetesCompute) { k.MemoryRequest = "4Gi" })
+		}),
+		"memory_request, the limit respelled": mutate(func(in *Input) {
+			limits(in)
+			in.Compute = in.Compute.WithKubernetes(func(k *KubernetesCompute) { k.MemoryRequest = "4096Mi" })
+		}),
 	} {
 		rev := admitOK(t, in)
 		if rev.ID() != withLimits {
 			t.Errorf("%s changed the revision id", name)
 		}
-		if cs := rev.ComputeSettings; cs.CPURequestMillis != 0 || cs.MemoryRequest != "" {
-			t.Errorf("%s: frozen requests %d / %q, want the limits (unset)", name, cs.CPURequestMillis, cs.MemoryRequest)
+		if cs := rev.ComputeSettings; cs.Kubernetes().CPURequestMillis != 0 || cs.Kubernetes().MemoryRequest != "" {
+			t.Errorf("%s: frozen requests %d / %q, want the limits (unset)", name, cs.Kubernetes().CPURequestMillis, cs.Kubernetes().MemoryRequest)
 		}
 	}
 }

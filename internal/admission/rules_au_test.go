@@ -95,15 +95,15 @@ func TestAU3_CredentialSourceRequirements(t *testing.T) {
 	codexPlaceholder.EnvVar, codexPlaceholder.LoginMode = EnvOpenAIAPIKey, LoginAPIKeyStdin
 	codexWith := func(st string) Input { in := credentialGatewayCodexInput(); in.Source = credSource(st); return in }
 	noGateway := codexWith(SourceTypeOpenAIAPIKey)
-	noGateway.Compute.CredentialGateway = nil
+	noGateway.Compute = noGateway.Compute.WithKubernetes(func(k *KubernetesCompute) { k.CredentialGateway = nil })
 	noDriver := codexWith(SourceTypeOpenAIAPIKey)
-	noDriver.Compute.SandboxDriver = nil
+	noDriver.Compute = noDriver.Compute.WithKubernetes(func(k *KubernetesCompute) { k.SandboxDriver = nil })
 	otherDriver := codexWith(SourceTypeOpenAIAPIKey)
-	otherDriver.Compute.SandboxDriver = &SandboxDriver{Name: "gvisor", Facets: Facets}
+	otherDriver.Compute = otherDriver.Compute.WithKubernetes(func(k *KubernetesCompute) { k.SandboxDriver = &SandboxDriver{Name: "gvisor", Facets: Facets} })
 	embedded := k8sEmbeddedInput()
 	embedded.Agent.Harness = HarnessOpenClaw
-	embedded.Compute.SandboxDriver = fullDriver()
-	embedded.Compute.CredentialGateway = gateway()
+	embedded.Compute = embedded.Compute.WithKubernetes(func(k *KubernetesCompute) { k.SandboxDriver = fullDriver() })
+	embedded.Compute = embedded.Compute.WithKubernetes(func(k *KubernetesCompute) { k.CredentialGateway = gateway() })
 	embedded.Source = credSource(SourceTypeOpenAIAPIKey)
 	runAuthCases(t, []authCase{
 		{"dedicated codex, openai api key", codexWith(SourceTypeOpenAIAPIKey), codexPlaceholder, nil},
@@ -140,8 +140,8 @@ func TestAU3_CredentialSourceRequirements(t *testing.T) {
 // rule AU4
 func TestAU4_CredentialGatewayRejectsSecretMethods(t *testing.T) {
 	gw := func(in Input) Input {
-		in.Compute.SandboxDriver = fullDriver()
-		in.Compute.CredentialGateway = gateway()
+		in.Compute = in.Compute.WithKubernetes(func(k *KubernetesCompute) { k.SandboxDriver = fullDriver() })
+		in.Compute = in.Compute.WithKubernetes(func(k *KubernetesCompute) { k.CredentialGateway = gateway() })
 		return in
 	}
 	withSource := func(in Input, s CredentialSource) Input { in.Source = s; return in }
@@ -155,7 +155,11 @@ func TestAU4_CredentialGatewayRejectsSecretMethods(t *testing.T) {
 		{"codex_pat secret", gw(withSource(dedicatedCodexInput(), patSource(k8sComputeID))), CredentialDelivery{}, &refusal{ResourceConflict, "AU4", attrSource, ""}},
 		{"codex_pat service account", gw(withSource(dedicatedCodexInput(), saPATSource(k8sComputeID))), CredentialDelivery{}, &refusal{ResourceConflict, "AU4", attrSource, ""}},
 		// On SSH the gateway cannot serve the agent; host credentials would bypass it.
-		{"runtime on ssh with a gateway", func() Input { in := sshInput(); in.Compute.CredentialGateway = gateway(); return in }(), CredentialDelivery{}, &refusal{ResourceConflict, "AU4", attrSource, ""}},
+		{"runtime on ssh with a gateway", func() Input {
+			in := sshInput()
+			in.Compute = in.Compute.WithKubernetes(func(k *KubernetesCompute) { k.CredentialGateway = gateway() })
+			return in
+		}(), CredentialDelivery{}, &refusal{ResourceConflict, "AU4", attrSource, ""}},
 	}
 	runAuthCases(t, cases)
 	_, errs := Admit(gw(dedicatedCodexInput()))
@@ -180,7 +184,7 @@ func TestAU5_SSHRuntimeOnly(t *testing.T) {
 	if rev.Source.EnvironmentFile != "/etc/openclaw/model.env" || rev.Credential.EnvVar != "" {
 		t.Errorf("ssh revision source %+v delivery %+v", rev.Source, rev.Credential)
 	}
-	if rev.ComputeSettings.Host != "edge.example.com" || rev.ComputeSettings.ConfigDir != "/etc/openclaw" {
+	if rev.ComputeSettings.SSH().Host != "edge.example.com" || rev.ComputeSettings.SSH().ConfigDir != "/etc/openclaw" {
 		t.Errorf("ssh compute settings = %v", rev.ComputeSettings)
 	}
 }

@@ -59,7 +59,7 @@ func TestHM1_HarnessModeComputeMatrix(t *testing.T) {
 	codexEmbeddedByPolicy.Configuration.Document = mustDoc(`{agents: {defaults: {model: "codex/gpt-5-codex", models: {"codex/gpt-5-codex": {agentRuntime: {id: "codex"}}}}}}`)
 	// Other refusals (AU4: gateway with api_key) are not reported: HM1 is judged alone.
 	codexEmbeddedWithConflicts := codexEmbedded
-	codexEmbeddedWithConflicts.Compute.CredentialGateway = gateway()
+	codexEmbeddedWithConflicts.Compute = codexEmbeddedWithConflicts.Compute.WithKubernetes(func(k *KubernetesCompute) { k.CredentialGateway = gateway() })
 	// An explicit harness is judged before the document: the document's own
 	// refusals (MR9 here) are not reported.
 	codexEmbeddedBadDoc := withDoc(codexEmbedded, `{agents: {list: [{id: "x"}], defaults: {model: "codex/gpt-5-codex"}}}`)
@@ -161,7 +161,7 @@ func TestHM6_NodeWorkersDefault(t *testing.T) {
 		t.Fatalf("DefaultNodeWorkers = %d, want 8", DefaultNodeWorkers)
 	}
 	withWorkers := func(in Input, n int64) Input {
-		in.Compute.NodeWorkers = n
+		in.Compute = in.Compute.WithKubernetes(func(k *KubernetesCompute) { k.NodeWorkers = n })
 		return in
 	}
 	tests := []struct {
@@ -233,7 +233,7 @@ func TestHM7_MaxConcurrentDefault(t *testing.T) {
 // one is the runtime's own default (max_concurrent is null).
 func TestHM7_MaxConcurrentFrozenForDedicatedCodexOnly(t *testing.T) {
 	with := func(in Input, cpu int64, doc string) Input {
-		in.Compute.CPUMillis = cpu
+		in.Compute = in.Compute.WithKubernetes(func(k *KubernetesCompute) { k.CPUMillis = cpu })
 		if doc != "" {
 			in.Configuration.Document = mustDoc(doc)
 		}

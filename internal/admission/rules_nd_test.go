@@ -10,17 +10,19 @@ import (
 // rule ND4
 func TestND4_SandboxDriverNeedsKubernetes(t *testing.T) {
 	driverOnSSH := sshInput()
-	driverOnSSH.Compute.SandboxDriver = fullDriver()
+	driverOnSSH.Compute = driverOnSSH.Compute.WithKubernetes(func(k *KubernetesCompute) { k.SandboxDriver = fullDriver() })
 	unknownDriver := k8sEmbeddedInput()
-	unknownDriver.Compute.SandboxDriver = &SandboxDriver{Name: "gvisor", Facets: Facets, RequiredProfile: "p"}
+	unknownDriver.Compute = unknownDriver.Compute.WithKubernetes(func(k *KubernetesCompute) {
+		k.SandboxDriver = &SandboxDriver{Name: "gvisor", Facets: Facets, RequiredProfile: "p"}
+	})
 	codexFull := dedicatedCodexInput()
-	codexFull.Compute.SandboxDriver = fullDriver()
+	codexFull.Compute = codexFull.Compute.WithKubernetes(func(k *KubernetesCompute) { k.SandboxDriver = fullDriver() })
 	codexPartial := dedicatedCodexInput()
-	codexPartial.Compute.SandboxDriver = partialDriver()
+	codexPartial.Compute = codexPartial.Compute.WithKubernetes(func(k *KubernetesCompute) { k.SandboxDriver = partialDriver() })
 	codexNoProfile := dedicatedCodexInput()
-	codexNoProfile.Compute.SandboxDriver = &SandboxDriver{Name: DriverOpenShell}
+	codexNoProfile.Compute = codexNoProfile.Compute.WithKubernetes(func(k *KubernetesCompute) { k.SandboxDriver = &SandboxDriver{Name: DriverOpenShell} })
 	embeddedWithDriver := k8sEmbeddedInput()
-	embeddedWithDriver.Compute.SandboxDriver = partialDriver()
+	embeddedWithDriver.Compute = embeddedWithDriver.Compute.WithKubernetes(func(k *KubernetesCompute) { k.SandboxDriver = partialDriver() })
 	tests := []struct {
 		name    string
 		in      Input
@@ -56,19 +58,23 @@ func TestND4_SandboxDriverNeedsKubernetes(t *testing.T) {
 
 // rule ND5
 func TestND5_InstallationCapabilities(t *testing.T) {
-	withDriver := func(d *SandboxDriver) Compute { c := k8sCompute(); c.SandboxDriver = d; return c }
+	withDriver := func(d *SandboxDriver) Compute {
+		c := k8sCompute()
+		c = c.WithKubernetes(func(k *KubernetesCompute) { k.SandboxDriver = d })
+		return c
+	}
 	custom := func(declared bool) Compute {
 		c := withDriver(fullDriver())
-		c.RuntimeImage = "registry.example/openclaw:custom"
-		c.NativeWorkerSupport = declared
+		c = c.WithKubernetes(func(k *KubernetesCompute) { k.RuntimeImage = "registry.example/openclaw:custom" })
+		c = c.WithKubernetes(func(k *KubernetesCompute) { k.NativeWorkerSupport = declared })
 		return c
 	}
 	outage := withDriver(fullDriver())
-	outage.SandboxDriver.Unavailable = true
+	outage.Kubernetes().SandboxDriver.Unavailable = true
 	notInstalled := withDriver(fullDriver())
-	notInstalled.SandboxDriver.NotInstalled = true
+	notInstalled.Kubernetes().SandboxDriver.NotInstalled = true
 	sshWithDriver := sshCompute()
-	sshWithDriver.SandboxDriver = fullDriver()
+	sshWithDriver = sshWithDriver.WithKubernetes(func(k *KubernetesCompute) { k.SandboxDriver = fullDriver() })
 	// No compute offers dedicated OpenClaw (ND6): whatever the driver, the
 	// image or its declaration, the installation lists embedded alone.
 	tests := []struct {
@@ -78,7 +84,11 @@ func TestND5_InstallationCapabilities(t *testing.T) {
 	}{
 		{"no driver", k8sCompute(), false},
 		{"qualifying driver, pinned image", withDriver(fullDriver()), false},
-		{"pinned image spelled out", func() Compute { c := withDriver(fullDriver()); c.RuntimeImage = PinnedRuntimeImage; return c }(), false},
+		{"pinned image spelled out", func() Compute {
+			c := withDriver(fullDriver())
+			c = c.WithKubernetes(func(k *KubernetesCompute) { k.RuntimeImage = PinnedRuntimeImage })
+			return c
+		}(), false},
 		{"custom image declaring support", custom(true), false},
 		{"custom image without support", custom(false), false},
 		{"partial driver", withDriver(partialDriver()), false},
@@ -99,8 +109,8 @@ func TestND5_InstallationCapabilities(t *testing.T) {
 	// A declared driver the cluster does not serve fails closed at apply
 	// for dedicated Codex, naming the driver (AD6, ND5).
 	in := dedicatedCodexInput()
-	in.Compute.SandboxDriver = fullDriver()
-	in.Compute.SandboxDriver.NotInstalled = true
+	in.Compute = in.Compute.WithKubernetes(func(k *KubernetesCompute) { k.SandboxDriver = fullDriver() })
+	in.Compute.Kubernetes().SandboxDriver.NotInstalled = true
 	_, errs := Admit(in)
 	checkRefusal(t, errs, refusal{ResourceConflict, "ND5", attrCompute, ""})
 	if !strings.Contains(errs[0].Message, "not installed") || !strings.Contains(errs[0].Message, DriverOpenShell) {
@@ -118,7 +128,7 @@ func TestND5_InstallationCapabilities(t *testing.T) {
 			}
 			in.Agent.Harness, in.Agent.ExecutionMode = HarnessOpenClaw, mode
 			in.Compute = tc.c
-			in.Compute.SandboxDriver = nil // the driver's own refusals (ND4) are not the mode's
+			in.Compute = in.Compute.WithKubernetes(func(k *KubernetesCompute) { k.SandboxDriver = nil }) // the driver's own refusals (ND4) are not the mode's
 			_, errs := Admit(in)
 			listed := slices.Contains(ComputeInstallation(tc.c).ExecutionModes, mode)
 			if listed != (len(errs) == 0) {
@@ -136,14 +146,20 @@ func TestND5_InstallationCapabilities(t *testing.T) {
 func TestND6_DedicatedOpenClawIsRefused(t *testing.T) {
 	const custom = "registry.example/openclaw:custom"
 	image := func(in Input, img string, declared bool) Input {
-		in.Compute.RuntimeImage = img
-		in.Compute.NativeWorkerSupport = declared
+		in.Compute = in.Compute.WithKubernetes(func(k *KubernetesCompute) { k.RuntimeImage = img })
+		in.Compute = in.Compute.WithKubernetes(func(k *KubernetesCompute) { k.NativeWorkerSupport = declared })
 		return in
 	}
-	noDriver := func(in Input) Input { in.Compute.SandboxDriver = nil; return in }
-	partial := func(in Input) Input { in.Compute.SandboxDriver = partialDriver(); return in }
+	noDriver := func(in Input) Input {
+		in.Compute = in.Compute.WithKubernetes(func(k *KubernetesCompute) { k.SandboxDriver = nil })
+		return in
+	}
+	partial := func(in Input) Input {
+		in.Compute = in.Compute.WithKubernetes(func(k *KubernetesCompute) { k.SandboxDriver = partialDriver() })
+		return in
+	}
 	gatewayKey := func(in Input) Input {
-		in.Compute.CredentialGateway = gateway()
+		in.Compute = in.Compute.WithKubernetes(func(k *KubernetesCompute) { k.CredentialGateway = gateway() })
 		in.Source = credSource(SourceTypeOpenAIAPIKey)
 		return in
 	}
@@ -260,7 +276,7 @@ func TestPR1_ProbeBudget(t *testing.T) {
 			if rev.Probe != tc.want {
 				t.Errorf("probe = %+v, want %+v", rev.Probe, tc.want)
 			}
-			if got := rev.Probe.Budget(tc.in.Compute.CPUMillis); got != tc.budget {
+			if got := rev.Probe.Budget(tc.in.Compute.Kubernetes().CPUMillis); got != tc.budget {
 				t.Errorf("budget = %v, want %v", got, tc.budget)
 			}
 		})
@@ -331,9 +347,9 @@ func TestND6_DeclarationOnlyForACustomImage(t *testing.T) {
 	// Whatever the declaration says, the installation is the same.
 	for _, img := range []string{"", PinnedRuntimeImage, custom} {
 		c := k8sCompute()
-		c.SandboxDriver, c.RuntimeImage = fullDriver(), img
+		c = c.WithKubernetes(func(k *KubernetesCompute) { k.SandboxDriver, k.RuntimeImage = fullDriver(), img })
 		without := ComputeInstallation(c)
-		c.NativeWorkerSupport = true
+		c = c.WithKubernetes(func(k *KubernetesCompute) { k.NativeWorkerSupport = true })
 		if with := ComputeInstallation(c); !slices.Equal(with.ExecutionModes, without.ExecutionModes) {
 			t.Errorf("image %q: the declaration changed the installation %v -> %v", img, without, with)
 		}

@@ -21,8 +21,8 @@ func ComputeInstallation(c Compute) Installation {
 			inst.ExecutionModes = append(inst.ExecutionModes, m)
 		}
 	}
-	if c.SandboxDriver != nil {
-		inst.SandboxDriverUnavailable = c.SandboxDriver.Unavailable
+	if c.Kubernetes().SandboxDriver != nil {
+		inst.SandboxDriverUnavailable = c.Kubernetes().SandboxDriver.Unavailable
 	}
 	return inst
 }
@@ -51,7 +51,7 @@ func CheckNativeOpenClaw(harness, mode, kind string) *Error {
 func CheckSandbox(mode string, c Compute) Errors {
 	var errs Errors
 	row := kindRow(c.Kind)
-	if c.SandboxDriver != nil && !row.SandboxDriver {
+	if c.Kubernetes().SandboxDriver != nil && !row.SandboxDriver {
 		takes := kindsWhere(func(k KindSupport) bool { return k.SandboxDriver })
 		var names []string
 		for _, k := range takes {
@@ -59,13 +59,13 @@ func CheckSandbox(mode string, c Compute) Errors {
 		}
 		errs = append(errs, conflict("ND4", []string{"compute"}, "a sandbox driver needs %s; remove sandbox_driver or use a %s compute", nouns(takes), orList(names)))
 	}
-	if c.SandboxDriver != nil && c.SandboxDriver.Name != DriverOpenShell {
-		errs = append(errs, invalid("OS1", []string{"compute"}, nil, "sandbox driver %q is not known; the bundled driver is %q", c.SandboxDriver.Name, DriverOpenShell))
+	if c.Kubernetes().SandboxDriver != nil && c.Kubernetes().SandboxDriver.Name != DriverOpenShell {
+		errs = append(errs, invalid("OS1", []string{"compute"}, nil, "sandbox driver %q is not known; the bundled driver is %q", c.Kubernetes().SandboxDriver.Name, DriverOpenShell))
 	}
-	if mode == ModeDedicated && row.SandboxDriver && c.SandboxDriver != nil && c.SandboxDriver.NotInstalled {
+	if mode == ModeDedicated && row.SandboxDriver && c.Kubernetes().SandboxDriver != nil && c.Kubernetes().SandboxDriver.NotInstalled {
 		// The compute declares a driver to contain its dedicated harnesses,
 		// and the cluster does not serve it: fail closed (AD6, ND5).
-		errs = append(errs, conflict("ND5", []string{"compute"}, "the dedicated harness needs the sandbox driver %q, which is not installed in the cluster: %s", c.SandboxDriver.Name, notInstalledText))
+		errs = append(errs, conflict("ND5", []string{"compute"}, "the dedicated harness needs the sandbox driver %q, which is not installed in the cluster: %s", c.Kubernetes().SandboxDriver.Name, notInstalledText))
 	}
 	return errs
 }

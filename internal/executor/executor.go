@@ -14,29 +14,36 @@
 // # Adding a compute kind
 //
 // A new kind (Docker, Nomad, …) is:
-//  1. an admission row (admission.KindSupport): what the kind runs and
+//  1. its settings: a type of its own that admission.Compute.Settings
+//     holds, and the type a revision freezes of it
+//     (admission.ComputeSettings.Settings, which must encode as a JSON
+//     object: it is hashed into the revision id).
+//  2. an admission row (admission.KindSupport): what the kind runs and
 //     accepts, what a revision freezes of its compute, its platform keys
 //     and whether gateway.port is the user's; registered with
 //     admission.RegisterKind (the bundled kinds are rows of kinds.go).
-//  2. its rendering, pure (values in, values or errors out), using
+//  3. its rendering, pure (values in, values or errors out), using
 //     render.Topology for which components the revision runs.
-//  3. an executor implementing Executor (and SecretStore when the kind
+//  4. an executor implementing Executor (and SecretStore when the kind
 //     keeps credential sources' values on its target): it writes only
 //     through helpers that mark Writes, returns *Failure with catalog
 //     codes through Normalize at each operation's exit (add any new code
 //     to catalog.go and run `make generate`), and honours the context's
 //     deadline in every call. Its tests run the conformance suite
 //     (internal/executor/conformance) against a real target.
-//  4. for Terraform: its row in the provider's registry
-//     (internal/provider/executors.go: its executor, agent ids, identity,
-//     import ids, list target) and its schema block on occ_compute with
-//     the block's conversion to admission.Compute (compute_model.go).
+//  5. for Terraform: its row in the provider's registry (registerKind in
+//     internal/provider/executors.go): occ_compute's block for the kind,
+//     its schema and its conversion into the kind's settings, its static
+//     checks, its executor, agent ids, identity, import ids and list
+//     target (the bundled kinds' blocks are compute_kubernetes.go and
+//     compute_ssh.go).
 //
-// Steps 1 to 3 need no edit outside the kind's own files:
-// internal/testenv/memkind is a kind that exists only in tests and passes
-// the conformance suite so. Step 4 still edits the provider's registry
-// and occ_compute's schema, and a kind's settings live in the flat
-// admission.Compute and admission.ComputeSettings.
+// Steps 1 to 4 need no edit outside the kind's own files:
+// internal/testenv/memkind is a kind that exists only in tests, with its
+// own settings types, and passes the conformance suite so. Step 5 is one
+// registerKind call (TestKindRegistry_OneRegistrationWiresTheKind); what
+// it cannot add yet is an attribute of the agent's resource identity,
+// which has namespace, host and port for the bundled kinds.
 package executor
 
 import (
@@ -285,7 +292,7 @@ func TurnFailure(agent, where string, err error) *Failure {
 // RetainsState reports whether destroying the agent keeps its state claim
 // (Kubernetes): only when its compute says so (state.retain_on_destroy).
 func (a Agent) RetainsState() bool {
-	return a.Compute != nil && a.Compute.State != nil && a.Compute.State.RetainOnDestroy
+	return a.Compute != nil && a.Compute.Kubernetes().State != nil && a.Compute.Kubernetes().State.RetainOnDestroy
 }
 
 // DriftReason says why what runs is not the activated revision.

@@ -69,7 +69,7 @@ const heldRecord = `{"event":"openclaw.model_probe","container":"gateway","code"
 // kubePlace is a namespace of the case's own on the shared control plane.
 func kubePlace(t *testing.T, c *kubeenv.Cluster) *conformance.Place {
 	ns := c.TestNamespace(t)
-	compute := admission.Compute{ID: "k", Name: "k", Kind: admission.KindKubernetes, Namespace: ns, CPUMillis: 1000, MemoryLimit: "1Gi"}
+	compute := admission.Compute{ID: "k", Name: "k", Kind: admission.KindKubernetes, Settings: admission.KubernetesCompute{Namespace: ns, CPUMillis: 1000, MemoryLimit: "1Gi"}}
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	var holdOnce sync.Once
@@ -146,7 +146,7 @@ func kubePlace(t *testing.T, c *kubeenv.Cluster) *conformance.Place {
 // whose Pods carry annotations.
 func conformanceRevision(t *testing.T, name string, c admission.Compute, annotations map[string]string) *admission.Revision {
 	t.Helper()
-	c.PodAnnotations = annotations
+	c = c.WithKubernetes(func(k *admission.KubernetesCompute) { k.PodAnnotations = annotations })
 	return conformance.EmbeddedRevision(t, name, c, admission.CredentialSource{ID: "s", Name: "s", Method: admission.MethodAPIKey, Generation: 1,
 		SecretRef: &admission.SecretRef{Name: "llm", Key: "k"}}, "")
 }

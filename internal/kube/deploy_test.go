@@ -81,7 +81,7 @@ func namedRevision(t testing.TB, name, ns string, annotations map[string]string)
 	rev, errs := admission.Admit(admission.Input{
 		Agent:         admission.Agent{Name: name},
 		Configuration: admission.Configuration{ID: "c", Name: "c", Generation: 1, Document: doc},
-		Compute:       admission.Compute{ID: "k", Name: "k", Kind: admission.KindKubernetes, Namespace: ns, CPUMillis: 1000, MemoryLimit: "1Gi", PodAnnotations: annotations},
+		Compute:       admission.Compute{ID: "k", Name: "k", Kind: admission.KindKubernetes, Settings: admission.KubernetesCompute{Namespace: ns, CPUMillis: 1000, MemoryLimit: "1Gi", PodAnnotations: annotations}},
 		Source:        admission.CredentialSource{ID: "s", Name: "s", Method: admission.MethodAPIKey, Generation: 1, ComputeID: "k", SecretRef: &admission.SecretRef{Name: "llm", Key: "k"}},
 	})
 	if len(errs) > 0 {
@@ -335,7 +335,7 @@ func codexRevision(t *testing.T, ns, model string) *admission.Revision {
 	rev, errs := admission.Admit(admission.Input{
 		Agent:         admission.Agent{Name: "bench", Harness: admission.HarnessCodex, ExecutionMode: admission.ModeDedicated},
 		Configuration: admission.Configuration{ID: "c", Name: "c", Generation: 1, Document: doc},
-		Compute:       admission.Compute{ID: "k", Name: "k", Kind: admission.KindKubernetes, Namespace: ns, CPUMillis: 1000, MemoryLimit: "1Gi"},
+		Compute:       admission.Compute{ID: "k", Name: "k", Kind: admission.KindKubernetes, Settings: admission.KubernetesCompute{Namespace: ns, CPUMillis: 1000, MemoryLimit: "1Gi"}},
 		Source:        admission.CredentialSource{ID: "s", Name: "s", Method: admission.MethodAPIKey, Generation: 1, ComputeID: "k", SecretRef: &admission.SecretRef{Name: "llm", Key: "k"}},
 	})
 	if len(errs) > 0 {
@@ -494,7 +494,7 @@ func TestDeploy_MissingPriorityClassFailsFast(t *testing.T) {
 	rev, errs := admission.Admit(admission.Input{
 		Agent:         admission.Agent{Name: "bench"},
 		Configuration: admission.Configuration{ID: "c", Name: "c", Generation: 1, Document: doc},
-		Compute:       admission.Compute{ID: "k", Name: "k", Kind: admission.KindKubernetes, Namespace: ns, CPUMillis: 1000, MemoryLimit: "1Gi", PriorityClassName: "agents-missing"},
+		Compute:       admission.Compute{ID: "k", Name: "k", Kind: admission.KindKubernetes, Settings: admission.KubernetesCompute{Namespace: ns, CPUMillis: 1000, MemoryLimit: "1Gi", PriorityClassName: "agents-missing"}},
 		Source:        admission.CredentialSource{ID: "s", Name: "s", Method: admission.MethodAPIKey, Generation: 1, ComputeID: "k", SecretRef: &admission.SecretRef{Name: "llm", Key: "k"}},
 	})
 	if len(errs) > 0 {
@@ -573,7 +573,7 @@ func TestAC4_RecoveryRepeatsOnlySafeEffects(t *testing.T) {
 func firstRevision(t *testing.T, rev func(ns string) *admission.Revision) (*kubeenv.Cluster, string, *Executor, context.Context) {
 	t.Helper()
 	c, exec, compute, ctx := liveExecutor(t, 90*time.Second)
-	ns := compute.Namespace
+	ns := compute.Kubernetes().Namespace
 	if _, err := exec.Apply(ctx, rev(ns), 1, 0); err != nil {
 		t.Fatalf("revision 1: %v", err)
 	}

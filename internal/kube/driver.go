@@ -28,9 +28,9 @@ type DriverState struct {
 // Observed is the compute with what the cluster said of its driver: the
 // driver copied with NotInstalled and Unavailable set, for admission.
 func (st DriverState) Observed(c admission.Compute) admission.Compute {
-	d := *c.SandboxDriver
+	d := *c.Kubernetes().SandboxDriver
 	d.NotInstalled, d.Unavailable = !st.Installed, st.Installed && !st.Ready
-	c.SandboxDriver = &d
+	c = c.WithKubernetes(func(k *admission.KubernetesCompute) { k.SandboxDriver = &d })
 	return c
 }
 

@@ -79,7 +79,7 @@ func isWrite(req *http.Request) bool {
 func (e *Executor) Kind() string { return admission.KindKubernetes }
 
 // AgentID is a Kubernetes agent's id, NAMESPACE/NAME.
-func AgentID(c admission.Compute, agent string) string { return c.Namespace + "/" + agent }
+func AgentID(c admission.Compute, agent string) string { return c.Kubernetes().Namespace + "/" + agent }
 
 // SplitAgentID reads an agent id, NAMESPACE/NAME, into its parts; ok is
 // false without a slash. The parts are not checked (ParseImportID does).
@@ -128,11 +128,11 @@ func (e *Executor) Prepare(ctx context.Context, p executor.Prepare) (executor.Pr
 		return out, prepareFailure(p.Compute, err)
 	}
 	out.Created = created
-	if p.ReadInstallation && p.Compute.SandboxDriver != nil {
+	if p.ReadInstallation && p.Compute.Kubernetes().SandboxDriver != nil {
 		inst, _, err := e.Inspect(ctx, p.Compute)
 		if err != nil {
 			if created {
-				_ = e.DeleteNamespace(ctx, p.Compute.Namespace)
+				_ = e.DeleteNamespace(ctx, p.Compute.Kubernetes().Namespace)
 			}
 			return executor.Prepared{}, prepareFailure(p.Compute, err)
 		}
@@ -142,9 +142,9 @@ func (e *Executor) Prepare(ctx context.Context, p executor.Prepare) (executor.Pr
 }
 
 func (e *Executor) prepare(ctx context.Context, c admission.Compute) (created bool, err error) {
-	key := c.Namespace
-	if c.SandboxDriver != nil {
-		ns, _ := render.DriverGateway(c.SandboxDriver)
+	key := c.Kubernetes().Namespace
+	if c.Kubernetes().SandboxDriver != nil {
+		ns, _ := render.DriverGateway(c.Kubernetes().SandboxDriver)
 		key += "+" + ns
 	}
 	if s := e.prepared; s != nil {
@@ -154,25 +154,25 @@ func (e *Executor) prepare(ctx context.Context, c admission.Compute) (created bo
 			return false, nil
 		}
 	}
-	if created, err = e.EnsureNamespace(ctx, c.Namespace, c.Name); err != nil {
+	if created, err = e.EnsureNamespace(ctx, c.Kubernetes().Namespace, c.Name); err != nil {
 		return false, err
 	}
-	err = e.CheckPermissions(ctx, c.Namespace)
-	if err == nil && c.SandboxDriver != nil {
-		err = e.CheckRules(ctx, c.Namespace, SandboxRules)
+	err = e.CheckPermissions(ctx, c.Kubernetes().Namespace)
+	if err == nil && c.Kubernetes().SandboxDriver != nil {
+		err = e.CheckRules(ctx, c.Kubernetes().Namespace, SandboxRules)
 		if err == nil {
-			ns, _ := render.DriverGateway(c.SandboxDriver)
+			ns, _ := render.DriverGateway(c.Kubernetes().SandboxDriver)
 			err = e.CheckRules(ctx, ns, DriverGatewayRules)
 		}
 	}
 	if err != nil {
 		if created {
-			_ = e.DeleteNamespace(ctx, c.Namespace)
+			_ = e.DeleteNamespace(ctx, c.Kubernetes().Namespace)
 		}
 		return false, err
 	}
 	if s := e.prepared; s != nil {
-		s.done[key], s.done[c.Namespace] = true, true
+		s.done[key], s.done[c.Kubernetes().Namespace] = true, true
 	}
 	return created, nil
 }
@@ -180,7 +180,7 @@ func (e *Executor) prepare(ctx context.Context, c admission.Compute) (created bo
 // prepareFailure says why a compute cannot be used; nothing of an agent
 // was written.
 func prepareFailure(c admission.Compute, err error) error {
-	return executor.Normalize(err, executor.Exit{Op: executor.OpPrepare, Summary: "cannot prepare namespace " + c.Namespace, Finish: whereContainer,
+	return executor.Normalize(err, executor.Exit{Op: executor.OpPrepare, Summary: "cannot prepare namespace " + c.Kubernetes().Namespace, Finish: whereContainer,
 		Classify: func(f *executor.Failure, err error) {
 			var mp *MissingPermissions
 			if !errors.As(err, &mp) {
@@ -190,7 +190,7 @@ func prepareFailure(c admission.Compute, err error) error {
 			for i, m := range mp.Missing {
 				lines[i] = "- " + m
 			}
-			f.Code, f.Summary = executor.ResourceConflict, "missing permissions in namespace "+c.Namespace
+			f.Code, f.Summary = executor.ResourceConflict, "missing permissions in namespace "+c.Kubernetes().Namespace
 			f.Reason = fmt.Sprintf("the provider's Kubernetes identity lacks %d permission(s)", len(mp.Missing))
 			f.LinesTitle, f.Lines = "The provider's Kubernetes identity may not:", lines
 			f.Next = "Grant them with the Role in the provider documentation (Kubernetes permissions), then apply again."
@@ -201,10 +201,10 @@ func prepareFailure(c admission.Compute, err error) error {
 // installation from what the cluster says (ND5); without a driver the
 // capabilities follow from the settings and nothing is read.
 func (e *Executor) Inspect(ctx context.Context, c admission.Compute) (admission.Installation, bool, error) {
-	if c.SandboxDriver == nil {
+	if c.Kubernetes().SandboxDriver == nil {
 		return admission.ComputeInstallation(c), false, nil
 	}
-	st, err := e.DriverState(ctx, c.SandboxDriver)
+	st, err := e.DriverState(ctx, c.Kubernetes().SandboxDriver)
 	if err != nil {
 		return admission.Installation{}, true, err
 	}
@@ -222,30 +222,30 @@ func (e *Executor) Release(ctx context.Context, p executor.Release) (executor.Re
 		// The compute found its namespace; only one an Agent's deploy
 		// re-created for it since is the provider's to delete. A cluster
 		// that does not answer keeps nothing from being forgotten here.
-		ours, err := e.CreatedFor(ctx, c.Namespace, c.Name)
+		ours, err := e.CreatedFor(ctx, c.Kubernetes().Namespace, c.Name)
 		if err != nil {
-			out.Kept = append(out.Kept, executor.Warning{Summary: "Namespace " + c.Namespace + " was not checked",
-				Detail: fmt.Sprintf("The compute was removed, but the cluster could not be asked whether the provider re-created namespace %s for it: %v. If it did (the namespace is annotated %s=%s), delete it yourself.", c.Namespace, err, render.AnnotationCompute, c.Name)})
+			out.Kept = append(out.Kept, executor.Warning{Summary: "Namespace " + c.Kubernetes().Namespace + " was not checked",
+				Detail: fmt.Sprintf("The compute was removed, but the cluster could not be asked whether the provider re-created namespace %s for it: %v. If it did (the namespace is annotated %s=%s), delete it yourself.", c.Kubernetes().Namespace, err, render.AnnotationCompute, c.Name)})
 		}
 		if !ours {
 			return out, nil
 		}
 	}
-	left, err := e.Occupants(ctx, c.Namespace)
+	left, err := e.Occupants(ctx, c.Kubernetes().Namespace)
 	if err != nil {
-		return out, executor.Normalize(err, executor.Exit{Op: executor.OpDelete, Code: executor.Unavailable, Summary: "cannot inspect namespace " + c.Namespace,
-			Next: fmt.Sprintf("The namespace %s this compute created was not deleted; run the destroy again.", c.Namespace), Finish: whereContainer})
+		return out, executor.Normalize(err, executor.Exit{Op: executor.OpDelete, Code: executor.Unavailable, Summary: "cannot inspect namespace " + c.Kubernetes().Namespace,
+			Next: fmt.Sprintf("The namespace %s this compute created was not deleted; run the destroy again.", c.Kubernetes().Namespace), Finish: whereContainer})
 	}
 	if len(left) > 0 {
-		out.Kept = append(out.Kept, executor.Warning{Summary: "Namespace " + c.Namespace + " was kept",
+		out.Kept = append(out.Kept, executor.Warning{Summary: "Namespace " + c.Kubernetes().Namespace + " was kept",
 			Detail: fmt.Sprintf("The provider created this namespace for this compute, but it still holds objects, so it was not deleted with the compute: %s. "+
 				"Objects from another configuration belong to Agents or credential sources that another Terraform configuration manages in this namespace; "+
 				"destroy those there first. Delete the namespace yourself once nothing in it is needed.", strings.Join(left, ", "))})
 		return out, nil
 	}
-	p.Log.Print("deleting the namespace the compute created", map[string]any{"work.operation": "compute-delete", "namespace": c.Namespace})
-	if err := e.DeleteNamespace(ctx, c.Namespace); err != nil {
-		return out, executor.Normalize(err, executor.Exit{Op: executor.OpDelete, Code: executor.Unavailable, Summary: "cannot delete namespace " + c.Namespace, Finish: whereContainer})
+	p.Log.Print("deleting the namespace the compute created", map[string]any{"work.operation": "compute-delete", "namespace": c.Kubernetes().Namespace})
+	if err := e.DeleteNamespace(ctx, c.Kubernetes().Namespace); err != nil {
+		return out, executor.Normalize(err, executor.Exit{Op: executor.OpDelete, Code: executor.Unavailable, Summary: "cannot delete namespace " + c.Kubernetes().Namespace, Finish: whereContainer})
 	}
 	return out, nil
 }
@@ -291,7 +291,7 @@ func (e *Executor) Deploy(ctx context.Context, d executor.Deployment) (executor.
 			Summary: fmt.Sprintf("agent %q: unknown deploy mode %s", rev.Agent, d.Mode)}
 	}
 	var warnings []executor.Warning
-	if c.SandboxDriver != nil && rev.ExecutionMode == admission.ModeDedicated {
+	if c.Kubernetes().SandboxDriver != nil && rev.ExecutionMode == admission.ModeDedicated {
 		w, err := op.awaitDriver(ctx, rev, c)
 		if err != nil {
 			return executor.Result{}, err
@@ -307,7 +307,7 @@ func (e *Executor) Deploy(ctx context.Context, d executor.Deployment) (executor.
 // not serve is refused with ND5's RESOURCE_CONFLICT; during an outage
 // provisioning waits, with a watch, within the apply's deadline (ND5).
 func (e *Executor) awaitDriver(ctx context.Context, rev *admission.Revision, c admission.Compute) ([]executor.Warning, error) {
-	st, err := e.DriverState(ctx, c.SandboxDriver)
+	st, err := e.DriverState(ctx, c.Kubernetes().SandboxDriver)
 	if err != nil {
 		return nil, &executor.Failure{Code: executor.Unavailable, Op: executor.OpDeploy, Agent: rev.Agent, Summary: "cannot read the sandbox driver", Reason: err.Error(), Err: err}
 	}
@@ -317,15 +317,15 @@ func (e *Executor) awaitDriver(ctx context.Context, rev *admission.Revision, c a
 	if st.Ready {
 		return nil, nil
 	}
-	e.log.Print("waiting for the sandbox driver", map[string]any{"work.operation": "await-driver", "driver": c.SandboxDriver.Name, "detail": st.Detail})
+	e.log.Print("waiting for the sandbox driver", map[string]any{"work.operation": "await-driver", "driver": c.Kubernetes().SandboxDriver.Name, "detail": st.Detail})
 	started := time.Now()
-	if err := e.WaitForDriver(ctx, c.SandboxDriver); err != nil {
+	if err := e.WaitForDriver(ctx, c.Kubernetes().SandboxDriver); err != nil {
 		return nil, &executor.Failure{Code: executor.Unavailable, Op: executor.OpDeploy, Agent: rev.Agent,
-			Summary: fmt.Sprintf("the sandbox driver %q stayed unavailable", c.SandboxDriver.Name),
+			Summary: fmt.Sprintf("the sandbox driver %q stayed unavailable", c.Kubernetes().SandboxDriver.Name),
 			Reason:  fmt.Sprintf("%s; the apply waited for it until its deadline (%v)", st.Detail, err), Err: err,
 			Next: "Restore the driver's gateway, or raise timeouts.create/update, and apply again."}
 	}
-	return []executor.Warning{{Summary: fmt.Sprintf("The sandbox driver %q was unavailable; provisioning waited for it", c.SandboxDriver.Name),
+	return []executor.Warning{{Summary: fmt.Sprintf("The sandbox driver %q was unavailable; provisioning waited for it", c.Kubernetes().SandboxDriver.Name),
 		Detail: fmt.Sprintf("Agent %q: %s when the apply started; provisioning waited %s for the driver's gateway to be ready again, then went on.", rev.Agent, st.Detail, time.Since(started).Round(time.Second))}}, nil
 }
 
@@ -334,7 +334,7 @@ func (e *Executor) Read(ctx context.Context, a executor.Agent) (executor.Observe
 	ns, sandboxed := where(a)
 	top := render.TopologyOf(a.Harness, a.ExecutionMode, sandboxed)
 	o, svc, err := e.observe(ctx, ns, a.Name, top)
-	if err == nil && a.Compute != nil && o.Exists && o.Drift == executor.DriftNone && svc != nil && render.ExposureDiffers(svc, a.Compute.Exposure) {
+	if err == nil && a.Compute != nil && o.Exists && o.Drift == executor.DriftNone && svc != nil && render.ExposureDiffers(svc, a.Compute.Kubernetes().Exposure) {
 		o.Drift, o.DriftDetail = executor.DriftExposure, fmt.Sprintf("Service %s is not exposed as the compute says (its type, annotations or source ranges were changed outside Terraform); the next apply sets them again without a new revision", svc.Name)
 	}
 	if err == nil && a.Compute != nil && o.Exists && o.Drift == executor.DriftNone {
@@ -350,7 +350,7 @@ func (e *Executor) Read(ctx context.Context, a executor.Agent) (executor.Observe
 			o.Drift, o.DriftDetail = executor.DriftNetworkPolicy, fmt.Sprintf("NetworkPolicy %s was deleted; the next apply writes it again without a new revision", missing)
 		}
 	}
-	if err == nil && o.Exists && o.Drift == executor.DriftNone && a.Compute != nil && a.Compute.State != nil {
+	if err == nil && o.Exists && o.Drift == executor.DriftNone && a.Compute != nil && a.Compute.Kubernetes().State != nil {
 		err = e.observeClaim(ctx, ns, a.Name, &o)
 	}
 	if err != nil {
@@ -371,7 +371,7 @@ func (e *Executor) Delete(ctx context.Context, a executor.Agent) error {
 // whether its compute has a sandbox driver.
 func where(a executor.Agent) (ns string, sandboxed bool) {
 	if a.Compute != nil {
-		return a.Compute.Namespace, a.Compute.SandboxDriver != nil
+		return a.Compute.Kubernetes().Namespace, a.Compute.Kubernetes().SandboxDriver != nil
 	}
 	ns, _, _ = strings.Cut(a.ImportID, "/")
 	return ns, false

@@ -85,7 +85,7 @@ func TestParseImportID(t *testing.T) {
 			t.Errorf("ParseImportID(%q) = %q %v %v, want %+v", id, name, ok, err, want)
 		}
 	}
-	if got := AgentID(admission.Compute{Namespace: "occ-acme"}, "support"); got != "occ-acme/support" {
+	if got := AgentID(admission.Compute{Settings: admission.KubernetesCompute{Namespace: "occ-acme"}}, "support"); got != "occ-acme/support" {
 		t.Errorf("AgentID = %q", got)
 	}
 }
@@ -140,5 +140,5 @@ func liveExecutor(t *testing.T, timeout time.Duration) (*kubeenv.Cluster, *Execu
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	t.Cleanup(cancel)
-	return c, exec, admission.Compute{ID: "k", Name: "k", Kind: admission.KindKubernetes, Namespace: ns, CPUMillis: 1000, MemoryLimit: "1Gi"}, ctx
+	return c, exec, admission.Compute{ID: "k", Name: "k", Kind: admission.KindKubernetes, Settings: admission.KubernetesCompute{Namespace: ns, CPUMillis: 1000, MemoryLimit: "1Gi"}}, ctx
 }

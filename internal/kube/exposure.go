@@ -112,7 +112,7 @@ func exposureFailure(agent string, svc *corev1.Service, x admission.Exposure, er
 // A Service that is missing or not the agent's is left to the next deploy
 // of a revision, which writes it (drift).
 func (e *Executor) syncExposure(ctx context.Context, rev *admission.Revision, x admission.Exposure) (string, error) {
-	ns := rev.ComputeSettings.Namespace
+	ns := rev.ComputeSettings.Kubernetes().Namespace
 	svc, err := e.existingService(ctx, ns, render.ServiceName(rev.Agent))
 	switch {
 	case err != nil:

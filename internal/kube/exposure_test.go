@@ -25,8 +25,10 @@ import (
 // address fails with DEADLINE_EXCEEDED, the revision still serving.
 func TestExposure_ExecutorLifecycle(t *testing.T) {
 	c, exec, compute, ctx := liveExecutor(t, 180*time.Second)
-	ns := compute.Namespace
-	compute.Exposure = admission.Exposure{Type: admission.ServiceLoadBalancer, Annotations: map[string]string{"example.com/internal": "true", "example.com/tier": "a"}, SourceRanges: []string{"10.0.0.0/8"}}
+	ns := compute.Kubernetes().Namespace
+	compute = compute.WithKubernetes(func(k *admission.KubernetesCompute) {
+		k.Exposure = admission.Exposure{Type: admission.ServiceLoadBalancer, Annotations: map[string]string{"example.com/internal": "true", "example.com/tier": "a"}, SourceRanges: []string{"10.0.0.0/8"}}
+	})
 	svc := func() *corev1.Service {
 		t.Helper()
 		s, err := c.Clientset.CoreV1().Services(ns).Get(ctx, render.ServiceName("bench"), metav1.GetOptions{})
@@ -73,7 +75,9 @@ func TestExposure_ExecutorLifecycle(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	compute.Exposure.Annotations = map[string]string{"example.com/internal": "false"}
+	compute = compute.WithKubernetes(func(k *admission.KubernetesCompute) {
+		k.Exposure.Annotations = map[string]string{"example.com/internal": "false"}
+	})
 	if o := read(); o.Drift != executor.DriftExposure {
 		t.Errorf("read with changed annotations in the compute: %+v, want exposure drift", o)
 	}
@@ -121,7 +125,7 @@ func TestExposure_ExecutorLifecycle(t *testing.T) {
 	}
 
 	// Back to ClusterIP: the node ports and the compute's annotations go.
-	compute.Exposure = admission.Exposure{}
+	compute = compute.WithKubernetes(func(k *admission.KubernetesCompute) { k.Exposure = admission.Exposure{} })
 	res, err = exec.Deploy(ctx, executor.Deployment{Revision: rev, Compute: compute, N: 2, Serving: 2, Mode: executor.ModeSettings})
 	if err != nil {
 		t.Fatal(err)
@@ -137,7 +141,9 @@ func TestExposure_ExecutorLifecycle(t *testing.T) {
 	// No controller: a LoadBalancer that gets no address fails at the
 	// deadline with DEADLINE_EXCEEDED; the revision still serves.
 	stopLB()
-	compute.Exposure = admission.Exposure{Type: admission.ServiceLoadBalancer}
+	compute = compute.WithKubernetes(func(k *admission.KubernetesCompute) {
+		k.Exposure = admission.Exposure{Type: admission.ServiceLoadBalancer}
+	})
 	short, cancelShort := context.WithTimeout(ctx, 3*time.Second)
 	defer cancelShort()
 	_, err = exec.Deploy(short, executor.Deployment{Revision: rev, Compute: compute, N: 2, Serving: 2, Mode: executor.ModeSettings})
@@ -149,7 +155,7 @@ func TestExposure_ExecutorLifecycle(t *testing.T) {
 		t.Errorf("after the failed wait: %v, type %s", s.Annotations, s.Spec.Type)
 	}
 	// With NoWait the apply returns at once, on the in-cluster URL.
-	compute.Exposure.NoWait = true
+	compute = compute.WithKubernetes(func(k *admission.KubernetesCompute) { k.Exposure.NoWait = true })
 	if res, err = exec.Deploy(ctx, executor.Deployment{Revision: rev, Compute: compute, N: 2, Serving: 2, Mode: executor.ModeSettings}); err != nil || !strings.HasSuffix(res.Endpoint, ".svc:18789") {
 		t.Errorf("NoWait: %v, endpoint %q", err, res.Endpoint)
 	}

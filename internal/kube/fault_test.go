@@ -124,7 +124,7 @@ func TestFault_StoppedBetweenActivationAndRetirement(t *testing.T) {
 		t.Fatal("the earlier harness is gone already: the fault left nothing to finish")
 	}
 
-	compute := admission.Compute{ID: "k", Name: "k", Kind: admission.KindKubernetes, Namespace: ns}
+	compute := admission.Compute{ID: "k", Name: "k", Kind: admission.KindKubernetes, Settings: admission.KubernetesCompute{Namespace: ns}}
 	// A finish of a revision that no longer serves: stale, nothing written.
 	_, err = exec.Deploy(ctx, executor.Deployment{Revision: testRevision(t, ns, map[string]string{"example.com/r": "other"}), Compute: compute, N: 2, Serving: 2, Mode: executor.ModeFinish})
 	var f *executor.Failure

@@ -29,7 +29,7 @@ import (
 // to import. A namespace that does not exist holds no agents: the API
 // server answers an empty list for it, as for an empty one.
 func (e *Executor) List(ctx context.Context, on admission.Compute) ([]executor.Listed, error) {
-	ns := on.Namespace
+	ns := on.Kubernetes().Namespace
 	if msgs := validation.IsDNS1123Label(ns); len(msgs) > 0 {
 		return nil, &executor.Failure{Code: executor.InvalidRequest, Op: executor.OpList, Summary: fmt.Sprintf("%q is not a Kubernetes namespace", ns),
 			Reason: strings.Join(msgs, "; "), Next: "Name the namespace the agents run in, such as occ-acme."}
@@ -69,7 +69,7 @@ func listed(ns string, svcs []corev1.Service) []executor.Listed {
 		if svc != nil {
 			o = serviceObserved(svc, name, ns)
 		}
-		out = append(out, executor.Listed{Name: name, ID: AgentID(admission.Compute{Namespace: ns}, name), Observed: o})
+		out = append(out, executor.Listed{Name: name, ID: AgentID(admission.Compute{Settings: admission.KubernetesCompute{Namespace: ns}}, name), Observed: o})
 	}
 	slices.SortFunc(out, func(a, b executor.Listed) int { return strings.Compare(a.Name, b.Name) })
 	return out

@@ -113,5 +113,5 @@ func TestList_NamesTheNamespacesAgents(t *testing.T) {
 
 // inNamespace is the compute a listing of namespace ns reads.
 func inNamespace(ns string) admission.Compute {
-	return admission.Compute{Kind: admission.KindKubernetes, Namespace: ns}
+	return admission.Compute{Kind: admission.KindKubernetes, Settings: admission.KubernetesCompute{Namespace: ns}}
 }

@@ -83,7 +83,7 @@ func agentSelector(agent string) string {
 // executor.DriftNetworkPolicy: the next apply writes it again without a
 // new revision.
 func (e *Executor) networkPolicyDrift(ctx context.Context, ns, agent string, top render.Topology, c admission.Compute) (string, error) {
-	if c.NetworkPolicy.Disabled {
+	if c.Kubernetes().NetworkPolicy.Disabled {
 		return "", nil
 	}
 	list, err := e.Client.NetworkingV1().NetworkPolicies(ns).List(ctx, metav1.ListOptions{LabelSelector: agentSelector(agent)})

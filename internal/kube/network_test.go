@@ -21,7 +21,7 @@ import (
 // deletes them, and destroy leaves none.
 func TestNetworkPolicy_ExecutorLifecycle(t *testing.T) {
 	c, exec, compute, ctx := liveExecutor(t, 120*time.Second)
-	ns := compute.Namespace
+	ns := compute.Kubernetes().Namespace
 	names := func() []string {
 		t.Helper()
 		list, err := c.Clientset.NetworkingV1().NetworkPolicies(ns).List(ctx, metav1.ListOptions{})
@@ -102,7 +102,7 @@ func TestNetworkPolicy_ExecutorLifecycle(t *testing.T) {
 	}
 
 	// Disabled: the agent's policies go, and nothing is drift.
-	compute.NetworkPolicy.Disabled = true
+	compute = compute.WithKubernetes(func(k *admission.KubernetesCompute) { k.NetworkPolicy.Disabled = true })
 	deploy(testRevision(t, ns, nil), 2, 2, true)
 	if got := names(); len(got) != 0 {
 		t.Errorf("disabled: policies %v remain", got)
@@ -112,7 +112,7 @@ func TestNetworkPolicy_ExecutorLifecycle(t *testing.T) {
 	}
 
 	// Destroy removes them with the agent.
-	compute.NetworkPolicy.Disabled = false
+	compute = compute.WithKubernetes(func(k *admission.KubernetesCompute) { k.NetworkPolicy.Disabled = false })
 	deploy(testRevision(t, ns, nil), 2, 2, true)
 	if len(names()) != 1 {
 		t.Fatalf("enabled again: policies %v", names())

@@ -35,7 +35,7 @@ func realRevision(t *testing.T, ns, agent, baseURL string, cpuMillis int64) *adm
 	rev, errs := admission.Admit(admission.Input{
 		Agent:         admission.Agent{Name: agent, Harness: admission.HarnessOpenClaw},
 		Configuration: admission.Configuration{ID: "c", Name: "c", Generation: 1, Document: doc},
-		Compute:       admission.Compute{ID: "k", Name: "k", Kind: admission.KindKubernetes, Namespace: ns, CPUMillis: cpuMillis, MemoryLimit: "1Gi"},
+		Compute:       admission.Compute{ID: "k", Name: "k", Kind: admission.KindKubernetes, Settings: admission.KubernetesCompute{Namespace: ns, CPUMillis: cpuMillis, MemoryLimit: "1Gi"}},
 		Source:        admission.CredentialSource{ID: "s", Name: "s", Method: admission.MethodAPIKey, Generation: 1, ComputeID: "k", SecretRef: &admission.SecretRef{Name: "llm", Key: "k"}},
 	})
 	if len(errs) > 0 {

@@ -18,7 +18,7 @@ import (
 // without touching a workload, and a deploy without one leaves it.
 func TestReferences_KeptOnTheService(t *testing.T) {
 	c, exec, compute, ctx := liveExecutor(t, 120*time.Second)
-	ns := compute.Namespace
+	ns := compute.Kubernetes().Namespace
 	agent := executor.Agent{Name: "bench", Compute: &compute, Harness: admission.HarnessOpenClaw, ExecutionMode: admission.ModeEmbedded}
 	annotation := func() string {
 		t.Helper()

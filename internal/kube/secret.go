@@ -35,7 +35,7 @@ var _ executor.SecretStore = (*Executor)(nil)
 // (another configuration's source of the same name, a Secret made by
 // hand) is RESOURCE_CONFLICT, and nothing is changed.
 func (e *Executor) WriteSecret(ctx context.Context, sec executor.Secret) error {
-	ns, name, source, owner, value := sec.Compute.Namespace, sec.Name, sec.Source, sec.Owner, sec.Value
+	ns, name, source, owner, value := sec.Compute.Kubernetes().Namespace, sec.Name, sec.Source, sec.Owner, sec.Value
 	immutable := true
 	labels := map[string]string{LabelCredentialSource: source, render.LabelManagedBy: render.ManagedBy}
 	if owner != "" { // "": a source from before owners keeps writing as it did
@@ -76,7 +76,7 @@ func (e *Executor) WriteSecret(ctx context.Context, sec executor.Secret) error {
 // and no owner. One DeleteCollection by labels and names: no list right
 // needed.
 func (e *Executor) DeleteSecrets(ctx context.Context, c admission.Compute, source, owner string, keep ...string) error {
-	ns := c.Namespace
+	ns := c.Kubernetes().Namespace
 	sel := LabelCredentialSource + "=" + source + "," + render.LabelManagedBy + "=" + render.ManagedBy + ","
 	if owner != "" {
 		sel += LabelCredentialOwner + "=" + owner
@@ -100,7 +100,7 @@ func (e *Executor) DeleteSecrets(ctx context.Context, c admission.Compute, sourc
 // Secret in the compute's namespace (metadata only): what an imported
 // source adopts.
 func (e *Executor) SecretOwner(ctx context.Context, c admission.Compute, name string) (exists bool, owner string, err error) {
-	exists, owner, _, err = e.credentialLabels(ctx, c.Namespace, name)
+	exists, owner, _, err = e.credentialLabels(ctx, c.Kubernetes().Namespace, name)
 	return exists, owner, err
 }
 
@@ -121,7 +121,7 @@ func (e *Executor) credentialLabels(ctx context.Context, ns, name string) (exist
 // and holds key. It reads only the key's presence; the value never leaves
 // this function.
 func (e *Executor) HasSecretKey(ctx context.Context, c admission.Compute, name, key string) (exists, hasKey bool, err error) {
-	ns := c.Namespace
+	ns := c.Kubernetes().Namespace
 	s, err := e.Client.CoreV1().Secrets(ns).Get(ctx, name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		return false, false, nil

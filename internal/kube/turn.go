@@ -44,7 +44,7 @@ func (e *Executor) Turn(ctx context.Context, t executor.Turn) (turn.Answer, erro
 	if a.Compute == nil {
 		return turn.Answer{}, &executor.Failure{Code: executor.NotFound, Op: executor.OpTurn, Agent: a.Name, Reason: "the agent's compute is not known", Next: "apply the agent first"}
 	}
-	ns := a.Compute.Namespace
+	ns := a.Compute.Kubernetes().Namespace
 	fail := func(code executor.Code, reason, next string, err error) error {
 		return &executor.Failure{Code: code, Op: executor.OpTurn, Agent: a.Name, Where: "namespace " + ns, Reason: reason, Next: next, Err: err}
 	}

@@ -187,8 +187,7 @@ func FuzzSystemdUnit(f *testing.F) {
 		in := admission.Input{
 			Agent:         admission.Agent{Name: "support"},
 			Configuration: admission.Configuration{ID: "support", Name: "support", Generation: 2, Document: d},
-			Compute: admission.Compute{ID: "edge", Name: "edge", Kind: admission.KindSSH, Host: "10.0.0.5", Port: 22,
-				OpenClawPath: "/usr/bin/openclaw", ConfigDir: "/etc/openclaw"},
+			Compute:       admission.Compute{ID: "edge", Name: "edge", Kind: admission.KindSSH, Settings: admission.SSHCompute{Host: "10.0.0.5", Port: 22, OpenClawPath: "/usr/bin/openclaw", ConfigDir: "/etc/openclaw"}},
 			Source: admission.CredentialSource{ID: "host", Name: "host", Method: admission.MethodRuntime, Generation: 1, ComputeID: "edge",
 				EnvironmentFile: "/etc/occ/openclaw.env"},
 		}
@@ -203,7 +202,8 @@ func FuzzSystemdUnit(f *testing.F) {
 			return // Terraform strings are UTF-8
 		}
 		r := *base
-		r.ComputeSettings.OpenClawPath, r.ComputeSettings.ConfigDir, r.Source.EnvironmentFile = openclaw, configDir, envFile
+		r.ComputeSettings = r.ComputeSettings.WithSSH(func(s *admission.SSHSettings) { s.OpenClawPath, s.ConfigDir = openclaw, configDir })
+		r.Source.EnvironmentFile = envFile
 		// An empty setting (a revision from an older state) renders the
 		// schema's default, as Systemd documents.
 		if openclaw == "" {

@@ -23,11 +23,17 @@ func goldenCases(t *testing.T) []struct {
 	in   admission.Input
 } {
 	exposed := func(in admission.Input) admission.Input {
-		in.Compute.State = &admission.State{Size: "2Gi", StorageClass: "fast", AccessMode: "ReadWriteOnce"}
-		in.Compute.Exposure = admission.Exposure{Type: admission.ServiceLoadBalancer, SourceRanges: []string{"203.0.113.0/24"},
-			Annotations: map[string]string{"service.beta.kubernetes.io/aws-load-balancer-internal": "true"}}
-		in.Compute.NetworkPolicy = admission.NetworkPolicy{ExtraEgress: []admission.EgressRule{{
-			To: []admission.NetworkPeer{{IPBlock: &admission.IPBlock{CIDR: "10.20.0.0/16"}}}, Ports: []admission.NetworkPort{{Port: 8443}}}}}
+		in.Compute = in.Compute.WithKubernetes(func(k *admission.KubernetesCompute) {
+			k.State = &admission.State{Size: "2Gi", StorageClass: "fast", AccessMode: "ReadWriteOnce"}
+		})
+		in.Compute = in.Compute.WithKubernetes(func(k *admission.KubernetesCompute) {
+			k.Exposure = admission.Exposure{Type: admission.ServiceLoadBalancer, SourceRanges: []string{"203.0.113.0/24"},
+				Annotations: map[string]string{"service.beta.kubernetes.io/aws-load-balancer-internal": "true"}}
+		})
+		in.Compute = in.Compute.WithKubernetes(func(k *admission.KubernetesCompute) {
+			k.NetworkPolicy = admission.NetworkPolicy{ExtraEgress: []admission.EgressRule{{
+				To: []admission.NetworkPeer{{IPBlock: &admission.IPBlock{CIDR: "10.20.0.0/16"}}}, Ports: []admission.NetworkPort{{Port: 8443}}}}}
+		})
 		return in
 	}
 	return []struct {

@@ -169,7 +169,7 @@ func serviceIdentity(rev *admission.Revision, component string) (name, version s
 	default:
 		name = "openclaw-gateway"
 	}
-	c := admission.Compute{RuntimeImage: rev.ComputeSettings.RuntimeImage, CodexImage: rev.ComputeSettings.CodexImage}
+	c := admission.Compute{Settings: admission.KubernetesCompute{RuntimeImage: rev.ComputeSettings.Kubernetes().RuntimeImage, CodexImage: rev.ComputeSettings.Kubernetes().CodexImage}}
 	_, version, _ = strings.Cut(admission.HarnessVersion(harness, c), "@")
 	if strings.HasPrefix(version, "image:") {
 		version = "custom-image"
@@ -199,7 +199,7 @@ func Selector(agent, component string) map[string]string {
 // ClusterIP Service.
 func Kubernetes(rev *admission.Revision, n int64, c admission.Compute) (*Objects, error) {
 	cs := rev.ComputeSettings
-	if cs.Kind != admission.KindKubernetes || cs.Namespace == "" {
+	if cs.Kind != admission.KindKubernetes || cs.Kubernetes().Namespace == "" {
 		return nil, fmt.Errorf("render: revision of agent %q is not for a Kubernetes compute", rev.Agent)
 	}
 	var objs *Objects
@@ -219,11 +219,11 @@ func Kubernetes(rev *admission.Revision, n int64, c admission.Compute) (*Objects
 		return nil, err
 	}
 	driverNS := ""
-	if c.SandboxDriver != nil {
-		driverNS, _ = DriverGateway(c.SandboxDriver)
+	if c.Kubernetes().SandboxDriver != nil {
+		driverNS, _ = DriverGateway(c.Kubernetes().SandboxDriver)
 	}
-	objs.NetworkPolicies = NetworkPolicies(rev, c.NetworkPolicy, driverNS)
-	objs.Exposure = c.Exposure
+	objs.NetworkPolicies = NetworkPolicies(rev, c.Kubernetes().NetworkPolicy, driverNS)
+	objs.Exposure = c.Kubernetes().Exposure
 	objs.ExposedService = objs.exposedService()
 	return objs, nil
 }
@@ -303,7 +303,7 @@ const StateMountPath = "/home/node"
 // compute's size in its class ("" leaves the class to the cluster's
 // default) and access mode.
 func stateClaim(rev *admission.Revision) (*corev1ac.PersistentVolumeClaimApplyConfiguration, error) {
-	st := rev.ComputeSettings.State
+	st := rev.ComputeSettings.Kubernetes().State
 	if st == nil {
 		return nil, nil
 	}
@@ -317,13 +317,13 @@ func stateClaim(rev *admission.Revision) (*corev1ac.PersistentVolumeClaimApplyCo
 	if st.StorageClass != "" {
 		spec.WithStorageClassName(st.StorageClass)
 	}
-	return corev1ac.PersistentVolumeClaim(StateClaimName(rev.Agent), rev.ComputeSettings.Namespace).
+	return corev1ac.PersistentVolumeClaim(StateClaimName(rev.Agent), rev.ComputeSettings.Kubernetes().Namespace).
 		WithLabels(AgentLabels(rev.Agent, ComponentGateway)).
 		WithSpec(spec), nil
 }
 
 func embedded(rev *admission.Revision, n int64) (*Objects, error) {
-	a, ns := rev.Agent, rev.ComputeSettings.Namespace
+	a, ns := rev.Agent, rev.ComputeSettings.Kubernetes().Namespace
 	gw, err := GatewayDocument(rev, n)
 	if err != nil {
 		return nil, err
@@ -348,7 +348,7 @@ func embedded(rev *admission.Revision, n int64) (*Objects, error) {
 }
 
 func dedicatedCodex(rev *admission.Revision, n int64) (*Objects, error) {
-	a, ns := rev.Agent, rev.ComputeSettings.Namespace
+	a, ns := rev.Agent, rev.ComputeSettings.Kubernetes().Namespace
 	gw, err := GatewayDocument(rev, n)
 	if err != nil {
 		return nil, err
@@ -382,7 +382,7 @@ func dedicatedCodex(rev *admission.Revision, n int64) (*Objects, error) {
 	)
 	hEnv = append(hEnv, credentialEnv(rev)...)
 	harness := deployment(rev, n, HarnessName(a), ComponentHarness, HarnessName(a),
-		container(rev, "harness", rev.ComputeSettings.CodexImage, append([]string{"--container=harness", "--harness=codex", "--probe=" + CodexConfig + "/" + ProbeFile, "--"},
+		container(rev, "harness", rev.ComputeSettings.Kubernetes().CodexImage, append([]string{"--container=harness", "--harness=codex", "--probe=" + CodexConfig + "/" + ProbeFile, "--"},
 			AppServerCommand()...), hEnv, AppServerPort).
 			WithWorkingDir(HarnessWorkspace). // MR7
 			WithVolumeMounts(
@@ -443,7 +443,7 @@ func AppServerCommand() []string {
 func harnessService(rev *admission.Revision, n int64) *corev1ac.ServiceApplyConfiguration {
 	sel := Selector(rev.Agent, ComponentHarness)
 	sel[LabelRevision] = strconv.FormatInt(n, 10)
-	return meta(corev1ac.Service(HarnessServiceName(rev.Agent), rev.ComputeSettings.Namespace), rev, n, ComponentHarness).
+	return meta(corev1ac.Service(HarnessServiceName(rev.Agent), rev.ComputeSettings.Kubernetes().Namespace), rev, n, ComponentHarness).
 		WithSpec(corev1ac.ServiceSpec().WithType(corev1.ServiceTypeClusterIP).WithSelector(sel).
 			WithPorts(corev1ac.ServicePort().WithName("app-server").WithProtocol(corev1.ProtocolTCP).
 				WithPort(AppServerPort).WithTargetPort(intstr.FromInt32(AppServerPort))))
@@ -463,7 +463,7 @@ func gatewayDeployment(rev *admission.Revision, n int64, wrapperArgs []string, e
 		corev1ac.VolumeMount().WithName("state").WithMountPath(StateMountPath),
 	}
 	state := corev1ac.Volume().WithName("state").WithEmptyDir(corev1ac.EmptyDirVolumeSource())
-	if rev.ComputeSettings.State != nil {
+	if rev.ComputeSettings.Kubernetes().State != nil {
 		// The same claim in every revision: the gateway's sessions,
 		// pairings, memory and workspace survive a new revision, a
 		// restart and a reschedule.
@@ -486,7 +486,7 @@ func gatewayDeployment(rev *admission.Revision, n int64, wrapperArgs []string, e
 			corev1ac.SecretKeySelector().WithName(b.Secret.Name).WithKey(b.Secret.Key))))
 	}
 	return deployment(rev, n, GatewayName(a), ComponentGateway, GatewayName(a),
-		container(rev, "gateway", rev.ComputeSettings.RuntimeImage, args, env, GatewayPort).WithVolumeMounts(mounts...), volumes...)
+		container(rev, "gateway", rev.ComputeSettings.Kubernetes().RuntimeImage, args, env, GatewayPort).WithVolumeMounts(mounts...), volumes...)
 }
 
 // GatewayTokenEnvVar is the gateway's token, from the agent's
@@ -589,7 +589,7 @@ func meta[T interface {
 }
 
 func serviceAccount(rev *admission.Revision, name, component string) *corev1ac.ServiceAccountApplyConfiguration {
-	sa := corev1ac.ServiceAccount(name, rev.ComputeSettings.Namespace).WithAutomountServiceAccountToken(false)
+	sa := corev1ac.ServiceAccount(name, rev.ComputeSettings.Kubernetes().Namespace).WithAutomountServiceAccountToken(false)
 	// Service accounts outlive revisions: they carry the agent and component only.
 	return sa.WithLabels(AgentLabels(rev.Agent, component))
 }
@@ -612,7 +612,7 @@ func configMap(rev *admission.Revision, n int64, name, component string, files m
 			data[k] = string(b)
 		}
 	}
-	cm := meta(corev1ac.ConfigMap(name, rev.ComputeSettings.Namespace), rev, n, component).WithImmutable(true).WithData(data)
+	cm := meta(corev1ac.ConfigMap(name, rev.ComputeSettings.Kubernetes().Namespace), rev, n, component).WithImmutable(true).WithData(data)
 	return cm, nil
 }
 
@@ -692,7 +692,7 @@ const startupAllowance = 30*time.Second + 5*time.Minute
 // plus startupAllowance before it may restart a container that does not
 // answer yet.
 func StartupFailureThreshold(rev *admission.Revision) int32 {
-	window := rev.Probe.Budget(rev.ComputeSettings.CPUMillis) + startupAllowance
+	window := rev.Probe.Budget(rev.ComputeSettings.Kubernetes().CPUMillis) + startupAllowance
 	period := StartupProbePeriod * time.Second
 	return int32((window + period - 1) / period)
 }
@@ -731,7 +731,7 @@ func container(rev *admission.Revision, name, image string, args []string, env [
 			WithRunAsNonRoot(true).WithRunAsUser(1000).WithReadOnlyRootFilesystem(true).WithAllowPrivilegeEscalation(false).
 			WithCapabilities(corev1ac.Capabilities().WithDrop("ALL")).
 			WithSeccompProfile(corev1ac.SeccompProfile().WithType(corev1.SeccompProfileTypeRuntimeDefault)))
-	if p := rev.ComputeSettings.ImagePullPolicy; p != "" {
+	if p := rev.ComputeSettings.Kubernetes().ImagePullPolicy; p != "" {
 		c.WithImagePullPolicy(corev1.PullPolicy(p))
 	}
 	return c
@@ -741,22 +741,22 @@ func container(rev *admission.Revision, name, image string, args []string, env [
 // memory limits) and requests: the compute's requests where it sets them,
 // else the limits, as they have always been.
 func resources(cs admission.ComputeSettings) (limits, requests corev1.ResourceList) {
-	limits = corev1.ResourceList{corev1.ResourceCPU: *resource.NewMilliQuantity(cs.CPUMillis, resource.DecimalSI)}
-	if m, err := resource.ParseQuantity(cs.MemoryLimit); err == nil {
+	limits = corev1.ResourceList{corev1.ResourceCPU: *resource.NewMilliQuantity(cs.Kubernetes().CPUMillis, resource.DecimalSI)}
+	if m, err := resource.ParseQuantity(cs.Kubernetes().MemoryLimit); err == nil {
 		limits[corev1.ResourceMemory] = m
 	}
 	requests = limits.DeepCopy()
-	if cs.CPURequestMillis > 0 {
-		requests[corev1.ResourceCPU] = *resource.NewMilliQuantity(cs.CPURequestMillis, resource.DecimalSI)
+	if cs.Kubernetes().CPURequestMillis > 0 {
+		requests[corev1.ResourceCPU] = *resource.NewMilliQuantity(cs.Kubernetes().CPURequestMillis, resource.DecimalSI)
 	}
-	if m, err := resource.ParseQuantity(cs.MemoryRequest); err == nil && cs.MemoryRequest != "" {
+	if m, err := resource.ParseQuantity(cs.Kubernetes().MemoryRequest); err == nil && cs.Kubernetes().MemoryRequest != "" {
 		requests[corev1.ResourceMemory] = m
 	}
 	return limits, requests
 }
 
 func deployment(rev *admission.Revision, n int64, name, component, serviceAccount string, c *corev1ac.ContainerApplyConfiguration, volumes ...*corev1ac.VolumeApplyConfiguration) *appsv1ac.DeploymentApplyConfiguration {
-	return meta(appsv1ac.Deployment(name, rev.ComputeSettings.Namespace), rev, n, component).
+	return meta(appsv1ac.Deployment(name, rev.ComputeSettings.Kubernetes().Namespace), rev, n, component).
 		WithSpec(appsv1ac.DeploymentSpec().
 			WithReplicas(1).
 			// AC1: one gateway at a time; cutover can stop the serving one.
@@ -794,10 +794,10 @@ func podTemplate(rev *admission.Revision, n int64, component, serviceAccount str
 // and image pull Secrets into a Pod spec; an unset one is left out, so
 // that Kubernetes' default holds and the Pod is what it always was.
 func placePod(spec *corev1ac.PodSpecApplyConfiguration, cs admission.ComputeSettings) {
-	if len(cs.NodeSelector) > 0 {
-		spec.WithNodeSelector(cs.NodeSelector)
+	if len(cs.Kubernetes().NodeSelector) > 0 {
+		spec.WithNodeSelector(cs.Kubernetes().NodeSelector)
 	}
-	for _, t := range cs.Tolerations {
+	for _, t := range cs.Kubernetes().Tolerations {
 		tol := corev1ac.Toleration()
 		if t.Key != "" {
 			tol.WithKey(t.Key)
@@ -816,10 +816,10 @@ func placePod(spec *corev1ac.PodSpecApplyConfiguration, cs admission.ComputeSett
 		}
 		spec.WithTolerations(tol)
 	}
-	if cs.PriorityClassName != "" {
-		spec.WithPriorityClassName(cs.PriorityClassName)
+	if cs.Kubernetes().PriorityClassName != "" {
+		spec.WithPriorityClassName(cs.Kubernetes().PriorityClassName)
 	}
-	for _, name := range cs.ImagePullSecrets {
+	for _, name := range cs.Kubernetes().ImagePullSecrets {
 		spec.WithImagePullSecrets(corev1ac.LocalObjectReference().WithName(name))
 	}
 }
@@ -829,7 +829,7 @@ func placePod(spec *corev1ac.PodSpecApplyConfiguration, cs admission.ComputeSett
 // Deployment's selector needs it.
 func podLabels(rev *admission.Revision, n int64, component string) map[string]string {
 	out := map[string]string{}
-	for k, v := range rev.ComputeSettings.PodLabels {
+	for k, v := range rev.ComputeSettings.Kubernetes().PodLabels {
 		out[k] = v
 	}
 	for k, v := range Labels(rev, n, component) {
@@ -856,7 +856,7 @@ func PlatformLabel(key string) bool {
 // wins: identity is the platform's).
 func podAnnotations(rev *admission.Revision) map[string]string {
 	out := map[string]string{}
-	for k, v := range rev.ComputeSettings.PodAnnotations {
+	for k, v := range rev.ComputeSettings.Kubernetes().PodAnnotations {
 		out[k] = v
 	}
 	out[AnnotationRevisionID] = rev.ID()
@@ -867,7 +867,7 @@ func podAnnotations(rev *admission.Revision) map[string]string {
 func service(rev *admission.Revision, n int64, component string) *corev1ac.ServiceApplyConfiguration {
 	sel := Selector(rev.Agent, component)
 	sel[LabelRevision] = strconv.FormatInt(n, 10)
-	return corev1ac.Service(ServiceName(rev.Agent), rev.ComputeSettings.Namespace).
+	return corev1ac.Service(ServiceName(rev.Agent), rev.ComputeSettings.Kubernetes().Namespace).
 		WithLabels(map[string]string{LabelAgent: rev.Agent, LabelRevision: strconv.FormatInt(n, 10), LabelManagedBy: ManagedBy}).
 		WithAnnotations(map[string]string{AnnotationRevisionID: rev.ID()}).
 		WithSpec(corev1ac.ServiceSpec().WithSelector(sel).

@@ -32,8 +32,7 @@ func doc(t *testing.T, s string) occconfig.Document {
 }
 
 func k8sCompute() admission.Compute {
-	return admission.Compute{ID: "prod", Name: "prod", Kind: admission.KindKubernetes, Namespace: "occ-acme", CPUMillis: 1500, MemoryLimit: "4Gi",
-		LoggingOwnership: admission.LoggingPlatform, LoggingLevel: "debug"}
+	return admission.Compute{ID: "prod", Name: "prod", Kind: admission.KindKubernetes, Settings: admission.KubernetesCompute{Namespace: "occ-acme", CPUMillis: 1500, MemoryLimit: "4Gi", LoggingOwnership: admission.LoggingPlatform, LoggingLevel: "debug"}}
 }
 
 func embeddedInput(t *testing.T, model string) admission.Input {
@@ -234,7 +233,9 @@ func TestRender_RefusesOtherTopologies(t *testing.T) {
 	}{
 		// Not for Kubernetes at all: refused before the topology.
 		{"ssh compute", func(r *admission.Revision) { r.ComputeSettings.Kind = admission.KindSSH }, "not for a Kubernetes compute"},
-		{"no namespace", func(r *admission.Revision) { r.ComputeSettings.Namespace = "" }, "not for a Kubernetes compute"},
+		{"no namespace", func(r *admission.Revision) {
+			r.ComputeSettings = r.ComputeSettings.WithKubernetes(func(k *admission.KubernetesSettings) { k.Namespace = "" })
+		}, "not for a Kubernetes compute"},
 		// For Kubernetes, with a harness and mode this version renders no
 		// topology of.
 		{"embedded codex", func(r *admission.Revision) {
@@ -377,7 +378,7 @@ func TestAU6_SecretBindingsReachOnlyTheGateway(t *testing.T) {
 // revision number and id (the namespace is the object's own).
 func TestLG4_IdentityLabels(t *testing.T) {
 	custom := codexInput(t, admission.MethodAPIKey)
-	custom.Compute.CodexImage = "registry.example/codex:dev"
+	custom.Compute = custom.Compute.WithKubernetes(func(k *admission.KubernetesCompute) { k.CodexImage = "registry.example/codex:dev" })
 	for name, tc := range map[string]struct {
 		in   admission.Input
 		want map[string][2]string // component -> service name, version

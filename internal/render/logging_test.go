@@ -34,9 +34,9 @@ func TestLG3_CodexLoggingFollowsOwnership(t *testing.T) {
 			} else if tc.document != "" {
 				in.Configuration.Document = doc(t, tc.document)
 			}
-			in.Compute.LoggingOwnership = tc.ownership
+			in.Compute = in.Compute.WithKubernetes(func(k *admission.KubernetesCompute) { k.LoggingOwnership = tc.ownership })
 			if tc.ownership == admission.LoggingDriver {
-				in.Compute.LoggingLevel = ""
+				in.Compute = in.Compute.WithKubernetes(func(k *admission.KubernetesCompute) { k.LoggingLevel = "" })
 			}
 			rev := admit(t, in)
 			objs, err := Kubernetes(rev, 1, admission.Compute{})

@@ -52,7 +52,7 @@ func NetworkPolicies(rev *admission.Revision, np admission.NetworkPolicy, driver
 	if np.Disabled {
 		return nil
 	}
-	a, ns := rev.Agent, rev.ComputeSettings.Namespace
+	a, ns := rev.Agent, rev.ComputeSettings.Kubernetes().Namespace
 	top := TopologyOf(rev.Harness, rev.ExecutionMode, Sandboxed(rev))
 	peer := ""
 	if len(top.Deployments) > 1 {

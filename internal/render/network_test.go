@@ -145,7 +145,7 @@ func TestNetworkPolicy_RulesOfEveryTopology(t *testing.T) {
 				if want := map[string]string{LabelAgent: rev.Agent, LabelComponent: c, LabelManagedBy: ManagedBy}; !maps.Equal(p.Labels, want) {
 					t.Errorf("%s labels = %v, want %v", c, p.Labels, want)
 				}
-				if p.Name != NetworkPolicyName(rev.Agent, c) || p.Namespace != rev.ComputeSettings.Namespace {
+				if p.Name != NetworkPolicyName(rev.Agent, c) || p.Namespace != rev.ComputeSettings.Kubernetes().Namespace {
 					t.Errorf("%s is %s/%s", c, p.Namespace, p.Name)
 				}
 				if !maps.Equal(p.Spec.PodSelector.MatchLabels, Selector(rev.Agent, c)) {
@@ -262,7 +262,7 @@ func TestNetworkPolicy_IsOutsideRevisionIdentity(t *testing.T) {
 		{IngressFrom: []admission.NetworkPeer{{PodSelector: map[string]string{"app": "x"}}}},
 		{ExtraEgress: []admission.EgressRule{{Ports: []admission.NetworkPort{{Port: 80}}}}},
 	} {
-		in.Compute.NetworkPolicy = np
+		in.Compute = in.Compute.WithKubernetes(func(k *admission.KubernetesCompute) { k.NetworkPolicy = np })
 		if id := admit(t, in).ID(); id != base {
 			t.Errorf("network policy %+v changed the revision id %s to %s", np, base, id)
 		}

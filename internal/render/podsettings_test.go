@@ -81,18 +81,22 @@ func TestAD3_PodSettingsReachEveryRuntimePod(t *testing.T) {
 		check func(t *testing.T, p renderedPod)
 	}{
 		{"node_selector", func(c *admission.Compute) {
-			c.NodeSelector = map[string]string{"occ-platform.io/node": "kwok", "example.com/pool": "agents"}
+			*c = c.WithKubernetes(func(k *admission.KubernetesCompute) {
+				k.NodeSelector = map[string]string{"occ-platform.io/node": "kwok", "example.com/pool": "agents"}
+			})
 		}, func(t *testing.T, p renderedPod) {
 			if want := map[string]string{"occ-platform.io/node": "kwok", "example.com/pool": "agents"}; !maps.Equal(p.tmpl.Spec.NodeSelector, want) {
 				t.Errorf("%s: nodeSelector = %v, want %v", p.owner, p.tmpl.Spec.NodeSelector, want)
 			}
 		}},
 		{"tolerations", func(c *admission.Compute) {
-			c.Tolerations = []admission.Toleration{
-				{Key: "example.com/dedicated", Operator: "Equal", Value: "agents", Effect: "NoSchedule"},
-				{Key: "node.kubernetes.io/unreachable", Operator: "Exists", Effect: "NoExecute", TolerationSeconds: int64p(30)},
-				{Operator: "Exists"},
-			}
+			*c = c.WithKubernetes(func(k *admission.KubernetesCompute) {
+				k.Tolerations = []admission.Toleration{
+					{Key: "example.com/dedicated", Operator: "Equal", Value: "agents", Effect: "NoSchedule"},
+					{Key: "node.kubernetes.io/unreachable", Operator: "Exists", Effect: "NoExecute", TolerationSeconds: int64p(30)},
+					{Operator: "Exists"},
+				}
+			})
 		}, func(t *testing.T, p renderedPod) {
 			want := []corev1.Toleration{
 				{Key: "example.com/dedicated", Operator: corev1.TolerationOpEqual, Value: "agents", Effect: corev1.TaintEffectNoSchedule},
@@ -103,13 +107,17 @@ func TestAD3_PodSettingsReachEveryRuntimePod(t *testing.T) {
 				t.Errorf("%s: tolerations = %+v, want %+v", p.owner, p.tmpl.Spec.Tolerations, want)
 			}
 		}},
-		{"priority_class_name", func(c *admission.Compute) { c.PriorityClassName = "agents-high" }, func(t *testing.T, p renderedPod) {
+		{"priority_class_name", func(c *admission.Compute) {
+			*c = c.WithKubernetes(func(k *admission.KubernetesCompute) { k.PriorityClassName = "agents-high" })
+		}, func(t *testing.T, p renderedPod) {
 			if p.tmpl.Spec.PriorityClassName != "agents-high" {
 				t.Errorf("%s: priorityClassName = %q", p.owner, p.tmpl.Spec.PriorityClassName)
 			}
 		}},
 		{"pod_labels", func(c *admission.Compute) {
-			c.PodLabels = map[string]string{"team": "support", "example.com/cost-center": "42"}
+			*c = c.WithKubernetes(func(k *admission.KubernetesCompute) {
+				k.PodLabels = map[string]string{"team": "support", "example.com/cost-center": "42"}
+			})
 		}, func(t *testing.T, p renderedPod) {
 			for k, v := range map[string]string{"team": "support", "example.com/cost-center": "42"} {
 				if p.tmpl.Labels[k] != v {
@@ -120,7 +128,9 @@ func TestAD3_PodSettingsReachEveryRuntimePod(t *testing.T) {
 				}
 			}
 		}},
-		{"cpu_request", func(c *admission.Compute) { c.CPURequestMillis = 500 }, func(t *testing.T, p renderedPod) {
+		{"cpu_request", func(c *admission.Compute) {
+			*c = c.WithKubernetes(func(k *admission.KubernetesCompute) { k.CPURequestMillis = 500 })
+		}, func(t *testing.T, p renderedPod) {
 			for _, c := range p.tmpl.Spec.Containers {
 				req, limit := c.Resources.Requests[corev1.ResourceCPU], c.Resources.Limits[corev1.ResourceCPU]
 				if req.MilliValue() != 500 || limit.MilliValue() != 1500 {
@@ -131,7 +141,9 @@ func TestAD3_PodSettingsReachEveryRuntimePod(t *testing.T) {
 				}
 			}
 		}},
-		{"memory_request", func(c *admission.Compute) { c.MemoryRequest = "1Gi" }, func(t *testing.T, p renderedPod) {
+		{"memory_request", func(c *admission.Compute) {
+			*c = c.WithKubernetes(func(k *admission.KubernetesCompute) { k.MemoryRequest = "1Gi" })
+		}, func(t *testing.T, p renderedPod) {
 			for _, c := range p.tmpl.Spec.Containers {
 				req, limit := c.Resources.Requests[corev1.ResourceMemory], c.Resources.Limits[corev1.ResourceMemory]
 				if req.Cmp(resource.MustParse("1Gi")) != 0 || limit.Cmp(resource.MustParse("4Gi")) != 0 {
@@ -142,13 +154,17 @@ func TestAD3_PodSettingsReachEveryRuntimePod(t *testing.T) {
 				}
 			}
 		}},
-		{"image_pull_secrets", func(c *admission.Compute) { c.ImagePullSecrets = []string{"regcred", "mirror.example"} }, func(t *testing.T, p renderedPod) {
+		{"image_pull_secrets", func(c *admission.Compute) {
+			*c = c.WithKubernetes(func(k *admission.KubernetesCompute) { k.ImagePullSecrets = []string{"regcred", "mirror.example"} })
+		}, func(t *testing.T, p renderedPod) {
 			want := []corev1.LocalObjectReference{{Name: "regcred"}, {Name: "mirror.example"}}
 			if !reflect.DeepEqual(p.tmpl.Spec.ImagePullSecrets, want) {
 				t.Errorf("%s: imagePullSecrets = %v, want %v", p.owner, p.tmpl.Spec.ImagePullSecrets, want)
 			}
 		}},
-		{"image_pull_policy", func(c *admission.Compute) { c.ImagePullPolicy = "Always" }, func(t *testing.T, p renderedPod) {
+		{"image_pull_policy", func(c *admission.Compute) {
+			*c = c.WithKubernetes(func(k *admission.KubernetesCompute) { k.ImagePullPolicy = "Always" })
+		}, func(t *testing.T, p renderedPod) {
 			for _, c := range p.tmpl.Spec.Containers {
 				if c.ImagePullPolicy != corev1.PullAlways {
 					t.Errorf("%s/%s: imagePullPolicy = %q, want Always", p.owner, c.Name, c.ImagePullPolicy)
@@ -217,8 +233,10 @@ func TestAD3_UnsetPodSettingsRenderDefaults(t *testing.T) {
 func TestLG4_PodLabelsNeverOverrideIdentity(t *testing.T) {
 	for _, topo := range podTopologies(t) {
 		in := topo.in
-		in.Compute.PodLabels = map[string]string{LabelAgent: "other", LabelRevision: "999", LabelComponent: "gateway", LabelRevisionID: "0",
-			LabelManagedBy: "someone-else", LabelName: "x", LabelVersion: "0", "team": "support"}
+		in.Compute = in.Compute.WithKubernetes(func(k *admission.KubernetesCompute) {
+			k.PodLabels = map[string]string{LabelAgent: "other", LabelRevision: "999", LabelComponent: "gateway", LabelRevisionID: "0",
+				LabelManagedBy: "someone-else", LabelName: "x", LabelVersion: "0", "team": "support"}
+		})
 		rev := admit(t, in)
 		objs, err := Kubernetes(rev, 3, admission.Compute{})
 		if err != nil {

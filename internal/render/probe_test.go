@@ -17,7 +17,7 @@ import (
 // probe is never cut short and re-run (each run is a model charge).
 func TestPR5_KubeletProbesNeverRestartAStartingOrHeldContainer(t *testing.T) {
 	slow := embeddedInput(t, "anthropic/claude-sonnet-4-5")
-	slow.Compute.CPUMillis = 250 // PR1: 20 s + 45 CPU-s at 0.25 CPU = 200 s
+	slow.Compute = slow.Compute.WithKubernetes(func(k *admission.KubernetesCompute) { k.CPUMillis = 250 }) // PR1: 20 s + 45 CPU-s at 0.25 CPU = 200 s
 	for name, in := range map[string]admission.Input{
 		"embedded":             embeddedInput(t, "anthropic/claude-sonnet-4-5"),
 		"embedded at 0.25 CPU": slow,
@@ -33,7 +33,7 @@ func TestPR5_KubeletProbesNeverRestartAStartingOrHeldContainer(t *testing.T) {
 		if len(containers) == 0 {
 			t.Fatalf("%s: no containers", name)
 		}
-		budget := rev.Probe.Budget(rev.ComputeSettings.CPUMillis)
+		budget := rev.Probe.Budget(rev.ComputeSettings.Kubernetes().CPUMillis)
 		for _, c := range containers {
 			what := name + "/" + *c.Name
 			if len(c.Ports) == 0 {

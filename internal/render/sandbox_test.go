@@ -17,8 +17,10 @@ func openShell() *admission.SandboxDriver {
 
 func sandboxedCodexInput(t *testing.T) admission.Input {
 	in := codexInput(t, admission.MethodCredentialSource)
-	in.Compute.SandboxDriver = openShell()
-	in.Compute.CredentialGateway = &admission.CredentialGateway{Name: "cg-main"}
+	in.Compute = in.Compute.WithKubernetes(func(k *admission.KubernetesCompute) { k.SandboxDriver = openShell() })
+	in.Compute = in.Compute.WithKubernetes(func(k *admission.KubernetesCompute) {
+		k.CredentialGateway = &admission.CredentialGateway{Name: "cg-main"}
+	})
 	in.Source = admission.CredentialSource{ID: "openai", Name: "openai", Method: admission.MethodCredentialSource, Generation: 1, SourceType: admission.SourceTypeOpenAIAPIKey}
 	return in
 }

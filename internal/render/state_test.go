@@ -26,7 +26,7 @@ func TestRender_StateClaim(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			in := tc.input(t)
-			in.Compute.State = state
+			in.Compute = in.Compute.WithKubernetes(func(k *admission.KubernetesCompute) { k.State = state })
 			with := admit(t, in)
 			agent := with.Agent
 			byRev := map[int64]string{}
@@ -84,7 +84,7 @@ func TestRender_StateClaim(t *testing.T) {
 
 			// No state: an emptyDir, no claim; and retain_on_destroy is not
 			// part of the revision.
-			in.Compute.State = nil
+			in.Compute = in.Compute.WithKubernetes(func(k *admission.KubernetesCompute) { k.State = nil })
 			without := admit(t, in)
 			objs, err := Kubernetes(without, 1, admission.Compute{})
 			if err != nil {
@@ -105,7 +105,7 @@ func TestRender_StateClaim(t *testing.T) {
 			}
 			kept := *state
 			kept.RetainOnDestroy = false
-			in.Compute.State = &kept
+			in.Compute = in.Compute.WithKubernetes(func(k *admission.KubernetesCompute) { k.State = &kept })
 			if admit(t, in).ID() != with.ID() {
 				t.Error("retain_on_destroy changed the revision id; it shapes nothing that runs")
 			}
@@ -120,7 +120,9 @@ func TestRender_StateClaim(t *testing.T) {
 // The default class is the cluster's: no storageClassName is rendered.
 func TestRender_StateClaimDefaultClass(t *testing.T) {
 	in := embeddedInput(t, "anthropic/claude-sonnet-4-5")
-	in.Compute.State = &admission.State{Size: "10Gi", AccessMode: "ReadWriteOnce"}
+	in.Compute = in.Compute.WithKubernetes(func(k *admission.KubernetesCompute) {
+		k.State = &admission.State{Size: "10Gi", AccessMode: "ReadWriteOnce"}
+	})
 	objs, err := Kubernetes(admit(t, in), 1, admission.Compute{})
 	if err != nil {
 		t.Fatal(err)

@@ -152,7 +152,7 @@ func Systemd(rev *admission.Revision, n int64) (*SystemdHost, error) {
 	if n < 1 {
 		return nil, fmt.Errorf("render: revision number %d is not positive", n)
 	}
-	openclaw, configDir := cs.OpenClawPath, cs.ConfigDir
+	openclaw, configDir := cs.SSH().OpenClawPath, cs.SSH().ConfigDir
 	if openclaw == "" {
 		openclaw = "/usr/bin/openclaw"
 	}

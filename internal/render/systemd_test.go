@@ -16,8 +16,7 @@ func sshInput(t *testing.T, document string) admission.Input {
 	return admission.Input{
 		Agent:         admission.Agent{Name: "support"},
 		Configuration: admission.Configuration{ID: "support", Name: "support", Generation: 2, Document: doc(t, document)},
-		Compute: admission.Compute{ID: "edge", Name: "edge", Kind: admission.KindSSH, Host: "10.0.0.5", Port: 22,
-			OpenClawPath: "/usr/bin/openclaw", ConfigDir: "/etc/openclaw"},
+		Compute:       admission.Compute{ID: "edge", Name: "edge", Kind: admission.KindSSH, Settings: admission.SSHCompute{Host: "10.0.0.5", Port: 22, OpenClawPath: "/usr/bin/openclaw", ConfigDir: "/etc/openclaw"}},
 		Source: admission.CredentialSource{ID: "host", Name: "host", Method: admission.MethodRuntime, Generation: 1, ComputeID: "edge",
 			EnvironmentFile: "/etc/occ/openclaw.env"},
 	}
@@ -170,9 +169,11 @@ func TestAU5_SystemdRefusesAnythingButEmbeddedRuntime(t *testing.T) {
 		"kubernetes":    func(r *admission.Revision) { r.ComputeSettings.Kind = admission.KindKubernetes },
 		"relative file": func(r *admission.Revision) { r.Source.EnvironmentFile = "occ.env" },
 		"newline in path": func(r *admission.Revision) {
-			r.ComputeSettings.OpenClawPath = "/usr/bin/openclaw\nExecStartPre=/bin/sh"
+			r.ComputeSettings = r.ComputeSettings.WithSSH(func(s *admission.SSHSettings) { s.OpenClawPath = "/usr/bin/openclaw\nExecStartPre=/bin/sh" })
 		},
-		"config_dir /":      func(r *admission.Revision) { r.ComputeSettings.ConfigDir = "/" },
+		"config_dir /": func(r *admission.Revision) {
+			r.ComputeSettings = r.ComputeSettings.WithSSH(func(s *admission.SSHSettings) { s.ConfigDir = "/" })
+		},
 		"file in agent dir": func(r *admission.Revision) { r.Source.EnvironmentFile = "/etc/openclaw/support/openclaw.env" },
 		"file in state dir": func(r *admission.Revision) { r.Source.EnvironmentFile = "/var/lib/occ-agent/support/.env" },
 		"revision 0":        nil,
@@ -195,8 +196,8 @@ func TestAU5_SystemdRefusesAnythingButEmbeddedRuntime(t *testing.T) {
 
 func TestSystemd_PathsAreQuotedForSystemd(t *testing.T) {
 	in := sshInput(t, anthropicSSH)
-	in.Compute.OpenClawPath = "/opt/open claw/bin/openclaw%h"
-	in.Compute.ConfigDir = "/srv/occ 100%"
+	in.Compute = in.Compute.WithSSH(func(s *admission.SSHCompute) { s.OpenClawPath = "/opt/open claw/bin/openclaw%h" })
+	in.Compute = in.Compute.WithSSH(func(s *admission.SSHCompute) { s.ConfigDir = "/srv/occ 100%" })
 	h, err := Systemd(admit(t, in), 1)
 	if err != nil {
 		t.Fatal(err)

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"unicode/utf8"
+
+	"github.com/occ-platform/terraform-provider-occ/internal/admission"
 )
 
 // An independent model of how systemd 252 reads the settings of a unit
@@ -431,8 +433,8 @@ func TestSystemdQuoting_RealParser(t *testing.T) {
 			// The unit as Systemd renders it, with the hostile name in
 			// openclaw_path, config_dir and environment_file.
 			r := *base
-			r.ComputeSettings.OpenClawPath = exe
-			r.ComputeSettings.ConfigDir = exe + "-config"
+			r.ComputeSettings = r.ComputeSettings.WithSSH(func(s *admission.SSHSettings) { s.OpenClawPath = exe })
+			r.ComputeSettings = r.ComputeSettings.WithSSH(func(s *admission.SSHSettings) { s.ConfigDir = exe + "-config" })
 			r.Source.EnvironmentFile = exe + ".env"
 			h, err := Systemd(&r, 1)
 			if err != nil {
@@ -457,7 +459,7 @@ func TestSystemdQuoting_RealParser(t *testing.T) {
 		}
 		t.Run("refused "+name, func(t *testing.T) {
 			r := *base
-			r.ComputeSettings.OpenClawPath = exe
+			r.ComputeSettings = r.ComputeSettings.WithSSH(func(s *admission.SSHSettings) { s.OpenClawPath = exe })
 			if _, err := Systemd(&r, 1); err == nil || !strings.Contains(err.Error(), "openclaw_path") {
 				t.Errorf("Systemd accepted openclaw_path %q (err %v)", exe, err)
 			}

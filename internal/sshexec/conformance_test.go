@@ -49,7 +49,7 @@ func TestConformance(t *testing.T) {
 	pool := NewPool(Credentials{PrivateKey: string(h.ClientKey)}, Options{})
 	t.Cleanup(func() { _ = pool.Close() })
 	exec := &Executor{Pool: pool, User: "root", KnownHostsFile: kh}
-	compute := admission.Compute{ID: "edge", Name: "edge", Kind: admission.KindSSH, Host: "127.0.0.1", Port: int64(h.Port), HostKey: h.HostKey, User: "root"}
+	compute := admission.Compute{ID: "edge", Name: "edge", Kind: admission.KindSSH, Settings: admission.SSHCompute{Host: "127.0.0.1", Port: int64(h.Port), HostKey: h.HostKey, User: "root"}}
 	where := net.JoinHostPort("127.0.0.1", strconv.Itoa(h.Port))
 
 	conformance.Run(t, conformance.Kind{
@@ -193,7 +193,7 @@ func sshPlace(t *testing.T, h *sshhost.Host, exec *Executor, compute admission.C
 		},
 		Unreachable: func(t *testing.T) (executor.Executor, admission.Compute) {
 			c := compute
-			c.Port = int64(freeLoopbackPort(t)) // nothing listens there
+			c = c.WithSSH(func(s *admission.SSHCompute) { s.Port = int64(freeLoopbackPort(t)) }) // nothing listens there
 			return exec, c
 		},
 	}
@@ -222,7 +222,7 @@ exit 0
 // SSH compute, run by openclaw, its gateway on port.
 func sshRevision(t *testing.T, name string, c admission.Compute, openclaw string, port int) *admission.Revision {
 	t.Helper()
-	c.OpenClawPath = openclaw
+	c = c.WithSSH(func(s *admission.SSHCompute) { s.OpenClawPath = openclaw })
 	return conformance.EmbeddedRevision(t, name, c, admission.CredentialSource{ID: "host", Name: "host", Method: admission.MethodRuntime, Generation: 1,
 		EnvironmentFile: conformanceEnvFile}, fmt.Sprintf("gateway: {port: %d}", port))
 }

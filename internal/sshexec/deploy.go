@@ -66,12 +66,12 @@ func (e *Executor) Kind() string { return admission.KindSSH }
 // target is how to reach a compute's host: its settings, the provider's
 // user when the compute names none.
 func (e *Executor) target(c admission.Compute) Target {
-	user := c.User
+	user := c.SSH().User
 	if user == "" {
 		user = e.User
 	}
-	t := Target{Host: c.Host, Port: int(c.Port), User: user, HostKey: c.HostKey, InsecureIgnoreHostKey: c.InsecureIgnoreHostKey}
-	if b := c.Bastion; b != nil {
+	t := Target{Host: c.SSH().Host, Port: int(c.SSH().Port), User: user, HostKey: c.SSH().HostKey, InsecureIgnoreHostKey: c.SSH().InsecureIgnoreHostKey}
+	if b := c.SSH().Bastion; b != nil {
 		t.Bastion = &Hop{Host: b.Host, Port: int(b.Port), User: b.User, HostKey: b.HostKey}
 	}
 	return t
@@ -94,7 +94,7 @@ func (e *Executor) Release(context.Context, executor.Release) (executor.Released
 
 // AgentID is an SSH agent's id, HOST/NAME.
 func AgentID(c admission.Compute, agent string) string {
-	return fmt.Sprintf("%s/%s", c.Host, agent)
+	return fmt.Sprintf("%s/%s", c.SSH().Host, agent)
 }
 
 func (e *Executor) now() time.Time {

@@ -310,7 +310,7 @@ func FuzzParseImportID(f *testing.F) {
 		// HOST/NAME reads a host with one colon as HOST:PORT; such a host
 		// is no IPv6 address (those have two colons or more).
 		if colons := strings.Count(host, ":"); colons != 1 && (colons > 1 || strings.Contains(host, ".")) {
-			aid := AgentID(admission.Compute{Host: host}, name)
+			aid := AgentID(admission.Compute{Settings: admission.SSHCompute{Host: host}}, name)
 			if h3, p3, n3, ok3 := parseImportID(aid); !ok3 || h3 != host || p3 != 0 || n3 != name {
 				t.Fatalf("AgentID %q (from %q) parses to %q %d %q %v", aid, id, h3, p3, n3, ok3)
 			}

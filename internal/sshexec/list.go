@@ -56,7 +56,7 @@ type hostAgent struct {
 // does (readScript, observedOf), within Read's deadline. A host without
 // agents gives an empty list.
 func (e *Executor) List(ctx context.Context, on admission.Compute) ([]executor.Listed, error) {
-	where := HostPort(on.Host, int(on.Port))
+	where := HostPort(on.SSH().Host, int(on.SSH().Port))
 	host, port, ok := parseHost(where)
 	if !ok {
 		return nil, &executor.Failure{Code: executor.InvalidRequest, Op: executor.OpList, Summary: fmt.Sprintf("%q is not an SSH host", where),
@@ -79,7 +79,7 @@ func (e *Executor) List(ctx context.Context, on admission.Compute) ([]executor.L
 	}
 	out := make([]executor.Listed, 0, len(agents))
 	for _, a := range agents {
-		out = append(out, executor.Listed{Name: a.Name, ID: AgentID(admission.Compute{Host: idHost}, a.Name), Observed: observedOf(a.View)})
+		out = append(out, executor.Listed{Name: a.Name, ID: AgentID(admission.Compute{Settings: admission.SSHCompute{Host: idHost}}, a.Name), Observed: observedOf(a.View)})
 	}
 	return out, nil
 }

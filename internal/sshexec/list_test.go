@@ -204,5 +204,5 @@ func onHost(t *testing.T, where string) admission.Compute {
 			t.Fatal(err)
 		}
 	}
-	return admission.Compute{Kind: admission.KindSSH, Host: host, Port: int64(port)}
+	return admission.Compute{Kind: admission.KindSSH, Settings: admission.SSHCompute{Host: host, Port: int64(port)}}
 }

@@ -80,7 +80,7 @@ echo
 // (agentDir "").
 func (e *Executor) location(a executor.Agent) (t Target, agentDir string, err error) {
 	if c := a.Compute; c != nil {
-		configDir := c.ConfigDir
+		configDir := c.SSH().ConfigDir
 		if configDir == "" {
 			configDir = DefaultConfigDir
 		}

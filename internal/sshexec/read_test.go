@@ -19,7 +19,7 @@ func TestReadHasADeadline(t *testing.T) {
 	// The test harness's own probe ("true") answers; every other command hangs.
 	_, tg, pool := plainSSHD(t, `ForceCommand if [ "$SSH_ORIGINAL_COMMAND" = true ]; then exit 0; fi; sleep 600`)
 	e := &Executor{Pool: pool, ReadTimeout: 2 * time.Second}
-	c := &admission.Compute{Kind: admission.KindSSH, Host: tg.Host, Port: int64(tg.Port), User: tg.User, HostKey: tg.HostKey}
+	c := &admission.Compute{Kind: admission.KindSSH, Settings: admission.SSHCompute{Host: tg.Host, Port: int64(tg.Port), User: tg.User, HostKey: tg.HostKey}}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	start := time.Now()

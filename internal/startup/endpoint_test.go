@@ -58,7 +58,7 @@ func TestAU1_ProbeReadsTheAdmittedDelivery(t *testing.T) {
 		rev, errs := admission.Admit(admission.Input{
 			Agent:         admission.Agent{Name: "a", Harness: admission.HarnessOpenClaw},
 			Configuration: admission.Configuration{ID: "c", Document: doc},
-			Compute:       admission.Compute{ID: "k", Name: "k", Kind: admission.KindKubernetes, Namespace: "ns"},
+			Compute:       admission.Compute{ID: "k", Name: "k", Kind: admission.KindKubernetes, Settings: admission.KubernetesCompute{Namespace: "ns"}},
 			Source:        admission.CredentialSource{ID: "s", Method: admission.MethodAPIKey, ComputeID: "k", SecretRef: &admission.SecretRef{Name: "s", Key: "k"}},
 		})
 		if len(errs) > 0 {

@@ -40,13 +40,39 @@ var Row = admission.KindSupport{
 	Runs:        []admission.HarnessMode{{Harness: admission.HarnessOpenClaw, Mode: admission.ModeEmbedded}},
 	AuthMethods: []string{admission.MethodAPIKey},
 	Settings: func(c admission.Compute) admission.ComputeSettings {
-		return admission.ComputeSettings{Kind: c.Kind, Name: c.Name, Host: c.Host, OpenClawPath: c.OpenClawPath}
+		s := settingsOf(c)
+		return admission.ComputeSettings{Kind: c.Kind, Name: c.Name, Settings: Frozen(s)}
 	},
 	PlatformKeys: func(_, _ string) []admission.PlatformKey {
 		return []admission.PlatformKey{{Path: admission.PathGatewayBind, Value: "loopback", Why: "an agent in memory listens nowhere else"}}
 	},
 	Words: admission.KindWords{Title: "Memory", Noun: "a memory compute", Is: "in memory",
 		BindingsInstead: "a memory compute takes no channel credentials"},
+}
+
+// Settings are a memory compute's own settings: which target its agents
+// run in, and the runtime behaviour they start with (see behaviourOf).
+type Settings struct {
+	Target  string
+	Runtime string
+}
+
+// Frozen is what a revision freezes of a memory compute.
+type Frozen struct {
+	Target  string `json:"target"`
+	Runtime string `json:"runtime,omitempty"`
+}
+
+// Compute is a memory compute named name on target, starting runtime.
+func Compute(name, target, runtime string) admission.Compute {
+	return admission.Compute{ID: "m-" + name, Name: name, Kind: Kind, Settings: Settings{Target: target, Runtime: runtime}}
+}
+
+// settingsOf returns a memory compute's settings; the zero value on
+// another kind.
+func settingsOf(c admission.Compute) Settings {
+	s, _ := c.Settings.(Settings)
+	return s
 }
 
 // SlowFor is how long a slow runtime takes to become ready.
@@ -138,7 +164,7 @@ type Executor struct {
 var _ executor.Executor = (*Executor)(nil)
 
 // AgentID is an agent's id: memory://HOST/NAME.
-func AgentID(c admission.Compute, name string) string { return "memory://" + c.Host + "/" + name }
+func AgentID(c admission.Compute, name string) string { return "memory://" + settingsOf(c).Target + "/" + name }
 
 func (e *Executor) Kind() string { return Kind }
 
@@ -159,7 +185,7 @@ func (e *Executor) target(host string) (*Target, error) {
 }
 
 func (e *Executor) Prepare(_ context.Context, p executor.Prepare) (executor.Prepared, error) {
-	_, err := e.target(p.Compute.Host)
+	_, err := e.target(settingsOf(p.Compute).Target)
 	return executor.Prepared{}, executor.Normalize(err, executor.Exit{Op: executor.OpPrepare})
 }
 
@@ -189,11 +215,11 @@ func (e *Executor) deploy(ctx context.Context, d executor.Deployment, writes *ex
 	if d.Mode != executor.ModeActivate {
 		return executor.Result{}, &executor.Failure{Code: executor.InvalidRequest, Summary: fmt.Sprintf("agent %q: a memory compute has no %s deploy", name, d.Mode)}
 	}
-	t, err := e.target(d.Compute.Host)
+	t, err := e.target(settingsOf(d.Compute).Target)
 	if err != nil {
 		return executor.Result{}, err
 	}
-	behaviour, err := behaviourOf(rev.ComputeSettings.OpenClawPath)
+	behaviour, err := behaviourOf(frozenOf(rev.ComputeSettings).Runtime)
 	if err != nil {
 		return executor.Result{}, &executor.Failure{Code: executor.InvalidRequest, Reason: err.Error()}
 	}
@@ -267,7 +293,7 @@ func behaviourOf(path string) (string, error) {
 // compute, or its id.
 func (e *Executor) locate(a executor.Agent) (*Target, admission.Compute, error) {
 	if a.Compute != nil {
-		t, err := e.target(a.Compute.Host)
+		t, err := e.target(settingsOf(*a.Compute).Target)
 		return t, *a.Compute, err
 	}
 	rest, ok := strings.CutPrefix(a.ImportID, "memory://")
@@ -276,7 +302,7 @@ func (e *Executor) locate(a executor.Agent) (*Target, admission.Compute, error) 
 	}
 	host, _, _ := strings.Cut(rest, "/")
 	t, err := e.target(host)
-	return t, admission.Compute{Kind: Kind, Host: host}, err
+	return t, admission.Compute{Kind: Kind, Settings: Settings{Target: host}}, err
 }
 
 // observe is what a target says of agent name; the caller holds t.mu.
@@ -313,7 +339,7 @@ func (e *Executor) Read(_ context.Context, a executor.Agent) (executor.Observed,
 }
 
 func (e *Executor) List(_ context.Context, on admission.Compute) ([]executor.Listed, error) {
-	t, err := e.target(on.Host)
+	t, err := e.target(settingsOf(on).Target)
 	if err != nil {
 		return nil, executor.Normalize(err, executor.Exit{Op: executor.OpList})
 	}
@@ -372,4 +398,10 @@ func (e *Executor) ParseImportID(id string) (string, bool, error) {
 		return "", true, fmt.Errorf("import id %q is not memory://HOST/NAME", id)
 	}
 	return name, true, nil
+}
+
+// frozenOf returns a revision's frozen memory settings.
+func frozenOf(s admission.ComputeSettings) Frozen {
+	f, _ := s.Settings.(Frozen)
+	return f
 }

@@ -54,15 +54,14 @@ func TestConformance(t *testing.T) {
 
 // memoryPlace is one target of the in-memory kind.
 func memoryPlace(t *testing.T, exec *Executor, host string, target *Target) *conformance.Place {
-	compute := admission.Compute{ID: "m-" + host, Name: "m-" + host, Kind: Kind, Host: host}
+	compute := Compute("m-"+host, host, "")
 	return &conformance.Place{
 		Compute: compute,
 		Where:   "memory target " + host,
 		ID:      func(name string) string { return AgentID(compute, name) },
 		Revision: func(t *testing.T, name string, variant int, b conformance.Behaviour) *admission.Revision {
 			t.Helper()
-			c := compute
-			c.OpenClawPath = fmt.Sprintf("/memkind/%s/v%d", b, variant)
+			c := Compute("m-"+host, host, fmt.Sprintf("/memkind/%s/v%d", b, variant))
 			return conformance.EmbeddedRevision(t, name, c, admission.CredentialSource{ID: "key", Name: "key", Method: admission.MethodAPIKey, Generation: 1,
 				SecretRef: &admission.SecretRef{Name: "model-key", Key: "api-key"}}, "")
 		},
@@ -71,9 +70,7 @@ func memoryPlace(t *testing.T, exec *Executor, host string, target *Target) *con
 		LookAlike: func(_ context.Context, _ *testing.T, name string) { target.LookAlike(name) },
 		Leftovers: func(_ context.Context, _ *testing.T, name string) []string { return target.Leftovers(name) },
 		Unreachable: func(*testing.T) (executor.Executor, admission.Compute) {
-			c := compute
-			c.Host = "nowhere"
-			return exec, c
+			return exec, Compute("m-"+host, "nowhere", "")
 		},
 	}
 }
