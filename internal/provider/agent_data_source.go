@@ -119,7 +119,7 @@ func (d *agentDataSource) Read(ctx context.Context, req datasource.ReadRequest, 
 		return
 	}
 	if a.Compute != nil {
-		id, where = agentID(*a.Compute, name), agentWhere(a.Compute.Namespace, a.Compute.Host)
+		id, where = agentID(*a.Compute, name), targetWhere(*a.Compute)
 	}
 	obs, err := ex.Read(ctx, a)
 	if err != nil {

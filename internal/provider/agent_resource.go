@@ -577,7 +577,7 @@ func (r *agentResource) Delete(ctx context.Context, req resource.DeleteRequest, 
 		resp.Diagnostics.AddWarning("The agent's state claim was kept",
 			fmt.Sprintf("Agent %q was destroyed, but its compute sets state.retain_on_destroy, so its PersistentVolumeClaim %s in namespace %s and the state in it (sessions, channel pairings, memory, workspace) were kept. "+
 				"An agent of the same name in this namespace mounts it again; delete the claim yourself when its state is no longer needed (kubectl delete pvc %s -n %s).",
-				a.Name, render.StateClaimName(a.Name), a.Compute.Namespace, render.StateClaimName(a.Name), a.Compute.Namespace))
+				a.Name, render.StateClaimName(a.Name), a.Compute.Kubernetes().Namespace, render.StateClaimName(a.Name), a.Compute.Kubernetes().Namespace))
 	}
 }
 
@@ -677,14 +677,14 @@ func exposureDrifted(m agentModel) bool {
 // compute had; c is the planned compute.
 func networkChanged(ctx context.Context, state, plan agentModel, c admission.Compute, diags *diagnostics) bool {
 	old, changed := priorCompute(ctx, state, plan, c, diags)
-	return changed && (old == nil || !reflect.DeepEqual(old.NetworkPolicy, c.NetworkPolicy) || !reflect.DeepEqual(old.Exposure, c.Exposure))
+	return changed && (old == nil || !reflect.DeepEqual(old.Kubernetes().NetworkPolicy, c.Kubernetes().NetworkPolicy) || !reflect.DeepEqual(old.Kubernetes().Exposure, c.Kubernetes().Exposure))
 }
 
 // exposureChanged reports whether the planned compute's exposure differs
 // from the one state's compute had.
 func exposureChanged(ctx context.Context, state, plan agentModel, c admission.Compute, diags *diagnostics) bool {
 	old, changed := priorCompute(ctx, state, plan, c, diags)
-	return changed && (old == nil || !reflect.DeepEqual(old.Exposure, c.Exposure))
+	return changed && (old == nil || !reflect.DeepEqual(old.Kubernetes().Exposure, c.Kubernetes().Exposure))
 }
 
 // priorCompute is state's compute when the planned Kubernetes compute c

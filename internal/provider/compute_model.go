@@ -13,90 +13,76 @@ import (
 )
 
 // computeModel is occ_compute's state, and the shape occ_agent,
-// occ_credential_source and data.occ_installation take it in.
+// occ_credential_source and data.occ_installation take it in: the
+// attributes every compute has, and each kind's block (by its name in the
+// registry, null when unset). It is read from and written to Terraform as
+// one object (computeModelOf, object), since the blocks are the
+// registered kinds'.
 type computeModel struct {
-	ID           types.String `tfsdk:"id"`
-	Name         types.String `tfsdk:"name"`
-	Kind         types.String `tfsdk:"kind"`
-	Kubernetes   types.Object `tfsdk:"kubernetes"`
-	SSH          types.Object `tfsdk:"ssh"`
-	Installation types.Object `tfsdk:"installation"`
+	ID           types.String
+	Name         types.String
+	Kind         types.String
+	Blocks       map[string]types.Object
+	Installation types.Object
 }
 
-type kubernetesModel struct {
-	Namespace           types.String `tfsdk:"namespace"`
-	RuntimeImage        types.String `tfsdk:"runtime_image"`
-	NativeWorkerSupport types.Bool   `tfsdk:"native_worker_support"`
-	CodexImage          types.String `tfsdk:"codex_image"`
-	CPULimit            types.String `tfsdk:"cpu_limit"`
-	MemoryLimit         types.String `tfsdk:"memory_limit"`
-	NodeWorkers         types.Int64  `tfsdk:"node_workers"`
-	PodAnnotations      types.Map    `tfsdk:"pod_annotations"`
-	State               types.Object `tfsdk:"state"`
-	PodLabels           types.Map    `tfsdk:"pod_labels"`
-	NodeSelector        types.Map    `tfsdk:"node_selector"`
-	Tolerations         types.List   `tfsdk:"tolerations"`
-	PriorityClassName   types.String `tfsdk:"priority_class_name"`
-	CPURequest          types.String `tfsdk:"cpu_request"`
-	MemoryRequest       types.String `tfsdk:"memory_request"`
-	ImagePullSecrets    types.List   `tfsdk:"image_pull_secrets"`
-	ImagePullPolicy     types.String `tfsdk:"image_pull_policy"`
-	Logging             types.Object `tfsdk:"logging"`
-	SandboxDriver       types.Object `tfsdk:"sandbox_driver"`
-	CredentialGateway   types.Object `tfsdk:"credential_gateway"`
-	NetworkPolicy       types.Object `tfsdk:"network_policy"`
-	Service             types.Object `tfsdk:"service"`
+// computeModelOf reads a compute object: occ_compute's whole value, or a
+// by-value reference (which has no installation).
+func computeModelOf(o types.Object) computeModel {
+	attrs := o.Attributes()
+	m := computeModel{Blocks: map[string]types.Object{}, Installation: types.ObjectNull(installationAttrTypes)}
+	m.ID, _ = attrs["id"].(types.String)
+	m.Name, _ = attrs["name"].(types.String)
+	m.Kind, _ = attrs["kind"].(types.String)
+	if inst, ok := attrs["installation"].(types.Object); ok {
+		m.Installation = inst
+	}
+	for _, kind := range kindOrder {
+		block := executors[kind].block
+		if b, ok := attrs[block].(types.Object); ok {
+			m.Blocks[block] = b
+		}
+	}
+	return m
 }
 
-type stateModel struct {
-	Enabled         types.Bool   `tfsdk:"enabled"`
-	Size            types.String `tfsdk:"size"`
-	StorageClass    types.String `tfsdk:"storage_class"`
-	AccessMode      types.String `tfsdk:"access_mode"`
-	RetainOnDestroy types.Bool   `tfsdk:"retain_on_destroy"`
+// getCompute reads occ_compute's plan, state or config.
+func getCompute(ctx context.Context, from interface {
+	Get(context.Context, any) diag.Diagnostics
+}, diags *diag.Diagnostics) computeModel {
+	var o types.Object
+	diags.Append(from.Get(ctx, &o)...)
+	return computeModelOf(o)
 }
 
-type tolerationModel struct {
-	Key               types.String `tfsdk:"key"`
-	Operator          types.String `tfsdk:"operator"`
-	Value             types.String `tfsdk:"value"`
-	Effect            types.String `tfsdk:"effect"`
-	TolerationSeconds types.Int64  `tfsdk:"toleration_seconds"`
+// object is the model as occ_compute's value.
+func (m computeModel) object(diags *diag.Diagnostics) types.Object {
+	attrTypes := computeSchema().Type().(basetypes.ObjectType).AttrTypes
+	attrs := map[string]attr.Value{"id": m.ID, "name": m.Name, "kind": m.Kind, "installation": m.Installation}
+	for name, t := range attrTypes {
+		if _, ok := attrs[name]; ok {
+			continue
+		}
+		attrs[name] = types.ObjectNull(t.(basetypes.ObjectType).AttrTypes)
+		if b, ok := m.Blocks[name]; ok {
+			attrs[name] = b
+		}
+	}
+	o, d := types.ObjectValue(attrTypes, attrs)
+	diags.Append(d...)
+	return o
 }
 
-type loggingModel struct {
-	Ownership types.String `tfsdk:"ownership"`
-	Level     types.String `tfsdk:"level"`
-}
-
-type sandboxDriverModel struct {
-	Name             types.String `tfsdk:"name"`
-	Facets           types.Set    `tfsdk:"facets"`
-	RequiredProfile  types.String `tfsdk:"required_profile"`
-	GatewayNamespace types.String `tfsdk:"gateway_namespace"`
-	GatewayService   types.String `tfsdk:"gateway_service"`
-}
-
-type credentialGatewayModel struct {
-	Name types.String `tfsdk:"name"`
-}
-
-type sshModel struct {
-	Host                  types.String `tfsdk:"host"`
-	Port                  types.Int64  `tfsdk:"port"`
-	HostKey               types.String `tfsdk:"host_key"`
-	InsecureIgnoreHostKey types.Bool   `tfsdk:"insecure_ignore_host_key"`
-	User                  types.String `tfsdk:"user"`
-	OpenClawPath          types.String `tfsdk:"openclaw_path"`
-	ConfigDir             types.String `tfsdk:"config_dir"`
-	Bastion               types.Object `tfsdk:"bastion"`
-}
-
-type bastionModel struct {
-	Host    types.String `tfsdk:"host"`
-	Port    types.Int64  `tfsdk:"port"`
-	User    types.String `tfsdk:"user"`
-	HostKey types.String `tfsdk:"host_key"`
+// block returns the compute's set block: its kind's row and value; ok is
+// false when none is set (or one is unknown).
+func (m computeModel) block() (kind string, row kindRow, o types.Object, ok bool) {
+	for _, kind := range kindOrder {
+		row := executors[kind]
+		if b, set := m.Blocks[row.block]; set && !b.IsNull() && !b.IsUnknown() {
+			return kind, row, b, true
+		}
+	}
+	return "", kindRow{}, types.Object{}, false
 }
 
 var objectAsOptions = basetypes.ObjectAsOptions{}
@@ -155,118 +141,42 @@ func fullyKnown(v attr.Value) bool {
 	return true
 }
 
-// computeFromObject converts a compute object (occ_compute's state shape)
-// into admission's Compute; known is false when anything admission needs
-// is still unknown.
+// computeFromObject converts a compute object (occ_compute's state shape,
+// or a by-value reference) into admission's Compute; known is false when
+// anything admission needs is still unknown.
 func computeFromObject(ctx context.Context, o types.Object, diags *diag.Diagnostics) (admission.Compute, bool) {
-	m, ok := decodeObject[computeRefModel](ctx, o, diags)
-	if !ok {
+	if o.IsNull() || o.IsUnknown() {
 		return admission.Compute{}, false
 	}
-	return computeFromModel(ctx, computeModel{ID: m.ID, Name: m.Name, Kind: m.Kind, Kubernetes: m.Kubernetes, SSH: m.SSH}, diags)
+	return computeFromModel(ctx, computeModelOf(o), diags)
 }
 
-// computeRefModel is the compute as other objects take it: without its
-// live installation, so that a driver outage read on refresh changes no
-// Agent's plan (deploy reads the driver itself).
-type computeRefModel struct {
-	ID         types.String `tfsdk:"id"`
-	Name       types.String `tfsdk:"name"`
-	Kind       types.String `tfsdk:"kind"`
-	Kubernetes types.Object `tfsdk:"kubernetes"`
-	SSH        types.Object `tfsdk:"ssh"`
-}
-
-// computeRefType is the attribute type of a by-value compute reference.
+// computeRefType is the attribute type of a by-value compute reference:
+// the compute without its live installation, so that a driver outage read
+// on refresh changes no Agent's plan (deploy reads the driver itself).
 func computeRefType() map[string]attr.Type {
 	return refType(computeSchema(), []string{"installation"}, nil)
 }
 
 func computeFromModel(ctx context.Context, m computeModel, diags *diag.Diagnostics) (admission.Compute, bool) {
-	if !fullyKnown(m.Name) || !fullyKnown(m.Kubernetes) || !fullyKnown(m.SSH) {
+	if !fullyKnown(m.Name) {
 		return admission.Compute{}, false
+	}
+	for _, b := range m.Blocks {
+		if !fullyKnown(b) {
+			return admission.Compute{}, false
+		}
 	}
 	c := admission.Compute{ID: m.Name.ValueString(), Name: m.Name.ValueString()}
 	if !m.ID.IsNull() && !m.ID.IsUnknown() {
 		c.ID = m.ID.ValueString()
 	}
-	if k, ok := decodeObject[kubernetesModel](ctx, m.Kubernetes, diags); ok {
-		c.Kind = admission.KindKubernetes
-		c.Namespace = k.Namespace.ValueString()
-		c.RuntimeImage = k.RuntimeImage.ValueString()
-		c.NativeWorkerSupport = k.NativeWorkerSupport.ValueBool()
-		c.CodexImage = k.CodexImage.ValueString()
-		c.CPUMillis = cpuMillis(k.CPULimit.ValueString())
-		c.MemoryLimit = k.MemoryLimit.ValueString()
-		c.NodeWorkers = k.NodeWorkers.ValueInt64()
-		if !k.PodAnnotations.IsNull() {
-			diags.Append(k.PodAnnotations.ElementsAs(ctx, &c.PodAnnotations, false)...)
-		}
-		if st, ok := decodeObject[stateModel](ctx, k.State, diags); ok && st.Enabled.ValueBool() {
-			c.State = &admission.State{Size: st.Size.ValueString(), StorageClass: st.StorageClass.ValueString(),
-				AccessMode: st.AccessMode.ValueString(), RetainOnDestroy: st.RetainOnDestroy.ValueBool()}
-		}
-		podSettingsFromModel(ctx, k, &c, diags)
-		c.LoggingOwnership, c.LoggingLevel = admission.LoggingPlatform, "info"
-		if l, ok := decodeObject[loggingModel](ctx, k.Logging, diags); ok {
-			c.LoggingOwnership = l.Ownership.ValueString()
-			if !l.Level.IsNull() {
-				c.LoggingLevel = l.Level.ValueString()
-			}
-		}
-		if d, ok := decodeObject[sandboxDriverModel](ctx, k.SandboxDriver, diags); ok {
-			sd := &admission.SandboxDriver{Name: d.Name.ValueString(), RequiredProfile: d.RequiredProfile.ValueString(),
-				GatewayNamespace: d.GatewayNamespace.ValueString(), GatewayService: d.GatewayService.ValueString()}
-			diags.Append(d.Facets.ElementsAs(ctx, &sd.Facets, false)...)
-			c.SandboxDriver = sd
-		}
-		if g, ok := decodeObject[credentialGatewayModel](ctx, k.CredentialGateway, diags); ok {
-			c.CredentialGateway = &admission.CredentialGateway{Name: g.Name.ValueString()}
-		}
-		c.NetworkPolicy = networkPolicyFrom(ctx, k.NetworkPolicy, diags)
-		c.Exposure = exposureFrom(ctx, k.Service, diags)
+	kind, row, o, ok := m.block()
+	if !ok {
+		return c, false
 	}
-	if s, ok := decodeObject[sshModel](ctx, m.SSH, diags); ok {
-		c.Kind = admission.KindSSH
-		c.Host, c.Port = s.Host.ValueString(), s.Port.ValueInt64()
-		c.OpenClawPath, c.ConfigDir = s.OpenClawPath.ValueString(), s.ConfigDir.ValueString()
-		c.HostKey, c.User, c.InsecureIgnoreHostKey = s.HostKey.ValueString(), s.User.ValueString(), s.InsecureIgnoreHostKey.ValueBool()
-		if b, ok := decodeObject[bastionModel](ctx, s.Bastion, diags); ok {
-			c.Bastion = &admission.Bastion{Host: b.Host.ValueString(), Port: b.Port.ValueInt64(), User: b.User.ValueString(), HostKey: b.HostKey.ValueString()}
-		}
-	}
-	return c, c.Kind != ""
-}
-
-// podSettingsFromModel copies the runtime Pods' placement, labels,
-// requests and pull settings; an unset one stays the zero value, which
-// renders what Kubernetes defaults to and changes no revision id.
-func podSettingsFromModel(ctx context.Context, k kubernetesModel, c *admission.Compute, diags *diag.Diagnostics) {
-	if !k.PodLabels.IsNull() {
-		diags.Append(k.PodLabels.ElementsAs(ctx, &c.PodLabels, false)...)
-	}
-	if !k.NodeSelector.IsNull() {
-		diags.Append(k.NodeSelector.ElementsAs(ctx, &c.NodeSelector, false)...)
-	}
-	if !k.Tolerations.IsNull() {
-		var ts []tolerationModel
-		diags.Append(k.Tolerations.ElementsAs(ctx, &ts, false)...)
-		for _, t := range ts {
-			tol := admission.Toleration{Key: t.Key.ValueString(), Operator: t.Operator.ValueString(), Value: t.Value.ValueString(), Effect: t.Effect.ValueString()}
-			if !t.TolerationSeconds.IsNull() {
-				secs := t.TolerationSeconds.ValueInt64()
-				tol.TolerationSeconds = &secs
-			}
-			c.Tolerations = append(c.Tolerations, tol)
-		}
-	}
-	if !k.ImagePullSecrets.IsNull() {
-		diags.Append(k.ImagePullSecrets.ElementsAs(ctx, &c.ImagePullSecrets, false)...)
-	}
-	c.PriorityClassName = k.PriorityClassName.ValueString()
-	c.CPURequestMillis = cpuMillis(k.CPURequest.ValueString()) // 0 when unset: the limit
-	c.MemoryRequest = k.MemoryRequest.ValueString()
-	c.ImagePullPolicy = k.ImagePullPolicy.ValueString()
+	c.Kind, c.Settings = kind, row.settings(ctx, o, diags)
+	return c, true
 }
 
 func installationObject(inst admission.Installation, diags *diag.Diagnostics) types.Object {

@@ -3,32 +3,22 @@ package provider
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
-	"github.com/hashicorp/terraform-plugin-framework-validators/int64validator"
-	"github.com/hashicorp/terraform-plugin-framework-validators/listvalidator"
-	"github.com/hashicorp/terraform-plugin-framework-validators/setvalidator"
-	"github.com/hashicorp/terraform-plugin-framework-validators/stringvalidator"
 	"github.com/hashicorp/terraform-plugin-framework/attr"
 	"github.com/hashicorp/terraform-plugin-framework/diag"
 	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/resource"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema"
-	"github.com/hashicorp/terraform-plugin-framework/resource/schema/booldefault"
-	"github.com/hashicorp/terraform-plugin-framework/resource/schema/int64default"
-	"github.com/hashicorp/terraform-plugin-framework/resource/schema/objectdefault"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/planmodifier"
-	"github.com/hashicorp/terraform-plugin-framework/resource/schema/stringdefault"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/stringplanmodifier"
 	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 	"github.com/hashicorp/terraform-plugin-log/tflog"
-	corev1 "k8s.io/api/core/v1"
 
 	"github.com/occ-platform/terraform-provider-occ/internal/admission"
 	"github.com/occ-platform/terraform-provider-occ/internal/executor"
-	"github.com/occ-platform/terraform-provider-occ/internal/release"
-	"github.com/occ-platform/terraform-provider-occ/internal/sandboxapi"
 )
 
 var (
@@ -80,7 +70,7 @@ func (r *computeResource) Schema(_ context.Context, _ resource.SchemaRequest, re
 }
 
 func computeSchema() schema.Schema {
-	return schema.Schema{
+	s := schema.Schema{
 		MarkdownDescription: "Where Agents run: a Kubernetes tenant namespace or an SSH host under systemd. Exactly one of `kubernetes` or " +
 			"`ssh`. Admission at plan needs neither the cluster nor the host (a refresh of a compute with a sandbox driver reads its installation live). Creating a Kubernetes compute checks that the cluster answers, creates " +
 			"the tenant namespace when it is missing (destroy deletes it again only if the provider created it for this compute and " +
@@ -94,184 +84,6 @@ func computeSchema() schema.Schema {
 				PlanModifiers:       []planmodifier.String{stringplanmodifier.RequiresReplace()},
 				MarkdownDescription: "The compute's name, a DNS label. Changing it replaces the compute."},
 			"kind": schema.StringAttribute{Computed: true, MarkdownDescription: "`kubernetes` or `ssh`, from the block that is set. A compute cannot change kind in place."},
-			"kubernetes": schema.SingleNestedAttribute{
-				Optional:            true,
-				MarkdownDescription: "A Kubernetes tenant namespace.",
-				Attributes: map[string]schema.Attribute{
-					"namespace": schema.StringAttribute{Required: true, Validators: []validator.String{dnsLabel()},
-						PlanModifiers:       []planmodifier.String{stringplanmodifier.RequiresReplace()},
-						MarkdownDescription: "The tenant namespace the Agents run in; created when missing. Changing it replaces the compute (its Agents redeploy into the new namespace)."},
-					"runtime_image": schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString(release.RuntimeImage()),
-						Validators: []validator.String{imageReference{}},
-						MarkdownDescription: fmt.Sprintf("The OpenClaw runtime image. Default: the pinned runtime image `%s` (OpenClaw %s), with the digest of the image released with this provider version. ", admission.PinnedRuntimeImage, admission.PinnedOpenClawVersion) +
-							imageDigestAdvice},
-					"native_worker_support": schema.BoolAttribute{Optional: true, Computed: true, Default: booldefault.StaticBool(false),
-						DeprecationMessage: nativeWorkerSupportDeprecation,
-						MarkdownDescription: "Deprecated: it no longer admits anything. It declared that a custom `runtime_image` supports native workers, for dedicated OpenClaw; " +
-							"dedicated OpenClaw is now refused at plan whatever it says (rule ND6), because no OpenClaw release up to " + admission.NativeInferenceCheckedVersion +
-							" runs a native worker's inference on the node: the pinned runtime sends a worker's model calls through the gateway, with the gateway's credential. " +
-							"It is still refused on the pinned image, which is no custom image. Remove it (where it was `true`, that gives the compute's Agents a new revision, as any change of a compute setting does)."},
-					"codex_image": schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString(release.CodexImage()),
-						Validators:          []validator.String{imageReference{}},
-						MarkdownDescription: fmt.Sprintf("The Codex app-server image for dedicated Codex. Default: `%s`, with the digest of the image released with this provider version. ", admission.PinnedCodexImage) + imageDigestAdvice},
-					"cpu_limit": schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString(defaultCPULimit),
-						Validators:          []validator.String{quantity{what: "CPU"}},
-						MarkdownDescription: "CPU limit of each runtime container. It sets the startup probe's budget (20 s plus 45 CPU-seconds at this limit, rule PR1) and dedicated Codex's default `maxConcurrent` (max(8, 4 × parallelism), the parallelism being this limit in whole CPUs rounded down, at least 1; rule HM7). Default `2`."},
-					"memory_limit": schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString(defaultMemoryLimit),
-						Validators:          []validator.String{quantity{what: "memory"}},
-						MarkdownDescription: "Memory limit of each runtime container. Default `4Gi`."},
-					"cpu_request": schema.StringAttribute{Optional: true,
-						Validators:          []validator.String{quantity{what: "CPU"}, notAboveLimit{limit: "cpu_limit", defaultLimit: defaultCPULimit}},
-						MarkdownDescription: "CPU request of each runtime container (a Kubernetes quantity such as `500m`), at most `cpu_limit`. Unset, the request equals `cpu_limit` (the Pods are Guaranteed). The startup probe's budget and `maxConcurrent` follow the limit, not the request. Part of the revision."},
-					"memory_request": schema.StringAttribute{Optional: true,
-						Validators:          []validator.String{quantity{what: "memory"}, notAboveLimit{limit: "memory_limit", defaultLimit: defaultMemoryLimit}},
-						MarkdownDescription: "Memory request of each runtime container (a Kubernetes quantity such as `1Gi`), at most `memory_limit`. Unset, the request equals `memory_limit`. Part of the revision."},
-					"node_workers": schema.Int64Attribute{Optional: true, Computed: true, Default: int64default.StaticInt64(admission.DefaultNodeWorkers),
-						Validators: []validator.Int64{int64validator.Between(1, 256)},
-						MarkdownDescription: "Session-owned workers a native OpenClaw node host admits; further sessions are refused while all are taken (rule HM6). Default 8. " +
-							"Only dedicated OpenClaw runs a node host, and it is refused at plan (rule ND6), so no admitted Agent uses it today."},
-					"pod_annotations": schema.MapAttribute{Optional: true, ElementType: types.StringType,
-						MarkdownDescription: "Annotations on every runtime Pod (for example a service mesh's or a scraper's). Changing them plans a new revision."},
-					"state": schema.SingleNestedAttribute{
-						Optional: true, Computed: true,
-						Default: objectdefault.StaticValue(types.ObjectValueMust(stateAttrTypes, map[string]attr.Value{
-							"enabled": types.BoolValue(true), "size": types.StringValue(defaultStateSize), "storage_class": types.StringNull(),
-							"access_mode": types.StringValue(string(corev1.ReadWriteOnce)), "retain_on_destroy": types.BoolValue(false)})),
-						MarkdownDescription: "Each agent's gateway state on a PersistentVolumeClaim of its own, `NAME-state`: the state directory (sessions, transcripts, channel pairings, memory) and the main workspace, all of `/home/node`. " +
-							"The claim belongs to the agent, not to a revision: every revision and every Pod restart or reschedule mounts the same claim. On by default (`" + defaultStateSize + "`, the cluster's default StorageClass, `ReadWriteOnce`); " +
-							"`enabled = false` keeps the state on an emptyDir that every new revision, restart and reschedule wipes. " +
-							"The dedicated Codex harness's workspace and Codex home stay ephemeral. " +
-							"A claim that cannot bind (no default StorageClass, a class that does not exist) or that a quota refuses fails the apply at once with `STATE_CLAIM_FAILED`. " +
-							"Changing `size`, `storage_class` or `access_mode` gives the agent a new revision; a larger size grows the claim in place where its class allows expansion, and what Kubernetes cannot change (a class, an access mode, a smaller size) is refused at apply before anything is written.",
-						Attributes: map[string]schema.Attribute{
-							"enabled": schema.BoolAttribute{Optional: true, Computed: true, Default: booldefault.StaticBool(true),
-								MarkdownDescription: "Keep the gateway's state on the agent's claim. Default `true`; `false` for throwaway agents. Turning it off keeps an existing claim (destroy removes it)."},
-							"size": schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString(defaultStateSize),
-								Validators:          []validator.String{quantity{what: "storage"}},
-								MarkdownDescription: "The claim's requested size. Default `" + defaultStateSize + "`. It may grow (where the class allows expansion), never shrink."},
-							"storage_class": schema.StringAttribute{Optional: true, Validators: []validator.String{dnsSubdomain{what: "StorageClass"}},
-								MarkdownDescription: "The claim's StorageClass; unset: the cluster's default class. Fixed once the claim exists."},
-							"access_mode": schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString(string(corev1.ReadWriteOnce)),
-								Validators:          []validator.String{oneOfValues(string(corev1.ReadWriteOnce), string(corev1.ReadWriteOncePod), string(corev1.ReadWriteMany))},
-								MarkdownDescription: "`ReadWriteOnce` (default), `ReadWriteOncePod` or `ReadWriteMany`. One gateway runs at a time (rule AC1), so `ReadWriteOnce` is enough. Fixed once the claim exists."},
-							"retain_on_destroy": schema.BoolAttribute{Optional: true, Computed: true, Default: booldefault.StaticBool(false),
-								MarkdownDescription: "Keep the claim when the agent is destroyed (destroy says so in a warning); a later agent of the same name in this namespace mounts it again. Default `false`: destroy deletes the claim and the state in it. Not part of the revision."},
-						},
-					},
-					"pod_labels": schema.MapAttribute{Optional: true, ElementType: types.StringType, Validators: []validator.Map{labelMap{platform: true}},
-						MarkdownDescription: "Labels on every runtime Pod (not on the Deployments or Sandboxes), for example for a cost report or a network policy. " +
-							"Keys and values must be Kubernetes label keys and values. The platform's identity labels always win: a key under `occ-platform.io/`, " +
-							"`app.kubernetes.io/managed-by`, `app.kubernetes.io/name` or `app.kubernetes.io/version` is refused at plan (rule LG4). Part of the revision."},
-					"node_selector": schema.MapAttribute{Optional: true, ElementType: types.StringType, Validators: []validator.Map{labelMap{}},
-						MarkdownDescription: "Node labels every runtime Pod must run on (the Pods' `nodeSelector`): keys and values are Kubernetes label keys and values. Part of the revision."},
-					"tolerations": schema.ListNestedAttribute{Optional: true,
-						MarkdownDescription: "Taints every runtime Pod tolerates, shaped like the Kubernetes `tolerations` of a Pod. Part of the revision.",
-						NestedObject: schema.NestedAttributeObject{
-							Validators: []validator.Object{toleration{}},
-							Attributes: map[string]schema.Attribute{
-								"key": schema.StringAttribute{Optional: true,
-									MarkdownDescription: "The taint key to tolerate, a Kubernetes label key. Unset (with `operator = \"Exists\"`): every taint."},
-								"operator": schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString("Equal"),
-									Validators:          []validator.String{oneOfValues(admission.TolerationOperators...)},
-									MarkdownDescription: "`Equal` (default: the taint's value must be `value`) or `Exists` (any value; then `value` is unset)."},
-								"value": schema.StringAttribute{Optional: true,
-									MarkdownDescription: "The taint value to tolerate with `operator = \"Equal\"`, a Kubernetes label value."},
-								"effect": schema.StringAttribute{Optional: true,
-									Validators:          []validator.String{oneOfValues(append([]string{""}, admission.TolerationEffects...)...)},
-									MarkdownDescription: "The taint effect to tolerate: `NoSchedule`, `PreferNoSchedule` or `NoExecute`; unset or empty: every effect."},
-								"toleration_seconds": schema.Int64Attribute{Optional: true,
-									MarkdownDescription: "With `effect = \"NoExecute\"`: how long a Pod stays on a node after the taint appears; unset: for ever."},
-							},
-						},
-					},
-					"priority_class_name": schema.StringAttribute{Optional: true, Validators: []validator.String{dnsSubdomain{what: "PriorityClass"}},
-						MarkdownDescription: "The PriorityClass of every runtime Pod. The class must exist in the cluster (the provider does not create it): the API server refuses every Pod of a class that does not, and the apply fails with `REPLICA_FAILURE` within seconds, naming the class. Part of the revision."},
-					"image_pull_secrets": schema.ListAttribute{Optional: true, ElementType: types.StringType,
-						Validators:          []validator.List{listvalidator.ValueStringsAre(dnsSubdomain{what: "Secret"}), uniqueValues{}},
-						MarkdownDescription: "Names of `kubernetes.io/dockerconfigjson` Secrets every runtime Pod pulls its images with, for images in a private registry. The Secrets must exist in `namespace`; the provider does not create them. A Secret that does not exist does not fail the apply by itself: the kubelet warns (event `FailedToRetrieveImagePullSecret`) and pulls without it, and a registry that then refuses fails the apply with `IMAGE_PULL_FAILED`. Part of the revision."},
-					"image_pull_policy": schema.StringAttribute{Optional: true, Validators: []validator.String{oneOfValues(admission.ImagePullPolicies...)},
-						MarkdownDescription: "The image pull policy of every runtime container: `Always`, `IfNotPresent` or `Never`. Unset: Kubernetes' default (`IfNotPresent` for a tagged image, `Always` for `:latest` or no tag). Part of the revision."},
-					"logging": schema.SingleNestedAttribute{
-						Optional: true, Computed: true,
-						Default: objectdefault.StaticValue(types.ObjectValueMust(loggingAttrTypes, map[string]attr.Value{
-							"ownership": types.StringValue(admission.LoggingPlatform), "level": types.StringValue("info")})),
-						MarkdownDescription: "Who owns runtime logging. `platform` (default): admission stamps `logging.level`, a matching `consoleLevel`, JSON console style and disabled native OTLP log export (rule AD4). `driver`: the compute driver owns logging and the document's logging is kept as written, and the Codex app server gets no LOG_FORMAT, RUST_LOG or [otel] settings (rules AD5, LG3). Only a compute driver the platform trusts may declare it: the Kubernetes compute, whose operator sets it here (an SSH host has no `logging`).",
-						Attributes: map[string]schema.Attribute{
-							"ownership": schema.StringAttribute{Required: true, Validators: []validator.String{oneOfRule("AD5", admission.LoggingPlatform, admission.LoggingDriver)},
-								MarkdownDescription: "`platform` or `driver`."},
-							"level": schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString("info"),
-								Validators:          []validator.String{oneOfRule("AD4", admission.LogLevels...)},
-								MarkdownDescription: "The admitted log level with platform ownership: one of silent, fatal, error, warn, info, debug, trace."},
-						},
-					},
-					"sandbox_driver": schema.SingleNestedAttribute{
-						Optional:            true,
-						MarkdownDescription: "The sandbox driver that contains dedicated Codex, one Sandbox per revision (rules ND4, OS1). Dedicated OpenClaw is refused at plan whatever the driver (rule ND6).",
-						Attributes: map[string]schema.Attribute{
-							"name": schema.StringAttribute{Required: true, Validators: []validator.String{oneOfRule("OS1", admission.SandboxDrivers...)},
-								MarkdownDescription: "The driver: `openshell` (bundled)."},
-							"facets": schema.SetAttribute{Optional: true, ElementType: types.StringType,
-								Validators:          []validator.Set{setvalidator.ValueStringsAre(oneOfRule("ND7", admission.Facets...))},
-								MarkdownDescription: "The facets the driver provides: `networking`, `filesystem`, `process`."},
-							"required_profile": schema.StringAttribute{Optional: true, Validators: []validator.String{stringvalidator.LengthAtLeast(1)},
-								MarkdownDescription: "A placement profile passed to the driver on each Sandbox (the `occ-platform.io/required-profile` annotation). " +
-									"It admits nothing: OpenClaw has no setting that places every session on a node (there is no `cloudWorkers.requiredProfile`), and dedicated OpenClaw is refused (rule ND6)."},
-							"gateway_namespace": schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString(sandboxapi.DefaultGatewayNamespace),
-								Validators:          []validator.String{dnsLabel()},
-								MarkdownDescription: "The namespace of the driver's gateway (the OpenShell Helm release). Default `openshell`."},
-							"gateway_service": schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString(sandboxapi.DefaultGatewayService),
-								Validators:          []validator.String{dnsLabel()},
-								MarkdownDescription: "The driver's gateway Service; the driver is available while it has a ready endpoint. Default `openshell`."},
-						},
-					},
-					"credential_gateway": schema.SingleNestedAttribute{
-						Optional:            true,
-						MarkdownDescription: "The Credential Gateway that supplies model keys through the sandbox egress proxy (rule AU3). While it is selected, Secret-backed and account auth methods are refused (rule AU4).",
-						Attributes: map[string]schema.Attribute{
-							"name": schema.StringAttribute{Required: true, Validators: []validator.String{stringvalidator.LengthAtLeast(1)},
-								MarkdownDescription: "The gateway's name."},
-						},
-					},
-					"network_policy": networkPolicySchema(),
-					"service":        serviceExposureSchema(),
-				},
-			},
-			"ssh": schema.SingleNestedAttribute{
-				Optional:            true,
-				MarkdownDescription: "An SSH host with systemd. It runs embedded OpenClaw only, with auth method `runtime` (rules SS1, AU5).",
-				Attributes: map[string]schema.Attribute{
-					"host": schema.StringAttribute{Required: true, Validators: []validator.String{stringvalidator.LengthAtLeast(1)},
-						MarkdownDescription: "Host name or address."},
-					"port": schema.Int64Attribute{Optional: true, Computed: true, Default: int64default.StaticInt64(22),
-						Validators: []validator.Int64{int64validator.Between(1, 65535)}, MarkdownDescription: "SSH port. Default 22."},
-					"host_key": schema.StringAttribute{Optional: true, Validators: []validator.String{authorizedKey{}},
-						MarkdownDescription: "The host's public key (`ssh-ed25519 AAAA…`); always verified. Several keys, one per line, while the host's key is rotated: the host must present one of them " +
-							"(for example `file(\"keys/edge.pub\")` holding the old and the new key). Not part of the revision. Required unless `insecure_ignore_host_key = true`; setting both is refused."},
-					"bastion": schema.SingleNestedAttribute{Optional: true,
-						MarkdownDescription: "A jump host the provider reaches `host` through, as OpenSSH's `ProxyJump` and the `bastion_*` settings of Terraform's own connection block: it logs in to the bastion " +
-							"with the provider's `ssh` credentials, then opens a TCP channel from there to `host`:`port`, whose host key is verified as without a bastion. The bastion must allow TCP forwarding " +
-							"(`AllowTcpForwarding`, on by default). Not part of the revision: changing it restarts no agent.",
-						Attributes: map[string]schema.Attribute{
-							"host": schema.StringAttribute{Required: true, Validators: []validator.String{stringvalidator.LengthAtLeast(1)},
-								MarkdownDescription: "The bastion's host name or address."},
-							"port": schema.Int64Attribute{Optional: true, Computed: true, Default: int64default.StaticInt64(22),
-								Validators: []validator.Int64{int64validator.Between(1, 65535)}, MarkdownDescription: "The bastion's SSH port. Default 22."},
-							"user": schema.StringAttribute{Optional: true, Validators: []validator.String{stringvalidator.LengthAtLeast(1)},
-								MarkdownDescription: "The login user on the bastion; default: the host's login user."},
-							"host_key": schema.StringAttribute{Required: true, Validators: []validator.String{authorizedKey{}},
-								MarkdownDescription: "The bastion's public key (`ssh-ed25519 AAAA…`), or several, one per line; always verified."},
-						},
-					},
-					"insecure_ignore_host_key": schema.BoolAttribute{Optional: true, Computed: true, Default: booldefault.StaticBool(false),
-						MarkdownDescription: "Skip host key verification, for throwaway test hosts without a known key. Off by default; the provider warns when it is on, and refuses it together with `host_key` (it would silently discard the key)."},
-					"user": schema.StringAttribute{Optional: true, Validators: []validator.String{stringvalidator.LengthAtLeast(1)},
-						MarkdownDescription: "Login user; default: the provider's `ssh.user`."},
-					"openclaw_path": schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString("/usr/bin/openclaw"),
-						Validators: []validator.String{absolutePath{}}, MarkdownDescription: "The `openclaw` binary on the host. Default `/usr/bin/openclaw`."},
-					"config_dir": schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString("/etc/openclaw"),
-						Validators: []validator.String{absolutePath{}}, MarkdownDescription: "Where revision configurations are written. Default `/etc/openclaw`."},
-				},
-			},
 			"installation": schema.SingleNestedAttribute{
 				Computed:            true,
 				MarkdownDescription: "The capabilities an Agent can use on this compute (rule ND5). Without a sandbox driver they follow from the declared settings; with one they are read live from the cluster on create and refresh (`sandbox_driver_unavailable` is true while its gateway is not ready).",
@@ -286,6 +98,12 @@ func computeSchema() schema.Schema {
 			},
 		},
 	}
+	// Each compute kind's block (kubernetes, ssh) is its registration's.
+	for _, kind := range kindOrder {
+		row := executors[kind]
+		s.Attributes[row.block] = row.blockSchema()
+	}
+	return s
 }
 
 // nativeWorkerSupportDeprecation is the warning a configuration that sets
@@ -327,48 +145,40 @@ var installationAttrTypes = map[string]attr.Type{
 
 // ValidateConfig holds the static checks that span attributes.
 func (r *computeResource) ValidateConfig(ctx context.Context, req resource.ValidateConfigRequest, resp *resource.ValidateConfigResponse) {
-	var m computeModel
-	resp.Diagnostics.Append(req.Config.Get(ctx, &m)...)
+	m := getCompute(ctx, req.Config, &resp.Diagnostics)
 	if resp.Diagnostics.HasError() {
 		return
 	}
 	checkOneKind(m, &resp.Diagnostics)
-	if k, ok := decodeObject[kubernetesModel](ctx, m.Kubernetes, &resp.Diagnostics); ok && !k.RuntimeImage.IsUnknown() {
-		// rule ND6, judged in admission: the deprecated declaration is refused on the pinned image.
-		if e := admission.CheckNativeWorkerDeclaration(k.RuntimeImage.ValueString(), k.NativeWorkerSupport.ValueBool()); e != nil {
-			addAdmissionErrors(&resp.Diagnostics, path.Empty(), e)
-		}
-	}
-	if s, ok := decodeObject[sshModel](ctx, m.SSH, &resp.Diagnostics); ok {
-		at := path.Root("ssh")
-		ignore := s.InsecureIgnoreHostKey.ValueBool()
-		if s.HostKey.IsNull() && !ignore && !s.InsecureIgnoreHostKey.IsUnknown() {
-			addAttrError(&resp.Diagnostics, at.AtName("host_key"), "INVALID_REQUEST: the SSH host key is missing",
-				"The provider always verifies the host's key. Set ssh.host_key to the host's public key (for example the output of `cat /etc/ssh/ssh_host_ed25519_key.pub` on the host), or, only for a throwaway test host, set insecure_ignore_host_key = true.")
-		}
-		if ignore && !s.HostKey.IsNull() && !s.HostKey.IsUnknown() {
-			// Skipping the check would silently discard the configured key.
-			addAttrError(&resp.Diagnostics, at.AtName("insecure_ignore_host_key"), "INVALID_REQUEST: ssh.host_key and ssh.insecure_ignore_host_key are both set",
-				"insecure_ignore_host_key = true would skip verifying the host_key you set, so a machine in the middle could pose as the host. "+
-					"Remove insecure_ignore_host_key to verify the host against ssh.host_key (recommended), or, only for a throwaway test host, remove ssh.host_key.")
-		} else if ignore {
-			resp.Diagnostics.AddAttributeWarning(at.AtName("insecure_ignore_host_key"), "SSH host key verification is off",
-				"insecure_ignore_host_key = true accepts any host key, so a machine in the middle can read the revision and the journal. Set host_key instead.")
+	for _, kind := range kindOrder {
+		if row := executors[kind]; row.validate != nil {
+			if o, ok := m.Blocks[row.block]; ok && !o.IsNull() && !o.IsUnknown() {
+				row.validate(ctx, o, path.Root(row.block), &resp.Diagnostics)
+			}
 		}
 	}
 }
 
-// checkOneKind: a compute is exactly one of kubernetes or ssh. An unknown
-// one is judged again in the plan that knows it.
+// checkOneKind: a compute is exactly one kind's block. An unknown one is
+// judged again in the plan that knows it.
 func checkOneKind(m computeModel, diags *diag.Diagnostics) {
+	var set, names, hints []string
+	for _, kind := range kindOrder {
+		row := executors[kind]
+		names, hints = append(names, row.block), append(hints, row.hint)
+		switch b := m.Blocks[row.block]; {
+		case b.IsUnknown():
+			return
+		case !b.IsNull():
+			set = append(set, row.block)
+		}
+	}
 	switch {
-	case m.Kubernetes.IsUnknown() || m.SSH.IsUnknown():
-	case !m.Kubernetes.IsNull() && !m.SSH.IsNull():
-		addAttrError(diags, path.Root("ssh"), "INVALID_REQUEST: a compute is either kubernetes or ssh, not both",
-			"Set only one of kubernetes or ssh; declare a second occ_compute for the other target.")
-	case m.Kubernetes.IsNull() && m.SSH.IsNull():
-		diags.AddError("INVALID_REQUEST: a compute needs kubernetes or ssh",
-			"Set kubernetes = { namespace = ... } for a Kubernetes tenant namespace, or ssh = { host = ..., host_key = ... } for an SSH host.")
+	case len(set) > 1:
+		addAttrError(diags, path.Root(set[len(set)-1]), fmt.Sprintf("INVALID_REQUEST: a compute is either %s, not both", strings.Join(set, " or ")),
+			fmt.Sprintf("Set only one of %s; declare a second occ_compute for the other target.", strings.Join(set, " or ")))
+	case len(set) == 0:
+		diags.AddError("INVALID_REQUEST: a compute needs "+strings.Join(names, " or "), "Set "+strings.Join(hints, ", or ")+".")
 	}
 }
 
@@ -378,8 +188,7 @@ func (r *computeResource) ModifyPlan(ctx context.Context, req resource.ModifyPla
 	if req.Plan.Raw.IsNull() {
 		return
 	}
-	var plan computeModel
-	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
+	plan := getCompute(ctx, req.Plan, &resp.Diagnostics)
 	if resp.Diagnostics.HasError() {
 		return
 	}
@@ -389,18 +198,15 @@ func (r *computeResource) ModifyPlan(ctx context.Context, req resource.ModifyPla
 	if !plan.Name.IsUnknown() {
 		plan.ID = plan.Name
 	}
-	switch {
-	case !plan.Kubernetes.IsNull() && !plan.Kubernetes.IsUnknown():
-		plan.Kind = types.StringValue(admission.KindKubernetes)
-	case !plan.SSH.IsNull() && !plan.SSH.IsUnknown():
-		plan.Kind = types.StringValue(admission.KindSSH)
-	default:
-		plan.Kind = types.StringUnknown()
+	kind, row, _, set := plan.block()
+	plan.Kind = types.StringUnknown()
+	if set {
+		plan.Kind = types.StringValue(kind)
 	}
 	var state *computeModel
 	if !req.State.Raw.IsNull() {
-		state = &computeModel{}
-		resp.Diagnostics.Append(req.State.Get(ctx, state)...)
+		s := getCompute(ctx, req.State, &resp.Diagnostics)
+		state = &s
 		if !plan.Kind.IsUnknown() && !state.Kind.IsNull() && !state.Kind.Equal(plan.Kind) {
 			resp.RequiresReplace = append(resp.RequiresReplace, path.Root("kind"))
 		}
@@ -409,19 +215,18 @@ func (r *computeResource) ModifyPlan(ctx context.Context, req resource.ModifyPla
 	c, known := computeFromModel(ctx, plan, &resp.Diagnostics)
 	switch {
 	case !known:
-	case c.SandboxDriver == nil:
+	case row.readsInstallation == nil || !row.readsInstallation(c):
 		// Nothing to read live: the capabilities follow from the settings.
 		plan.Installation = installationObject(admission.ComputeInstallation(c), &resp.Diagnostics)
-	case state != nil && state.Kubernetes.Equal(plan.Kubernetes) && !state.Installation.IsNull():
+	case state != nil && state.Blocks[row.block].Equal(plan.Blocks[row.block]) && !state.Installation.IsNull():
 		// Unchanged settings: keep what the last refresh read live.
 		plan.Installation = state.Installation
 	}
-	resp.Diagnostics.Append(resp.Plan.Set(ctx, &plan)...)
+	resp.Diagnostics.Append(resp.Plan.Set(ctx, plan.object(&resp.Diagnostics))...)
 }
 
 func (r *computeResource) Create(ctx context.Context, req resource.CreateRequest, resp *resource.CreateResponse) {
-	var plan computeModel
-	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
+	plan := getCompute(ctx, req.Plan, &resp.Diagnostics)
 	if resp.Diagnostics.HasError() {
 		return
 	}
@@ -441,7 +246,7 @@ func (r *computeResource) Create(ctx context.Context, req resource.CreateRequest
 	if plan.Installation.IsUnknown() {
 		plan.Installation = installationObject(admission.ComputeInstallation(c), &resp.Diagnostics)
 	}
-	resp.Diagnostics.Append(resp.State.Set(ctx, &plan)...)
+	resp.Diagnostics.Append(resp.State.Set(ctx, plan.object(&resp.Diagnostics))...)
 	setNameIdentity(ctx, resp.Identity, plan.Name, &resp.Diagnostics)
 }
 
@@ -473,8 +278,7 @@ const computeTimeout = 5 * time.Minute
 // reached keeps the last reading, with a warning: planning must not need
 // the cluster.
 func (r *computeResource) Read(ctx context.Context, req resource.ReadRequest, resp *resource.ReadResponse) {
-	var state computeModel
-	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
+	state := getCompute(ctx, req.State, &resp.Diagnostics)
 	if resp.Diagnostics.HasError() {
 		return
 	}
@@ -501,8 +305,7 @@ func (r *computeResource) Read(ctx context.Context, req resource.ReadRequest, re
 }
 
 func (r *computeResource) Update(ctx context.Context, req resource.UpdateRequest, resp *resource.UpdateResponse) {
-	var plan computeModel
-	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
+	plan := getCompute(ctx, req.Plan, &resp.Diagnostics)
 	if resp.Diagnostics.HasError() {
 		return
 	}
@@ -522,7 +325,7 @@ func (r *computeResource) Update(ctx context.Context, req resource.UpdateRequest
 	if plan.Installation.IsUnknown() {
 		plan.Installation = installationObject(admission.ComputeInstallation(c), &resp.Diagnostics)
 	}
-	resp.Diagnostics.Append(resp.State.Set(ctx, &plan)...)
+	resp.Diagnostics.Append(resp.State.Set(ctx, plan.object(&resp.Diagnostics))...)
 	setNameIdentity(ctx, resp.Identity, plan.Name, &resp.Diagnostics)
 }
 
@@ -533,8 +336,7 @@ func (r *computeResource) Update(ctx context.Context, req resource.UpdateRequest
 func (r *computeResource) Delete(ctx context.Context, req resource.DeleteRequest, resp *resource.DeleteResponse) {
 	created, d := req.Private.GetKey(ctx, privateNamespaceCreated)
 	resp.Diagnostics.Append(d...)
-	var state computeModel
-	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
+	state := getCompute(ctx, req.State, &resp.Diagnostics)
 	c, known := computeFromModel(ctx, state, &resp.Diagnostics)
 	if !known {
 		return

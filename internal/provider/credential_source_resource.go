@@ -411,7 +411,7 @@ func (r *credentialSourceResource) materialize(ctx context.Context, config tfsdk
 	// The secret's place is its compute's: the executor prepares it as for
 	// an agent (a namespace created when missing, permissions checked
 	// once), with the compute's target alone.
-	target := admission.Compute{Kind: c.Kind, Name: c.Name, Namespace: c.Namespace}
+	target := admission.Compute{Kind: c.Kind, Name: c.Name, Settings: admission.KubernetesCompute{Namespace: c.Kubernetes().Namespace}}
 	if _, err := store.Prepare(ctx, executor.Prepare{Compute: target}); err != nil {
 		addFailure(&diags, "", err)
 		return diags
@@ -432,7 +432,7 @@ func (r *credentialSourceResource) materialize(ctx context.Context, config tfsdk
 		return diags
 	}
 	ref, _ := decodeObject[secretRefModel](ctx, plan.SecretRef, &diags)
-	ns := c.Namespace
+	ns := c.Kubernetes().Namespace
 	exists, hasKey, err := store.HasSecretKey(ctx, c, ref.Name.ValueString(), ref.Key.ValueString())
 	switch {
 	case err != nil:

@@ -6,11 +6,13 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/terraform-plugin-framework/diag"
 	"github.com/hashicorp/terraform-plugin-framework/path"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 	"github.com/hashicorp/terraform-plugin-log/tflog"
 
@@ -29,6 +31,22 @@ import (
 // that target in words. Every kind-specific answer the provider's glue
 // needs comes from here (with admission.KindSupport for the rules).
 type kindRow struct {
+	// block is the kind's attribute of occ_compute (and so of every
+	// by-value compute reference), blockSchema its schema, settings what
+	// admission takes of a known block (the kind's own settings type) and
+	// validate the block's static checks that span attributes (nil: none).
+	// hint says how to declare one, in a refusal.
+	block       string
+	blockSchema func() schema.SingleNestedAttribute
+	settings    func(context.Context, types.Object, *diag.Diagnostics) any
+	validate    func(context.Context, types.Object, path.Path, *diag.Diagnostics)
+	hint        string
+	// readsInstallation reports whether the compute's executor reads its
+	// installation live (Inspect) rather than admission deriving it from
+	// the settings; nil: never.
+	readsInstallation func(admission.Compute) bool
+	// where names the agent's target in messages ("namespace agents").
+	where        func(admission.Compute) string
 	build        func(context.Context, *Data) (executor.Executor, error)
 	agentID      func(admission.Compute, string) string
 	identity     func(admission.Compute, string) agentIdentityModel
@@ -46,9 +64,14 @@ type kindRow struct {
 // NAMESPACE/NAME, which matches almost anything.
 var executors = map[string]kindRow{
 	admission.KindSSH: {
-		build:    func(_ context.Context, d *Data) (executor.Executor, error) { return d.sshExecutor(), nil },
-		agentID:  sshexec.AgentID,
-		identity: func(c admission.Compute, agent string) agentIdentityModel { return sshIdentity(c.Host, c.Port, agent) },
+		block: "ssh", blockSchema: sshBlockSchema, settings: sshSettings, validate: validateSSHBlock,
+		hint:    "ssh = { host = ..., host_key = ... } for an SSH host",
+		where:   func(c admission.Compute) string { return agentWhere("", c.SSH().Host) },
+		build:   func(_ context.Context, d *Data) (executor.Executor, error) { return d.sshExecutor(), nil },
+		agentID: sshexec.AgentID,
+		identity: func(c admission.Compute, agent string) agentIdentityModel {
+			return sshIdentity(c.SSH().Host, c.SSH().Port, agent)
+		},
 		identityOfID: func(id string) (agentIdentityModel, bool) {
 			host, port, agent, ok := sshexec.SplitAgentID(id)
 			return sshIdentity(host, int64(port), agent), ok
@@ -59,24 +82,30 @@ var executors = map[string]kindRow{
 		},
 		listTarget: func(m agentIdentityModel) (admission.Compute, string) {
 			host, port := m.Host.ValueString(), m.Port.ValueInt64()
-			return admission.Compute{Kind: admission.KindSSH, Host: host, Port: port}, sshexec.HostPort(host, int(port))
+			return admission.Compute{Kind: admission.KindSSH, Settings: admission.SSHCompute{Host: host, Port: port}}, sshexec.HostPort(host, int(port))
 		},
 	},
 	admission.KindKubernetes: {
-		build:    func(ctx context.Context, d *Data) (executor.Executor, error) { return d.KubeExecutor(ctx) },
-		agentID:  kube.AgentID,
-		identity: func(c admission.Compute, agent string) agentIdentityModel { return kubeIdentity(c.Namespace, agent) },
+		block: "kubernetes", blockSchema: kubernetesBlockSchema, settings: kubernetesSettings, validate: validateKubernetesBlock,
+		hint:              "kubernetes = { namespace = ... } for a Kubernetes tenant namespace",
+		readsInstallation: func(c admission.Compute) bool { return c.Kubernetes().SandboxDriver != nil },
+		where:             func(c admission.Compute) string { return agentWhere(c.Kubernetes().Namespace, "") },
+		build:             func(ctx context.Context, d *Data) (executor.Executor, error) { return d.KubeExecutor(ctx) },
+		agentID:           kube.AgentID,
+		identity: func(c admission.Compute, agent string) agentIdentityModel {
+			return kubeIdentity(c.Kubernetes().Namespace, agent)
+		},
 		identityOfID: func(id string) (agentIdentityModel, bool) {
 			ns, agent, ok := kube.SplitAgentID(id)
 			return kubeIdentity(ns, agent), ok
 		},
 		claims: func(m agentIdentityModel) bool { return !m.Namespace.IsNull() },
 		importID: func(m agentIdentityModel) string {
-			return kube.AgentID(admission.Compute{Namespace: m.Namespace.ValueString()}, m.Name.ValueString())
+			return kube.AgentID(admission.Compute{Settings: admission.KubernetesCompute{Namespace: m.Namespace.ValueString()}}, m.Name.ValueString())
 		},
 		listTarget: func(m agentIdentityModel) (admission.Compute, string) {
 			ns := m.Namespace.ValueString()
-			return admission.Compute{Kind: admission.KindKubernetes, Namespace: ns}, ns
+			return admission.Compute{Kind: admission.KindKubernetes, Settings: admission.KubernetesCompute{Namespace: ns}}, ns
 		},
 	},
 }
@@ -94,6 +123,36 @@ func claimingKind(m agentIdentityModel) (string, kindRow, bool) {
 
 var importOrder = []string{admission.KindSSH, admission.KindKubernetes}
 
+// kindOrder is the order of the kinds' blocks in messages and checks.
+var kindOrder = []string{admission.KindKubernetes, admission.KindSSH}
+
+// registerKind adds a compute kind's row to the registry (with its
+// admission row, admission.RegisterKind, it is all a kind needs): its
+// block joins occ_compute's schema and every by-value compute reference,
+// and its import ids are asked for before Kubernetes' NAMESPACE/NAME,
+// which matches almost anything. It is meant for package initialisation
+// (a kind only tests run registers in its test's init) and refuses a
+// kind or block registered already, or a row without what every kind
+// needs.
+func registerKind(kind string, row kindRow) error {
+	switch {
+	case kind == "" || row.block == "" || row.blockSchema == nil || row.settings == nil || row.build == nil || row.agentID == nil ||
+		row.identity == nil || row.identityOfID == nil || row.claims == nil || row.importID == nil || row.listTarget == nil:
+		return fmt.Errorf("provider: compute kind %q: a row needs its block, schema, settings, executor, agent id, identity, import id and list target", kind)
+	case slices.Contains(kindOrder, kind):
+		return fmt.Errorf("provider: compute kind %q is registered already", kind)
+	}
+	for _, k := range kindOrder {
+		if executors[k].block == row.block {
+			return fmt.Errorf("provider: compute kind %q: block %q is kind %q's", kind, row.block, k)
+		}
+	}
+	executors[kind] = row
+	kindOrder = append(kindOrder, kind)
+	importOrder = slices.Insert(importOrder, slices.Index(importOrder, admission.KindKubernetes), kind)
+	return nil
+}
+
 // executor returns the provider's executor for a compute kind. Each is
 // built once per provider instance and shared by every resource; nothing
 // contacts its target until an operation does.
@@ -108,6 +167,14 @@ func (d *Data) executor(ctx context.Context, kind string) (executor.Executor, er
 			Next: "Check the provider's " + kind + " settings."}
 	}
 	return ex, nil
+}
+
+// targetWhere names where an agent on compute c runs, in messages.
+func targetWhere(c admission.Compute) string {
+	if e, ok := executors[c.Kind]; ok && e.where != nil {
+		return e.where(c)
+	}
+	return fmt.Sprintf("on compute %q", c.Name)
 }
 
 // agentID is an agent's id on its compute.

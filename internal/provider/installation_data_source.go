@@ -72,7 +72,7 @@ func (d *installationDataSource) Read(ctx context.Context, req datasource.ReadRe
 		return
 	}
 	live := admission.ComputeInstallation(c)
-	if c.SandboxDriver != nil {
+	if c.Kubernetes().SandboxDriver != nil {
 		// Only a sandbox driver is read live (its executor's Inspect); the
 		// rest follows from the settings, without a client.
 		pd := d.data

@@ -14,7 +14,7 @@ import (
 func TestSecretStore_IsACapabilityOfTheKind(t *testing.T) {
 	d := &Data{}
 	ctx := context.Background()
-	if _, ok, err := d.secretStore(ctx, admission.Compute{Kind: admission.KindSSH, Name: "edge", Host: "10.0.0.5"}); err != nil || ok {
+	if _, ok, err := d.secretStore(ctx, admission.Compute{Kind: admission.KindSSH, Name: "edge", Settings: admission.SSHCompute{Host: "10.0.0.5"}}); err != nil || ok {
 		t.Fatalf("an SSH compute: store = %v, err = %v; want no store", ok, err)
 	}
 	if _, ok, err := d.secretStore(ctx, admission.Compute{Kind: "nomad"}); err == nil || ok {
@@ -22,7 +22,7 @@ func TestSecretStore_IsACapabilityOfTheKind(t *testing.T) {
 	}
 	t.Setenv("KUBECONFIG", "")
 	t.Setenv("KUBE_HOST", "https://127.0.0.1:1")
-	if _, ok, err := d.secretStore(ctx, admission.Compute{Kind: admission.KindKubernetes, Name: "k", Namespace: "occ-a"}); err != nil || !ok {
+	if _, ok, err := d.secretStore(ctx, admission.Compute{Kind: admission.KindKubernetes, Name: "k", Settings: admission.KubernetesCompute{Namespace: "occ-a"}}); err != nil || !ok {
 		t.Fatalf("a Kubernetes compute: store = %v, err = %v; want its executor's store", ok, err)
 	}
 }
