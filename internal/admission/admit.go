@@ -376,31 +376,23 @@ type ComputeSettings struct {
 // Kubernetes returns the frozen settings of a Kubernetes compute; the zero
 // value on another kind.
 func (s ComputeSettings) Kubernetes() KubernetesSettings {
-	k, _ := s.Settings.(KubernetesSettings)
-	return k
+	return SettingsOf[KubernetesSettings](s.Settings)
 }
 
 // SSH returns the frozen settings of an SSH compute; the zero value on
 // another kind.
-func (s ComputeSettings) SSH() SSHSettings {
-	h, _ := s.Settings.(SSHSettings)
-	return h
-}
+func (s ComputeSettings) SSH() SSHSettings { return SettingsOf[SSHSettings](s.Settings) }
 
 // WithKubernetes returns a copy of s whose frozen Kubernetes settings edit
 // has changed.
 func (s ComputeSettings) WithKubernetes(edit func(*KubernetesSettings)) ComputeSettings {
-	k := s.Kubernetes()
-	edit(&k)
-	s.Settings = k
+	s.Settings = edited(s.Settings, edit)
 	return s
 }
 
 // WithSSH returns a copy of s whose frozen SSH settings edit has changed.
 func (s ComputeSettings) WithSSH(edit func(*SSHSettings)) ComputeSettings {
-	h := s.SSH()
-	edit(&h)
-	s.Settings = h
+	s.Settings = edited(s.Settings, edit)
 	return s
 }
 

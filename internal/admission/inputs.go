@@ -75,34 +75,40 @@ type Compute struct {
 	Settings any
 }
 
-// Kubernetes returns a Kubernetes compute's settings; the zero value on
-// another kind.
-func (c Compute) Kubernetes() KubernetesCompute {
-	k, _ := c.Settings.(KubernetesCompute)
-	return k
+// SettingsOf returns a kind's settings held in a Compute's or a
+// ComputeSettings' Settings as T; the zero T when they are another type
+// (another kind's).
+func SettingsOf[T any](settings any) T {
+	v, _ := settings.(T)
+	return v
 }
 
-// SSH returns an SSH compute's settings; the zero value on another kind.
-func (c Compute) SSH() SSHCompute {
-	s, _ := c.Settings.(SSHCompute)
-	return s
+// edited returns settings as T, edited by edit (from the zero T when they
+// are another kind's).
+func edited[T any](settings any, edit func(*T)) T {
+	v := SettingsOf[T](settings)
+	edit(&v)
+	return v
 }
+
+// Kubernetes returns a Kubernetes compute's settings; the zero value on
+// another kind.
+func (c Compute) Kubernetes() KubernetesCompute { return SettingsOf[KubernetesCompute](c.Settings) }
+
+// SSH returns an SSH compute's settings; the zero value on another kind.
+func (c Compute) SSH() SSHCompute { return SettingsOf[SSHCompute](c.Settings) }
 
 // WithKubernetes returns a copy of c whose Kubernetes settings edit has
 // changed (starting from the zero value on another kind).
 func (c Compute) WithKubernetes(edit func(*KubernetesCompute)) Compute {
-	k := c.Kubernetes()
-	edit(&k)
-	c.Settings = k
+	c.Settings = edited(c.Settings, edit)
 	return c
 }
 
 // WithSSH returns a copy of c whose SSH settings edit has changed
 // (starting from the zero value on another kind).
 func (c Compute) WithSSH(edit func(*SSHCompute)) Compute {
-	s := c.SSH()
-	edit(&s)
-	c.Settings = s
+	c.Settings = edited(c.Settings, edit)
 	return c
 }
 

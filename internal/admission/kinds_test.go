@@ -351,7 +351,4 @@ type vmSettings struct {
 	Host string `json:"host"`
 }
 
-func vmOf(c Compute) vmSettings {
-	v, _ := c.Settings.(vmSettings)
-	return v
-}
+func vmOf(c Compute) vmSettings { return SettingsOf[vmSettings](c.Settings) }

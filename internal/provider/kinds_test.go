@@ -33,10 +33,12 @@ func vmRow() kindRow {
 		settings: func(_ context.Context, o types.Object, _ *diag.Diagnostics) any {
 			return vmSettings{Address: o.Attributes()["address"].(types.String).ValueString()}
 		},
-		hint:         `vm = { address = ... } for a VM`,
-		where:        func(c admission.Compute) string { return "on VM " + c.Settings.(vmSettings).Address },
-		build:        func(context.Context, *Data) (executor.Executor, error) { return nil, nil },
-		agentID:      func(c admission.Compute, name string) string { return "vm://" + c.Settings.(vmSettings).Address + "/" + name },
+		hint:  `vm = { address = ... } for a VM`,
+		where: func(c admission.Compute) string { return "on VM " + c.Settings.(vmSettings).Address },
+		build: func(context.Context, *Data) (executor.Executor, error) { return nil, nil },
+		agentID: func(c admission.Compute, name string) string {
+			return "vm://" + c.Settings.(vmSettings).Address + "/" + name
+		},
 		identity:     func(admission.Compute, string) agentIdentityModel { return agentIdentityModel{} },
 		identityOfID: func(string) (agentIdentityModel, bool) { return agentIdentityModel{}, false },
 		claims:       func(agentIdentityModel) bool { return false },

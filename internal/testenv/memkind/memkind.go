@@ -70,10 +70,7 @@ func Compute(name, target, runtime string) admission.Compute {
 
 // settingsOf returns a memory compute's settings; the zero value on
 // another kind.
-func settingsOf(c admission.Compute) Settings {
-	s, _ := c.Settings.(Settings)
-	return s
-}
+func settingsOf(c admission.Compute) Settings { return admission.SettingsOf[Settings](c.Settings) }
 
 // SlowFor is how long a slow runtime takes to become ready.
 const SlowFor = 6 * time.Second
@@ -164,7 +161,9 @@ type Executor struct {
 var _ executor.Executor = (*Executor)(nil)
 
 // AgentID is an agent's id: memory://HOST/NAME.
-func AgentID(c admission.Compute, name string) string { return "memory://" + settingsOf(c).Target + "/" + name }
+func AgentID(c admission.Compute, name string) string {
+	return "memory://" + settingsOf(c).Target + "/" + name
+}
 
 func (e *Executor) Kind() string { return Kind }
 
@@ -401,7 +400,4 @@ func (e *Executor) ParseImportID(id string) (string, bool, error) {
 }
 
 // frozenOf returns a revision's frozen memory settings.
-func frozenOf(s admission.ComputeSettings) Frozen {
-	f, _ := s.Settings.(Frozen)
-	return f
-}
+func frozenOf(s admission.ComputeSettings) Frozen { return admission.SettingsOf[Frozen](s.Settings) }
