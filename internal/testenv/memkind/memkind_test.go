@@ -2,6 +2,7 @@ package memkind
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"testing"
@@ -9,12 +10,14 @@ import (
 	"github.com/occ-platform/terraform-provider-occ/internal/admission"
 	"github.com/occ-platform/terraform-provider-occ/internal/executor"
 	"github.com/occ-platform/terraform-provider-occ/internal/executor/conformance"
+	"github.com/occ-platform/terraform-provider-occ/internal/provider"
 	"github.com/occ-platform/terraform-provider-occ/internal/runtimerecord"
 )
 
-// The kind's one registration: admission learns its row.
+// The kind's registration: admission learns its row, and the provider its
+// occ_compute block and executor (terraform_test.go).
 func TestMain(m *testing.M) {
-	if err := admission.RegisterKind(Row); err != nil {
+	if err := errors.Join(admission.RegisterKind(Row), provider.RegisterKind(terraformKind())); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
