@@ -672,31 +672,29 @@ func exposureDrifted(m agentModel) bool {
 	return strings.HasPrefix(m.Status.ValueString(), statusExposure)
 }
 
-// networkChanged reports whether the planned compute's network policy or
-// exposure, which no revision freezes, differs from the one state's
-// compute had; c is the planned compute.
+// networkChanged reports whether the planned compute's settings that no
+// revision freezes (its kind's unfrozen settings: a Kubernetes compute's
+// network policy and exposure) differ from the ones state's compute had;
+// c is the planned compute.
 func networkChanged(ctx context.Context, state, plan agentModel, c admission.Compute, diags *diagnostics) bool {
-	old, changed := priorCompute(ctx, state, plan, c, diags)
-	return changed && (old == nil || !reflect.DeepEqual(old.Kubernetes().NetworkPolicy, c.Kubernetes().NetworkPolicy) || !reflect.DeepEqual(old.Kubernetes().Exposure, c.Kubernetes().Exposure))
+	return unfrozenChanged(ctx, state, plan, c, diags, func(r kindRow) func(admission.Compute) any { return r.unfrozen })
 }
 
-// exposureChanged reports whether the planned compute's exposure differs
-// from the one state's compute had.
+// exposureChanged reports whether the planned compute's settings that
+// shape the agent's endpoint (a Kubernetes compute's exposure) differ from
+// the ones state's compute had.
 func exposureChanged(ctx context.Context, state, plan agentModel, c admission.Compute, diags *diagnostics) bool {
-	old, changed := priorCompute(ctx, state, plan, c, diags)
-	return changed && (old == nil || !reflect.DeepEqual(old.Kubernetes().Exposure, c.Kubernetes().Exposure))
+	return unfrozenChanged(ctx, state, plan, c, diags, func(r kindRow) func(admission.Compute) any { return r.endpoint })
 }
 
-// priorCompute is state's compute when the planned Kubernetes compute c
-// differs from it (nil when state's is not known); changed is false when
-// the two are equal or c is not a Kubernetes compute.
-func priorCompute(ctx context.Context, state, plan agentModel, c admission.Compute, diags *diagnostics) (*admission.Compute, bool) {
-	if c.Kind != admission.KindKubernetes || state.Compute.IsNull() || state.Compute.Equal(plan.Compute) {
-		return nil, false
+// unfrozenChanged compares what settingsOf reads of the planned compute c
+// and of state's compute: changed when c differs from state's, state's is
+// not known, or the two read differently; never on a kind without them.
+func unfrozenChanged(ctx context.Context, state, plan agentModel, c admission.Compute, diags *diagnostics, settingsOf func(kindRow) func(admission.Compute) any) bool {
+	read := settingsOf(executors[c.Kind])
+	if read == nil || state.Compute.IsNull() || state.Compute.Equal(plan.Compute) {
+		return false
 	}
 	old, known := computeFromObject(ctx, state.Compute, diags)
-	if !known {
-		return nil, true
-	}
-	return &old, true
+	return !known || old.Kind != c.Kind || !reflect.DeepEqual(read(old), read(c))
 }

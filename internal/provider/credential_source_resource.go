@@ -411,7 +411,11 @@ func (r *credentialSourceResource) materialize(ctx context.Context, config tfsdk
 	// The secret's place is its compute's: the executor prepares it as for
 	// an agent (a namespace created when missing, permissions checked
 	// once), with the compute's target alone.
-	target := admission.Compute{Kind: c.Kind, Name: c.Name, Settings: admission.KubernetesCompute{Namespace: c.Kubernetes().Namespace}}
+	target := c
+	if c.Kind == admission.KindKubernetes {
+		// The namespace alone: no sandbox driver to check for a Secret.
+		target.Settings = admission.KubernetesCompute{Namespace: c.Kubernetes().Namespace}
+	}
 	if _, err := store.Prepare(ctx, executor.Prepare{Compute: target}); err != nil {
 		addFailure(&diags, "", err)
 		return diags

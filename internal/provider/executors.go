@@ -45,6 +45,11 @@ type kindRow struct {
 	// installation live (Inspect) rather than admission deriving it from
 	// the settings; nil: never.
 	readsInstallation func(admission.Compute) bool
+	// unfrozen reads the settings of a compute that no revision freezes but
+	// a ModeSettings deploy applies to the running agents (nil: the kind
+	// has none); endpoint reads those of them that shape an agent's
+	// endpoint, which the plan then recomputes.
+	unfrozen, endpoint func(admission.Compute) any
 	// where names the agent's target in messages ("namespace agents").
 	where        func(admission.Compute) string
 	build        func(context.Context, *Data) (executor.Executor, error)
@@ -89,9 +94,13 @@ var executors = map[string]kindRow{
 		block: "kubernetes", blockSchema: kubernetesBlockSchema, settings: kubernetesSettings, validate: validateKubernetesBlock,
 		hint:              "kubernetes = { namespace = ... } for a Kubernetes tenant namespace",
 		readsInstallation: func(c admission.Compute) bool { return c.Kubernetes().SandboxDriver != nil },
-		where:             func(c admission.Compute) string { return agentWhere(c.Kubernetes().Namespace, "") },
-		build:             func(ctx context.Context, d *Data) (executor.Executor, error) { return d.KubeExecutor(ctx) },
-		agentID:           kube.AgentID,
+		unfrozen: func(c admission.Compute) any {
+			return [2]any{c.Kubernetes().NetworkPolicy, c.Kubernetes().Exposure}
+		},
+		endpoint: func(c admission.Compute) any { return c.Kubernetes().Exposure },
+		where:    func(c admission.Compute) string { return agentWhere(c.Kubernetes().Namespace, "") },
+		build:    func(ctx context.Context, d *Data) (executor.Executor, error) { return d.KubeExecutor(ctx) },
+		agentID:  kube.AgentID,
 		identity: func(c admission.Compute, agent string) agentIdentityModel {
 			return kubeIdentity(c.Kubernetes().Namespace, agent)
 		},

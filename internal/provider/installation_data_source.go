@@ -72,9 +72,10 @@ func (d *installationDataSource) Read(ctx context.Context, req datasource.ReadRe
 		return
 	}
 	live := admission.ComputeInstallation(c)
-	if c.Kubernetes().SandboxDriver != nil {
-		// Only a sandbox driver is read live (its executor's Inspect); the
-		// rest follows from the settings, without a client.
+	if row := executors[c.Kind]; row.readsInstallation != nil && row.readsInstallation(c) {
+		// Only what the kind reads live (a Kubernetes sandbox driver) comes
+		// from its executor's Inspect; the rest follows from the settings,
+		// without a client.
 		pd := d.data
 		if pd == nil {
 			pd = &Data{}
