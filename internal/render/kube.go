@@ -697,6 +697,20 @@ func StartupFailureThreshold(rev *admission.Revision) int32 {
 	return int32((window + period - 1) / period)
 }
 
+// The readiness probe of every runtime container. Becoming ready takes
+// one answer (the default success threshold), so activation is noticed
+// within a period; dropping out of the agent's Service takes
+// ReadinessFailures answers that are late or not 200, so that a gateway
+// busy with a turn on a loaded node (a /readyz answered after the
+// kubelet's default 1 s) keeps serving instead of refusing connections
+// until the next probe. A container that exits is unready at once,
+// whatever the threshold.
+const (
+	ReadinessPeriod   = 2 // seconds
+	ReadinessTimeout  = 2 // seconds
+	ReadinessFailures = 3
+)
+
 // Command is every runtime container's command, before the wrapper's
 // arguments: tini running the wrapper, which later execs the runtime in
 // its own process. The command replaces the image's entrypoint, so render
@@ -722,7 +736,7 @@ func container(rev *admission.Revision, name, image string, args []string, env [
 		WithPorts(corev1ac.ContainerPort().WithName("http").WithContainerPort(port)).
 		WithResources(corev1ac.ResourceRequirements().WithLimits(limits).WithRequests(requests)).
 		WithReadinessProbe(corev1ac.Probe().WithHTTPGet(corev1ac.HTTPGetAction().WithPath("/readyz").WithPort(intstr.FromInt32(port))).
-			WithPeriodSeconds(2).WithFailureThreshold(1)).
+			WithPeriodSeconds(ReadinessPeriod).WithTimeoutSeconds(ReadinessTimeout).WithFailureThreshold(ReadinessFailures)).
 		WithStartupProbe(corev1ac.Probe().WithHTTPGet(corev1ac.HTTPGetAction().WithPath("/healthz").WithPort(intstr.FromInt32(port))).
 			WithPeriodSeconds(StartupProbePeriod).WithFailureThreshold(StartupFailureThreshold(rev))).
 		WithLivenessProbe(corev1ac.Probe().WithHTTPGet(corev1ac.HTTPGetAction().WithPath("/healthz").WithPort(intstr.FromInt32(port))).

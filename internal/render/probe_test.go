@@ -60,3 +60,34 @@ func TestPR5_KubeletProbesNeverRestartAStartingOrHeldContainer(t *testing.T) {
 		}
 	}
 }
+
+// rules PR5, SS2: a ready gateway stays in its Service while it is busy.
+// One late /readyz (a turn on a loaded node answered after the kubelet's
+// default 1 s) used to drop the Pod out of the agent's Service, so clients
+// met "connection refused" until the next probe; it now takes three late
+// or failed answers in a row. Becoming ready still takes one answer, so
+// activation is noticed within a period.
+func TestPR5_ReadinessToleratesABusyGateway(t *testing.T) {
+	for name, in := range map[string]admission.Input{
+		"embedded":        embeddedInput(t, "anthropic/claude-sonnet-4-5"),
+		"dedicated codex": codexInput(t, admission.MethodAPIKey),
+	} {
+		objs, err := Kubernetes(admit(t, in), 1, admission.Compute{})
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		for _, c := range containersOf(objs) {
+			rp := c.ReadinessProbe
+			switch {
+			case rp == nil || rp.HTTPGet == nil || *rp.HTTPGet.Path != "/readyz":
+				t.Errorf("%s/%s: readiness probe %+v, want /readyz", name, *c.Name, rp)
+			case rp.SuccessThreshold != nil && *rp.SuccessThreshold != 1:
+				t.Errorf("%s/%s: ready after %d answers, want 1", name, *c.Name, *rp.SuccessThreshold)
+			case rp.FailureThreshold == nil || *rp.FailureThreshold < 3, rp.TimeoutSeconds == nil || *rp.TimeoutSeconds < 2:
+				t.Errorf("%s/%s: unready after %v answers late by %v s, want at least 3 answers and a 2 s timeout", name, *c.Name, rp.FailureThreshold, rp.TimeoutSeconds)
+			case *rp.PeriodSeconds > 2:
+				t.Errorf("%s/%s: probed every %d s: activation would be noticed late", name, *c.Name, *rp.PeriodSeconds)
+			}
+		}
+	}
+}
