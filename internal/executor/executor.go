@@ -31,19 +31,22 @@
 //     to catalog.go and run `make generate`), and honours the context's
 //     deadline in every call. Its tests run the conformance suite
 //     (internal/executor/conformance) against a real target.
-//  5. for Terraform: its row in the provider's registry (registerKind in
-//     internal/provider/executors.go): occ_compute's block for the kind,
-//     its schema and its conversion into the kind's settings, its static
-//     checks, its executor, agent ids, identity, import ids and list
-//     target (the bundled kinds' blocks are compute_kubernetes.go and
-//     compute_ssh.go).
+//  5. for Terraform: its row in the provider's registry: occ_compute's
+//     block for the kind, its schema and its conversion into the kind's
+//     settings, its static checks, its executor, agent ids, and the
+//     target attributes that locate its agents without their compute,
+//     which join the agent's resource identity, the occ_agent list block
+//     and data.occ_agent (target.go). A kind outside the provider
+//     registers with one provider.RegisterKind call; the bundled kinds
+//     are rows of internal/provider/executors.go, their blocks
+//     compute_kubernetes.go and compute_ssh.go.
 //
-// Steps 1 to 4 need no edit outside the kind's own files:
+// No step needs an edit outside the kind's own files:
 // internal/testenv/memkind is a kind that exists only in tests, with its
-// own settings types, and passes the conformance suite so. Step 5 is one
-// registerKind call (TestKindRegistry_OneRegistrationWiresTheKind); what
-// it cannot add yet is an attribute of the agent's resource identity,
-// which has namespace, host and port for the bundled kinds.
+// own settings types and a target attribute of its own; it passes the
+// conformance suite, and its agents are deployed, listed with `terraform
+// query`, imported by identity and read by data.occ_agent through the real
+// Terraform CLI, from one registration statement in its TestMain.
 package executor
 
 import (

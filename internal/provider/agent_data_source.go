@@ -6,10 +6,13 @@ import (
 	"time"
 
 	"github.com/hashicorp/terraform-plugin-framework-validators/datasourcevalidator"
+	"github.com/hashicorp/terraform-plugin-framework/attr"
 	"github.com/hashicorp/terraform-plugin-framework/datasource"
 	"github.com/hashicorp/terraform-plugin-framework/datasource/schema"
+	"github.com/hashicorp/terraform-plugin-framework/diag"
 	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
+	"github.com/hashicorp/terraform-plugin-framework/tfsdk"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 	"github.com/hashicorp/terraform-plugin-log/tflog"
 
@@ -31,10 +34,12 @@ func NewAgentDataSource() datasource.DataSource { return &agentDataSource{} }
 type agentDataSource struct{ data *Data }
 
 type agentDataModel struct {
-	Name        types.String `tfsdk:"name"`
-	Compute     types.Object `tfsdk:"compute"`
-	Namespace   types.String `tfsdk:"namespace"`
-	Host        types.String `tfsdk:"host"`
+	Name    types.String `tfsdk:"name"`
+	Compute types.Object `tfsdk:"compute"`
+	// Target holds the key attributes of the kinds' targets (namespace,
+	// host): the schema is their union, so the model is read and written
+	// one attribute at a time.
+	Target      agentTarget
 	ID          types.String `tfsdk:"id"`
 	Status      types.String `tfsdk:"status"`
 	Revision    types.Int64  `tfsdk:"revision"`
@@ -69,13 +74,6 @@ func (d *agentDataSource) Schema(_ context.Context, _ datasource.SchemaRequest, 
 				MarkdownDescription: "The Agent's name (`occ_agent.<name>.name`)."},
 			"compute": schema.ObjectAttribute{Optional: true, AttributeTypes: computeRefType(),
 				MarkdownDescription: passWhole("The Agent's compute, in the configuration that manages it.", "compute", "occ_compute")},
-			"namespace": schema.StringAttribute{Optional: true, Validators: []validator.String{dnsLabel()},
-				MarkdownDescription: "The Kubernetes namespace the Agent runs in (its compute's `kubernetes.namespace`), read through the " +
-					"provider's `kubernetes` settings."},
-			"host": schema.StringAttribute{Optional: true,
-				MarkdownDescription: "The SSH host the Agent runs on, `HOST` or `HOST:PORT` (its compute's `ssh.host`), reached as the " +
-					"provider's `ssh.user` and verified against the provider's `ssh.known_hosts_file` (default `~/.ssh/known_hosts`), " +
-					"as an import is."},
 			"id": computed("The Agent's id: `NAMESPACE/NAME` on Kubernetes, `HOST/NAME` on SSH (the `occ_agent` import id)."),
 			"status": computed("`active` when the activated revision runs; `drifted: …` when what runs is not the activated revision " +
 				"(a workload deleted or edited outside Terraform, an apply stopped half-way); `unretired: …` or " +
@@ -89,17 +87,57 @@ func (d *agentDataSource) Schema(_ context.Context, _ datasource.SchemaRequest, 
 				"the cluster); on SSH the gateway's loopback address on the host, `http://127.0.0.1:PORT`. Null when `revision` is."),
 		},
 	}
+	for _, a := range dataKeys() {
+		resp.Schema.Attributes[a.name] = schema.StringAttribute{Optional: true, Validators: a.dataValidators, MarkdownDescription: a.data}
+	}
+}
+
+// dataKeys are the kinds' key target attributes the data source takes,
+// each with its kind's row.
+func dataKeys() []targetAttr {
+	var keys []targetAttr
+	for _, a := range targetAttrs() {
+		if a.key && a.data != "" {
+			keys = append(keys, a)
+		}
+	}
+	return keys
 }
 
 func (d *agentDataSource) ConfigValidators(context.Context) []datasource.ConfigValidator {
-	return []datasource.ConfigValidator{
-		datasourcevalidator.ExactlyOneOf(path.MatchRoot("compute"), path.MatchRoot("namespace"), path.MatchRoot("host")),
+	one := []path.Expression{path.MatchRoot("compute")}
+	for _, a := range dataKeys() {
+		one = append(one, path.MatchRoot(a.name))
 	}
+	return []datasource.ConfigValidator{datasourcevalidator.ExactlyOneOf(one...)}
+}
+
+// get reads the data source's configuration.
+func (m *agentDataModel) get(ctx context.Context, config tfsdk.Config) (diags diag.Diagnostics) {
+	diags.Append(config.GetAttribute(ctx, path.Root("name"), &m.Name)...)
+	diags.Append(config.GetAttribute(ctx, path.Root("compute"), &m.Compute)...)
+	m.Target = agentTarget{}
+	for _, a := range dataKeys() {
+		var v types.String
+		diags.Append(config.GetAttribute(ctx, path.Root(a.name), &v)...)
+		m.Target[a.name] = v
+	}
+	return diags
+}
+
+// set writes what the read found into state (which starts as the
+// configuration).
+func (m *agentDataModel) set(ctx context.Context, state *tfsdk.State) (diags diag.Diagnostics) {
+	for attr, v := range map[string]attr.Value{"id": m.ID, "status": m.Status, "revision": m.Revision, "revision_id": m.RevisionID,
+		"activated_at": m.ActivatedAt, "endpoint": m.Endpoint} {
+		diags.Append(state.SetAttribute(ctx, path.Root(attr), v)...)
+	}
+	return diags
 }
 
 func (d *agentDataSource) Read(ctx context.Context, req datasource.ReadRequest, resp *datasource.ReadResponse) {
 	var m agentDataModel
-	resp.Diagnostics.Append(req.Config.Get(ctx, &m)...)
+	resp.Diagnostics.Append(m.get(ctx, req.Config)...)
 	if resp.Diagnostics.HasError() {
 		return
 	}
@@ -145,25 +183,29 @@ func (d *agentDataSource) Read(ctx context.Context, req datasource.ReadRequest, 
 		}
 	}
 	tflog.Debug(ctx, "agent read", executor.Fields(wf, map[string]any{"work.outcome": status, "compute_kind": ex.Kind()}))
-	resp.Diagnostics.Append(resp.State.Set(ctx, &m)...)
+	resp.Diagnostics.Append(m.set(ctx, &resp.State)...)
 }
 
-// agentLookup is, for a data source that names a namespace or a host,
-// the import id it reads the agent by (executors recognise it as they do
-// an occ_agent import id), the agent's id, and where that is, in words;
-// all empty for one that names a compute.
+// agentLookup is, for a data source that names a target (a namespace, a
+// host), the import id it reads the agent by (executors recognise it as
+// they do an occ_agent import id), the agent's id, and where that is, in
+// words, as the kind's row says; all empty for one that names a compute.
 func agentLookup(m agentDataModel) (lookupID, id, where string) {
-	name := m.Name.ValueString()
-	switch {
-	case !m.Namespace.IsNull():
-		id = m.Namespace.ValueString() + "/" + name
-		return id, id, agentWhere(m.Namespace.ValueString(), "")
-	case !m.Host.IsNull():
-		// ssh:// so that a host that is a single DNS label is not taken
-		// for a namespace.
-		return "ssh://" + m.Host.ValueString() + "/" + name, m.Host.ValueString() + "/" + name, agentWhere("", m.Host.ValueString())
+	if row, ok := lookupRow(m); ok {
+		key := keyOf(row)
+		return row.lookup(m.Target.str(key).ValueString(), m.Name.ValueString())
 	}
 	return "", "", ""
+}
+
+// lookupRow is the row of the kind whose key the data source names.
+func lookupRow(m agentDataModel) (kindRow, bool) {
+	for _, k := range kindOrder {
+		if row := executors[k]; keyOf(row) != "" && row.lookup != nil && m.Target.has(keyOf(row), false) {
+			return row, true
+		}
+	}
+	return kindRow{}, false
 }
 
 func agentWhere(namespace, host string) string {
@@ -176,11 +218,8 @@ func agentWhere(namespace, host string) string {
 // lookupAttribute names the attribute that says where the data source
 // looked.
 func lookupAttribute(m agentDataModel) string {
-	switch {
-	case !m.Namespace.IsNull():
-		return "namespace"
-	case !m.Host.IsNull():
-		return "host"
+	if row, ok := lookupRow(m); ok {
+		return keyOf(row)
 	}
 	return "compute"
 }

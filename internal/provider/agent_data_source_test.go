@@ -117,11 +117,11 @@ func TestAgentDataSource_LookupIDs(t *testing.T) {
 		m                   agentDataModel
 		lookupID, id, where string
 	}{
-		{agentDataModel{Name: types.StringValue("support"), Namespace: types.StringValue("occ-acme"), Host: types.StringNull()},
+		{agentDataModel{Name: types.StringValue("support"), Target: agentTarget{"namespace": types.StringValue("occ-acme"), "host": types.StringNull()}},
 			"occ-acme/support", "occ-acme/support", `in Kubernetes namespace "occ-acme"`},
-		{agentDataModel{Name: types.StringValue("support"), Namespace: types.StringNull(), Host: types.StringValue("edge")},
+		{agentDataModel{Name: types.StringValue("support"), Target: agentTarget{"namespace": types.StringNull(), "host": types.StringValue("edge")}},
 			"ssh://edge/support", "edge/support", `on SSH host "edge"`},
-		{agentDataModel{Name: types.StringValue("support"), Namespace: types.StringNull(), Host: types.StringValue("10.0.0.5:2222")},
+		{agentDataModel{Name: types.StringValue("support"), Target: agentTarget{"namespace": types.StringNull(), "host": types.StringValue("10.0.0.5:2222")}},
 			"ssh://10.0.0.5:2222/support", "10.0.0.5:2222/support", `on SSH host "10.0.0.5:2222"`},
 	} {
 		lookupID, id, where := agentLookup(tc.m)
@@ -129,7 +129,7 @@ func TestAgentDataSource_LookupIDs(t *testing.T) {
 			t.Errorf("got %q %q %q; want %q %q %q", lookupID, id, where, tc.lookupID, tc.id, tc.where)
 		}
 		ex, name, err := (&Data{}).importExecutor(context.Background(), lookupID)
-		if tc.m.Host.IsNull() {
+		if tc.m.Target.str("host").IsNull() {
 			continue // the Kubernetes executor needs a cluster to be built
 		}
 		if err != nil || ex == nil || ex.Kind() != admission.KindSSH || name != "support" {

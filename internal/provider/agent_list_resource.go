@@ -10,6 +10,7 @@ import (
 	listschema "github.com/hashicorp/terraform-plugin-framework/list/schema"
 	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/resource"
+	"github.com/hashicorp/terraform-plugin-framework/tfsdk"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 	"github.com/hashicorp/terraform-plugin-log/tflog"
 
@@ -33,10 +34,22 @@ type agentListResource struct {
 	data *Data
 }
 
-type agentListConfigModel struct {
-	Namespace types.String `tfsdk:"namespace"`
-	Host      types.String `tfsdk:"host"`
-	Port      types.Int64  `tfsdk:"port"`
+// agentListConfigModel is a list block: the target attributes of the
+// kind it lists (target.go).
+type agentListConfigModel = agentTarget
+
+// listTargetAttributes are the list block's attributes: every kind's
+// target attributes.
+func listTargetAttributes() map[string]listschema.Attribute {
+	attrs := map[string]listschema.Attribute{}
+	for _, a := range targetAttrs() {
+		if a.number {
+			attrs[a.name] = listschema.Int64Attribute{Optional: true, MarkdownDescription: a.list}
+		} else {
+			attrs[a.name] = listschema.StringAttribute{Optional: true, MarkdownDescription: a.list}
+		}
+	}
+	return attrs
 }
 
 // listTimeout bounds one listing: a host or cluster that does not answer
@@ -56,14 +69,7 @@ func (r *agentListResource) ListResourceConfigSchema(_ context.Context, _ list.L
 			"With `include_resource = true` a result also holds the references the Agent's last apply recorded on its target (`compute`, `configuration`, `harness_auth`, " +
 			"`harness`, `execution_mode`), so `terraform query -generate-config-out=FILE` writes an `import` block and a resource block per Agent that plan as written, " +
 			"deploying nothing (see the occ_agent resource's Import section).",
-		Attributes: map[string]listschema.Attribute{
-			"namespace": listschema.StringAttribute{Optional: true,
-				MarkdownDescription: "Kubernetes: the tenant namespace to list, on the provider's cluster (its `kubernetes` settings). Set this or `host`."},
-			"host": listschema.StringAttribute{Optional: true,
-				MarkdownDescription: "SSH: the host to list, reached with the provider's `ssh` settings and its known_hosts file, as an import by id is. Set this or `namespace`."},
-			"port": listschema.Int64Attribute{Optional: true,
-				MarkdownDescription: "SSH: the host's SSH port. Default: 22."},
-		},
+		Attributes: listTargetAttributes(),
 	}
 }
 
@@ -81,56 +87,35 @@ func (r *agentListResource) providerData() *Data {
 }
 
 // ValidateListResourceConfig refuses a list block that names no target,
-// both, or a port without a host, at the attribute to fix.
+// two, or an attribute of another kind's target, at the attribute to fix
+// (agentTarget.check).
 func (r *agentListResource) ValidateListResourceConfig(ctx context.Context, req list.ValidateConfigRequest, resp *list.ValidateConfigResponse) {
-	var m agentListConfigModel
-	resp.Diagnostics.Append(req.Config.Get(ctx, &m)...)
-	if resp.Diagnostics.HasError() {
-		return
-	}
-	m.check(&resp.Diagnostics)
-}
-
-// check reports what is wrong with a known list configuration.
-func (m agentListConfigModel) check(diags *diag.Diagnostics) {
-	if m.Namespace.IsUnknown() || m.Host.IsUnknown() || m.Port.IsUnknown() {
-		return // checked again when the query runs
-	}
-	hasNS, hasHost := !m.Namespace.IsNull(), !m.Host.IsNull()
-	switch f := targetFaultOf(hasNS, hasHost, m.Port); {
-	case f == targetBoth:
-		addAttrError(diags, path.Root("host"), "INVALID_REQUEST: namespace and host are both set",
-			"A listing reads one target: set namespace to list a Kubernetes namespace, or host (and port) to list an SSH host.")
-	case f == targetNeither:
-		addAttrError(diags, path.Root("namespace"), "INVALID_REQUEST: nothing to list",
-			"Set namespace to list the Agents of a Kubernetes namespace, or host (and port) to list those of an SSH host.")
-	case f == targetPortWithNamespace:
-		addAttrError(diags, path.Root("port"), "INVALID_REQUEST: port is for an SSH host",
-			"Remove port, or list an SSH host with host instead of namespace.")
-	case hasNS && m.Namespace.ValueString() == "":
-		addAttrError(diags, path.Root("namespace"), "INVALID_REQUEST: namespace is empty", "Write the tenant namespace to list, such as occ-acme.")
-	case hasHost && m.Host.ValueString() == "":
-		addAttrError(diags, path.Root("host"), "INVALID_REQUEST: host is empty", "Write the SSH host to list, such as 10.0.0.5.")
-	case f == targetBadPort:
-		addAttrError(diags, path.Root("port"), "INVALID_REQUEST: port is not a TCP port",
-			fmt.Sprintf("port %d: write 1 to 65535, or leave it out for 22.", m.Port.ValueInt64()))
+	m, diags := listConfigOf(ctx, req.Config)
+	resp.Diagnostics.Append(diags...)
+	if !resp.Diagnostics.HasError() {
+		m.check(&resp.Diagnostics)
 	}
 }
 
-// target is the compute a listing reads, as the executor's List takes it
-// (its kind and the settings that locate it), where it is in words for
+// listConfigOf reads a list block.
+func listConfigOf(ctx context.Context, config tfsdk.Config) (agentListConfigModel, diag.Diagnostics) {
+	var o types.Object
+	diags := config.Get(ctx, &o)
+	return identityFromObject(o).Target, diags
+}
+
+// listTarget is the compute a listing reads, as the executor's List takes
+// it (its kind and the settings that locate it), where it is in words for
 // the log, and the identity of an agent found there: what the row of the
-// kind the block names says (m.check has made it name exactly one).
-func (m agentListConfigModel) target() (on admission.Compute, where string, identity func(agent string) agentIdentityModel) {
-	_, row, _ := claimingKind(agentIdentityModel{Namespace: m.Namespace, Host: m.Host, Port: m.Port})
-	on, where = row.listTarget(agentIdentityModel{Namespace: m.Namespace, Host: m.Host, Port: m.Port})
+// kind the block names says (check has made it name exactly one).
+func listTarget(m agentListConfigModel) (on admission.Compute, where string, identity func(agent string) agentIdentityModel) {
+	row, _ := m.judge(false)
+	on, where = row.listTarget(agentIdentityModel{Target: m})
 	return on, where, func(agent string) agentIdentityModel { return row.identity(on, agent) }
 }
 
 func (r *agentListResource) List(ctx context.Context, req list.ListRequest, stream *list.ListResultsStream) {
-	var m agentListConfigModel
-	var diags diag.Diagnostics
-	diags.Append(req.Config.Get(ctx, &m)...)
+	m, diags := listConfigOf(ctx, req.Config)
 	if !diags.HasError() {
 		m.check(&diags)
 	}
@@ -138,7 +123,7 @@ func (r *agentListResource) List(ctx context.Context, req list.ListRequest, stre
 		stream.Results = list.ListResultsStreamDiagnostics(diags)
 		return
 	}
-	on, where, identityOf := m.target()
+	on, where, identityOf := listTarget(m)
 	kind := on.Kind
 	ctx, cancel := context.WithTimeout(ctx, listTimeout)
 	defer cancel()
@@ -178,7 +163,7 @@ func (r *agentListResource) List(ctx context.Context, req list.ListRequest, stre
 // recorded (references.go).
 func listResult(ctx context.Context, req list.ListRequest, id agentIdentityModel, l executor.Listed) list.ListResult {
 	res := req.NewListResult(ctx)
-	res.Diagnostics.Append(res.Identity.Set(ctx, id)...)
+	res.Diagnostics.Append(res.Identity.Set(ctx, id.object())...)
 	status, drifted := observedStatus(l.Observed) // as a refresh says it
 	res.DisplayName = fmt.Sprintf("%s (revision %d, %s)", l.Name, l.Revision, status)
 	if !req.IncludeResource {

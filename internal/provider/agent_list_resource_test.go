@@ -18,16 +18,16 @@ func TestAgentList_ConfigChecks(t *testing.T) {
 		in   agentListConfigModel
 		want string // "" for accepted
 	}{
-		{"namespace", agentListConfigModel{Namespace: s("occ-acme"), Host: n, Port: types.Int64Null()}, ""},
-		{"host", agentListConfigModel{Namespace: n, Host: s("10.0.0.5"), Port: types.Int64Null()}, ""},
-		{"host and port", agentListConfigModel{Namespace: n, Host: s("10.0.0.5"), Port: types.Int64Value(2222)}, ""},
-		{"unknown waits", agentListConfigModel{Namespace: types.StringUnknown(), Host: s("10.0.0.5"), Port: types.Int64Null()}, ""},
-		{"both", agentListConfigModel{Namespace: s("occ-acme"), Host: s("10.0.0.5"), Port: types.Int64Null()}, "namespace and host are both set"},
-		{"neither", agentListConfigModel{Namespace: n, Host: n, Port: types.Int64Null()}, "nothing to list"},
-		{"port with namespace", agentListConfigModel{Namespace: s("occ-acme"), Host: n, Port: types.Int64Value(22)}, "port is for an SSH host"},
-		{"empty namespace", agentListConfigModel{Namespace: s(""), Host: n, Port: types.Int64Null()}, "namespace is empty"},
-		{"empty host", agentListConfigModel{Namespace: n, Host: s(""), Port: types.Int64Null()}, "host is empty"},
-		{"port out of range", agentListConfigModel{Namespace: n, Host: s("10.0.0.5"), Port: types.Int64Value(0)}, "port is not a TCP port"},
+		{"namespace", agentListConfigModel{"namespace": s("occ-acme"), "host": n, "port": types.Int64Null()}, ""},
+		{"host", agentListConfigModel{"namespace": n, "host": s("10.0.0.5"), "port": types.Int64Null()}, ""},
+		{"host and port", agentListConfigModel{"namespace": n, "host": s("10.0.0.5"), "port": types.Int64Value(2222)}, ""},
+		{"unknown waits", agentListConfigModel{"namespace": types.StringUnknown(), "host": s("10.0.0.5"), "port": types.Int64Null()}, ""},
+		{"both", agentListConfigModel{"namespace": s("occ-acme"), "host": s("10.0.0.5"), "port": types.Int64Null()}, "namespace and host are both set"},
+		{"neither", agentListConfigModel{"namespace": n, "host": n, "port": types.Int64Null()}, "nothing to list"},
+		{"port with namespace", agentListConfigModel{"namespace": s("occ-acme"), "host": n, "port": types.Int64Value(22)}, "port is for an SSH host"},
+		{"empty namespace", agentListConfigModel{"namespace": s(""), "host": n, "port": types.Int64Null()}, "namespace is empty"},
+		{"empty host", agentListConfigModel{"namespace": n, "host": s(""), "port": types.Int64Null()}, "host is empty"},
+		{"port out of range", agentListConfigModel{"namespace": n, "host": s("10.0.0.5"), "port": types.Int64Value(0)}, "port is not a TCP port"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -64,18 +64,18 @@ func TestAgentList_Target(t *testing.T) {
 		where    string
 		identity agentIdentityModel
 	}{
-		{"namespace", agentListConfigModel{Namespace: s("occ-acme"), Host: n, Port: types.Int64Null()}, admission.KindKubernetes, "occ-acme", kubeIdentity("occ-acme", "support")},
-		{"host", agentListConfigModel{Namespace: n, Host: s("10.0.0.5"), Port: types.Int64Null()}, admission.KindSSH, "10.0.0.5", sshIdentity("10.0.0.5", 22, "support")},
-		{"host port 22", agentListConfigModel{Namespace: n, Host: s("edge"), Port: types.Int64Value(22)}, admission.KindSSH, "edge", sshIdentity("edge", 22, "support")},
-		{"host port", agentListConfigModel{Namespace: n, Host: s("127.0.0.1"), Port: types.Int64Value(2222)}, admission.KindSSH, "127.0.0.1:2222", sshIdentity("127.0.0.1", 2222, "support")},
-		{"ipv6", agentListConfigModel{Namespace: n, Host: s("fd00::5"), Port: types.Int64Null()}, admission.KindSSH, "[fd00::5]", sshIdentity("fd00::5", 22, "support")},
-		{"ipv6 port", agentListConfigModel{Namespace: n, Host: s("fd00::5"), Port: types.Int64Value(2200)}, admission.KindSSH, "[fd00::5]:2200", sshIdentity("fd00::5", 2200, "support")},
+		{"namespace", agentListConfigModel{"namespace": s("occ-acme"), "host": n, "port": types.Int64Null()}, admission.KindKubernetes, "occ-acme", kubeIdentity("occ-acme", "support")},
+		{"host", agentListConfigModel{"namespace": n, "host": s("10.0.0.5"), "port": types.Int64Null()}, admission.KindSSH, "10.0.0.5", sshIdentity("10.0.0.5", 22, "support")},
+		{"host port 22", agentListConfigModel{"namespace": n, "host": s("edge"), "port": types.Int64Value(22)}, admission.KindSSH, "edge", sshIdentity("edge", 22, "support")},
+		{"host port", agentListConfigModel{"namespace": n, "host": s("127.0.0.1"), "port": types.Int64Value(2222)}, admission.KindSSH, "127.0.0.1:2222", sshIdentity("127.0.0.1", 2222, "support")},
+		{"ipv6", agentListConfigModel{"namespace": n, "host": s("fd00::5"), "port": types.Int64Null()}, admission.KindSSH, "[fd00::5]", sshIdentity("fd00::5", 22, "support")},
+		{"ipv6 port", agentListConfigModel{"namespace": n, "host": s("fd00::5"), "port": types.Int64Value(2200)}, admission.KindSSH, "[fd00::5]:2200", sshIdentity("fd00::5", 2200, "support")},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			on, where, identity := c.in.target()
+			on, where, identity := listTarget(c.in)
 			kind := on.Kind
-			if kind != c.kind || where != c.where || identity("support") != c.identity {
+			if kind != c.kind || where != c.where || !identity("support").equal(c.identity) {
 				t.Fatalf("target() = %s %q %+v, want %s %q %+v", kind, where, identity("support"), c.kind, c.where, c.identity)
 			}
 		})

@@ -89,7 +89,7 @@ func (r *agentResource) IdentitySchema(_ context.Context, _ resource.IdentitySch
 func saveAgent(ctx context.Context, st *tfsdk.State, identity *tfsdk.ResourceIdentity, m agentModel, diags *diag.Diagnostics) {
 	diags.Append(st.Set(ctx, &m)...)
 	if id, ok := agentIdentityOf(ctx, m.Compute, m.ID.ValueString(), m.Name.ValueString()); ok {
-		setIdentity(ctx, identity, id, diags)
+		setIdentity(ctx, identity, id.object(), diags)
 	}
 }
 
@@ -496,7 +496,7 @@ func (r *agentResource) Read(ctx context.Context, req resource.ReadRequest, resp
 	// The identity is written first: every return below keeps it, also one
 	// that removes an imported agent that does not exist.
 	if id, ok := agentIdentityOf(ctx, state.Compute, state.ID.ValueString(), state.Name.ValueString()); ok {
-		setIdentity(ctx, resp.Identity, id, &resp.Diagnostics)
+		setIdentity(ctx, resp.Identity, id.object(), &resp.Diagnostics)
 	}
 	wf := work("agent "+state.Name.ValueString(), "read")
 	ex, a, ok := r.locate(ctx, state, wf, &resp.Diagnostics)
@@ -590,12 +590,12 @@ func (r *agentResource) ImportState(ctx context.Context, req resource.ImportStat
 	importID := req.ID
 	if importID == "" && req.Identity != nil {
 		// An import block's identity (Terraform 1.12+): the id it names.
-		var m agentIdentityModel
-		resp.Diagnostics.Append(req.Identity.Get(ctx, &m)...)
+		var o types.Object
+		resp.Diagnostics.Append(req.Identity.Get(ctx, &o)...)
 		if resp.Diagnostics.HasError() {
 			return
 		}
-		id, err := m.importID()
+		id, err := identityFromObject(o).importID()
 		if err != nil {
 			resp.Diagnostics.AddError("INVALID_REQUEST: unexpected import identity", err.Error())
 			return
@@ -616,7 +616,7 @@ func (r *agentResource) ImportState(ctx context.Context, req resource.ImportStat
 		resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("id"), importID)...)
 		resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("name"), name)...)
 		if id, ok := agentIdentityOf(ctx, types.ObjectNull(computeRefType()), importID, name); ok {
-			setIdentity(ctx, resp.Identity, id, &resp.Diagnostics)
+			setIdentity(ctx, resp.Identity, id.object(), &resp.Diagnostics)
 		}
 	}
 }

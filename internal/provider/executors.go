@@ -13,6 +13,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/diag"
 	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema"
+	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 	"github.com/hashicorp/terraform-plugin-log/tflog"
 
@@ -56,11 +57,24 @@ type kindRow struct {
 	agentID      func(admission.Compute, string) string
 	identity     func(admission.Compute, string) agentIdentityModel
 	identityOfID func(id string) (agentIdentityModel, bool)
-	// claims reports whether an identity (or list block) names this
-	// kind's target; importID and listTarget read one that does.
-	claims     func(agentIdentityModel) bool
+	// target holds the attributes that locate an agent on the kind's
+	// target (one of them its key), in its resource identity, the
+	// occ_agent list block and data.occ_agent (target.go); noun names
+	// such a target ("an SSH host") and claim how to name one ("host (and
+	// port)"), in refusals. checkTarget refuses a value the kind does not
+	// take (nil: any).
+	target      []targetAttr
+	noun, claim string
+	checkTarget func(agentTarget) *targetProblem
+	// importID and listTarget read an identity (or list block) that names
+	// the kind's target: the import id it names, and the compute a
+	// listing reads with that target in words.
 	importID   func(m agentIdentityModel) string
 	listTarget func(m agentIdentityModel) (on admission.Compute, where string)
+	// lookup reads data.occ_agent's key attribute (value) for agent: the
+	// import id the executor recognises, the agent's id and where it is,
+	// in words.
+	lookup func(value, agent string) (lookupID, id, where string)
 }
 
 // executors registers one row per compute kind. importOrder is the order
@@ -81,13 +95,35 @@ var executors = map[string]kindRow{
 			host, port, agent, ok := sshexec.SplitAgentID(id)
 			return sshIdentity(host, int64(port), agent), ok
 		},
-		claims: func(m agentIdentityModel) bool { return !m.Host.IsNull() },
+		target: []targetAttr{
+			{name: "host", key: true, what: "the SSH host", example: "10.0.0.5",
+				identity: "SSH: the host the Agent runs on, as the compute's `ssh.host` writes it. Set this or `namespace`, not both.",
+				list:     "SSH: the host to list, reached with the provider's `ssh` settings and its known_hosts file, as an import by id is. Set this or `namespace`.",
+				data: "The SSH host the Agent runs on, `HOST` or `HOST:PORT` (its compute's `ssh.host`), reached as the " +
+					"provider's `ssh.user` and verified against the provider's `ssh.known_hosts_file` (default `~/.ssh/known_hosts`), " +
+					"as an import is."},
+			{name: "port", number: true,
+				identity: "SSH: the host's SSH port. Default: 22.",
+				list:     "SSH: the host's SSH port. Default: 22."},
+		},
+		noun: "an SSH host", claim: "host (and port)",
+		checkTarget: func(t agentTarget) *targetProblem {
+			if p := t.num("port"); !p.IsNull() && (p.ValueInt64() < 1 || p.ValueInt64() > 65535) {
+				return &targetProblem{attr: "port", value: fmt.Sprint(p.ValueInt64()), is: "not a TCP port", fix: "write 1 to 65535, or leave it out for 22"}
+			}
+			return nil
+		},
 		importID: func(m agentIdentityModel) string {
-			return sshexec.ImportIDOf(m.Host.ValueString(), int(m.Port.ValueInt64()), m.Name.ValueString())
+			return sshexec.ImportIDOf(m.Target.str("host").ValueString(), int(m.Target.num("port").ValueInt64()), m.Name.ValueString())
 		},
 		listTarget: func(m agentIdentityModel) (admission.Compute, string) {
-			host, port := m.Host.ValueString(), m.Port.ValueInt64()
+			host, port := m.Target.str("host").ValueString(), m.Target.num("port").ValueInt64()
 			return admission.Compute{Kind: admission.KindSSH, Settings: admission.SSHCompute{Host: host, Port: port}}, sshexec.HostPort(host, int(port))
+		},
+		// ssh:// so that a host that is a single DNS label is not taken
+		// for a namespace.
+		lookup: func(host, agent string) (string, string, string) {
+			return "ssh://" + host + "/" + agent, host + "/" + agent, agentWhere("", host)
 		},
 	},
 	admission.KindKubernetes: {
@@ -108,26 +144,40 @@ var executors = map[string]kindRow{
 			ns, agent, ok := kube.SplitAgentID(id)
 			return kubeIdentity(ns, agent), ok
 		},
-		claims: func(m agentIdentityModel) bool { return !m.Namespace.IsNull() },
+		target: []targetAttr{
+			{name: "namespace", key: true, what: "the tenant namespace", example: "occ-acme",
+				identity: "Kubernetes: the tenant namespace the Agent runs in, on the provider's cluster. Set this or `host`, not both.",
+				list:     "Kubernetes: the tenant namespace to list, on the provider's cluster (its `kubernetes` settings). Set this or `host`.",
+				data: "The Kubernetes namespace the Agent runs in (its compute's `kubernetes.namespace`), read through the " +
+					"provider's `kubernetes` settings.",
+				dataValidators: []validator.String{dnsLabel()}},
+		},
+		noun: "a Kubernetes namespace", claim: "namespace",
 		importID: func(m agentIdentityModel) string {
-			return kube.AgentID(admission.Compute{Settings: admission.KubernetesCompute{Namespace: m.Namespace.ValueString()}}, m.Name.ValueString())
+			return kube.AgentID(admission.Compute{Settings: admission.KubernetesCompute{Namespace: m.Target.str("namespace").ValueString()}}, m.Name.ValueString())
 		},
 		listTarget: func(m agentIdentityModel) (admission.Compute, string) {
-			ns := m.Namespace.ValueString()
+			ns := m.Target.str("namespace").ValueString()
 			return admission.Compute{Kind: admission.KindKubernetes, Settings: admission.KubernetesCompute{Namespace: ns}}, ns
+		},
+		lookup: func(ns, agent string) (string, string, string) {
+			id := ns + "/" + agent
+			return id, id, agentWhere(ns, "")
 		},
 	},
 }
 
-// claimingKind is the kind whose target an identity or list block names
-// (checked to name exactly one before), in importOrder.
-func claimingKind(m agentIdentityModel) (string, kindRow, bool) {
-	for _, kind := range importOrder {
-		if row := executors[kind]; row.claims(m) {
-			return kind, row, true
-		}
+// sshIdentity is the identity of agent on an SSH host.
+func sshIdentity(host string, port int64, agent string) agentIdentityModel {
+	if port == 0 {
+		port = 22
 	}
-	return "", kindRow{}, false
+	return agentIdentityModel{Name: types.StringValue(agent), Target: agentTarget{"host": types.StringValue(host), "port": types.Int64Value(port)}}
+}
+
+// kubeIdentity is the identity of agent in a Kubernetes namespace.
+func kubeIdentity(namespace, agent string) agentIdentityModel {
+	return agentIdentityModel{Name: types.StringValue(agent), Target: agentTarget{"namespace": types.StringValue(namespace)}}
 }
 
 var importOrder = []string{admission.KindSSH, admission.KindKubernetes}
@@ -146,15 +196,27 @@ var kindOrder = []string{admission.KindKubernetes, admission.KindSSH}
 func registerKind(kind string, row kindRow) error {
 	switch {
 	case kind == "" || row.block == "" || row.blockSchema == nil || row.settings == nil || row.build == nil || row.agentID == nil ||
-		row.identity == nil || row.identityOfID == nil || row.claims == nil || row.importID == nil || row.listTarget == nil:
+		row.identity == nil || row.identityOfID == nil || row.importID == nil || row.listTarget == nil:
 		return fmt.Errorf("provider: compute kind %q: a row needs its block, schema, settings, executor, agent id, identity, import id and list target", kind)
+	case row.target != nil && (keyOf(row) == "" || row.noun == "" || row.claim == "" || row.lookup == nil):
+		return fmt.Errorf("provider: compute kind %q: a target needs a key attribute, a noun, a claim and a lookup", kind)
 	case slices.Contains(kindOrder, kind):
 		return fmt.Errorf("provider: compute kind %q is registered already", kind)
+	}
+	taken := map[string]bool{"name": true}
+	for _, a := range targetAttrs() {
+		taken[a.name] = true
 	}
 	for _, k := range kindOrder {
 		if executors[k].block == row.block {
 			return fmt.Errorf("provider: compute kind %q: block %q is kind %q's", kind, row.block, k)
 		}
+	}
+	for _, a := range row.target {
+		if taken[a.name] {
+			return fmt.Errorf("provider: compute kind %q: target attribute %q is taken", kind, a.name)
+		}
+		taken[a.name] = true
 	}
 	executors[kind] = row
 	kindOrder = append(kindOrder, kind)

@@ -20,7 +20,7 @@ func TestAgentIdentity_ImportIDRoundTrip(t *testing.T) {
 		want agentIdentityModel
 	}{
 		{"kubernetes", kubeIdentity("occ-acme", "support"), "occ-acme/support", kubeIdentity("occ-acme", "support")},
-		{"ssh default port", agentIdentityModel{Name: types.StringValue("support"), Host: types.StringValue("10.0.0.5"), Port: types.Int64Null()},
+		{"ssh default port", agentIdentityModel{Name: types.StringValue("support"), Target: agentTarget{"host": types.StringValue("10.0.0.5"), "port": types.Int64Null()}},
 			"ssh://10.0.0.5/support", sshIdentity("10.0.0.5", 22, "support")},
 		{"ssh other port", sshIdentity("127.0.0.1", 2222, "support"), "ssh://127.0.0.1:2222/support", sshIdentity("127.0.0.1", 2222, "support")},
 		{"ssh dotless host", sshIdentity("edge", 22, "support"), "ssh://edge/support", sshIdentity("edge", 22, "support")},
@@ -34,7 +34,7 @@ func TestAgentIdentity_ImportIDRoundTrip(t *testing.T) {
 				t.Fatalf("importID() = %q, %v; want %q", id, err, c.id)
 			}
 			got, ok := agentIdentityOf(context.Background(), types.ObjectNull(computeRefType()), id, "")
-			if !ok || got != c.want {
+			if !ok || !got.equal(c.want) {
 				t.Fatalf("identity of %q = %+v (%v), want %+v", id, got, ok, c.want)
 			}
 		})
@@ -51,12 +51,12 @@ func TestAgentIdentity_Refusals(t *testing.T) {
 		in   agentIdentityModel
 		want string
 	}{
-		{"no name", agentIdentityModel{Name: types.StringNull(), Namespace: types.StringValue("occ-acme"), Host: types.StringNull(), Port: types.Int64Null()}, "identity.name must be set"},
-		{"neither", agentIdentityModel{Name: name, Namespace: types.StringNull(), Host: types.StringNull(), Port: types.Int64Null()}, "must set namespace"},
-		{"both", agentIdentityModel{Name: name, Namespace: types.StringValue("occ-acme"), Host: types.StringValue("10.0.0.5"), Port: types.Int64Null()}, "both namespace and host"},
-		{"port with namespace", agentIdentityModel{Name: name, Namespace: types.StringValue("occ-acme"), Host: types.StringNull(), Port: types.Int64Value(22)}, "identity.port is for an SSH host"},
-		{"port zero", agentIdentityModel{Name: name, Namespace: types.StringNull(), Host: types.StringValue("10.0.0.5"), Port: types.Int64Value(0)}, "identity.port 0 is not a TCP port"},
-		{"port too big", agentIdentityModel{Name: name, Namespace: types.StringNull(), Host: types.StringValue("10.0.0.5"), Port: types.Int64Value(70000)}, "identity.port 70000"},
+		{"no name", agentIdentityModel{Name: types.StringNull(), Target: agentTarget{"namespace": types.StringValue("occ-acme"), "host": types.StringNull(), "port": types.Int64Null()}}, "identity.name must be set"},
+		{"neither", agentIdentityModel{Name: name, Target: agentTarget{"namespace": types.StringNull(), "host": types.StringNull(), "port": types.Int64Null()}}, "must set namespace"},
+		{"both", agentIdentityModel{Name: name, Target: agentTarget{"namespace": types.StringValue("occ-acme"), "host": types.StringValue("10.0.0.5"), "port": types.Int64Null()}}, "both namespace and host"},
+		{"port with namespace", agentIdentityModel{Name: name, Target: agentTarget{"namespace": types.StringValue("occ-acme"), "host": types.StringNull(), "port": types.Int64Value(22)}}, "identity.port is for an SSH host"},
+		{"port zero", agentIdentityModel{Name: name, Target: agentTarget{"namespace": types.StringNull(), "host": types.StringValue("10.0.0.5"), "port": types.Int64Value(0)}}, "identity.port 0 is not a TCP port"},
+		{"port too big", agentIdentityModel{Name: name, Target: agentTarget{"namespace": types.StringNull(), "host": types.StringValue("10.0.0.5"), "port": types.Int64Value(70000)}}, "identity.port 70000"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -8,7 +8,9 @@ import (
 	"testing"
 
 	"github.com/hashicorp/terraform-plugin-framework/attr"
+	"github.com/hashicorp/terraform-plugin-framework/datasource"
 	"github.com/hashicorp/terraform-plugin-framework/diag"
+	"github.com/hashicorp/terraform-plugin-framework/list"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 	"github.com/hashicorp/terraform-plugin-framework/types/basetypes"
@@ -39,11 +41,22 @@ func vmRow() kindRow {
 		agentID: func(c admission.Compute, name string) string {
 			return "vm://" + c.Settings.(vmSettings).Address + "/" + name
 		},
-		identity:     func(admission.Compute, string) agentIdentityModel { return agentIdentityModel{} },
+		identity: func(c admission.Compute, agent string) agentIdentityModel {
+			return agentIdentityModel{Name: types.StringValue(agent), Target: agentTarget{"address": types.StringValue(c.Settings.(vmSettings).Address)}}
+		},
 		identityOfID: func(string) (agentIdentityModel, bool) { return agentIdentityModel{}, false },
-		claims:       func(agentIdentityModel) bool { return false },
-		importID:     func(agentIdentityModel) string { return "" },
-		listTarget:   func(agentIdentityModel) (admission.Compute, string) { return admission.Compute{}, "" },
+		target: []targetAttr{{name: "address", key: true, what: "the VM's address", example: "10.1.1.1",
+			identity: "VM: its address.", list: "VM: the address to list.", data: "The VM's address."}},
+		noun: "a VM", claim: "address",
+		importID: func(m agentIdentityModel) string {
+			return "vm://" + m.Target.str("address").ValueString() + "/" + m.Name.ValueString()
+		},
+		listTarget: func(m agentIdentityModel) (admission.Compute, string) {
+			return admission.Compute{Kind: "vm", Settings: vmSettings{Address: m.Target.str("address").ValueString()}}, m.Target.str("address").ValueString()
+		},
+		lookup: func(address, agent string) (string, string, string) {
+			return "vm://" + address + "/" + agent, "vm://" + address + "/" + agent, "on VM " + address
+		},
 	}
 }
 
@@ -157,5 +170,81 @@ func TestKindRegistry_BuiltInRowsAreComplete(t *testing.T) {
 		if _, ok := computeSchema().Attributes[row.block]; !ok {
 			t.Errorf("%s: occ_compute has no %s block", kind, row.block)
 		}
+	}
+}
+
+// A kind's target attributes join the agent identity, the occ_agent list
+// block and data.occ_agent, and one set of checks judges them beside the
+// bundled kinds': an identity or a list block that names two kinds'
+// targets, another kind's attribute, or an empty key is refused in the
+// kinds' own words, and one that names the VM reads the VM's import id,
+// list target and lookup.
+func TestKindRegistry_TargetJoinsIdentityListAndData(t *testing.T) {
+	withKind(t, "vm", vmRow())
+	ctx := context.Background()
+	if _, ok := agentIdentitySchema().Attributes["address"]; !ok {
+		t.Error("the agent identity has no address")
+	}
+	var ls list.ListResourceSchemaResponse
+	(&agentListResource{}).ListResourceConfigSchema(ctx, list.ListResourceSchemaRequest{}, &ls)
+	if _, ok := ls.Schema.Attributes["address"]; !ok {
+		t.Error("the list block has no address")
+	}
+	var ds datasource.SchemaResponse
+	(&agentDataSource{}).Schema(ctx, datasource.SchemaRequest{}, &ds)
+	if _, ok := ds.Schema.Attributes["address"]; !ok {
+		t.Error("data.occ_agent has no address")
+	}
+
+	s, n := types.StringValue, types.StringNull()
+	vm := agentIdentityModel{Name: s("a"), Target: agentTarget{"address": s("10.1.1.1")}}
+	if id, err := vm.importID(); err != nil || id != "vm://10.1.1.1/a" {
+		t.Errorf("importID() = %q, %v", id, err)
+	}
+	// The identity Terraform holds names every kind's attributes, null
+	// but the VM's, and reads back as it was.
+	if o := vm.object(); !o.Attributes()["namespace"].IsNull() || !identityFromObject(o).equal(vm) {
+		t.Errorf("object = %v", o)
+	}
+	for _, c := range []struct {
+		in   agentTarget
+		want string
+	}{
+		{agentTarget{"namespace": s("occ-acme"), "address": s("10.1.1.1")}, "identity sets both namespace and address"},
+		{agentTarget{"address": s("10.1.1.1"), "port": types.Int64Value(22)}, "identity.port is for an SSH host: remove it, or set host instead of address"},
+		{agentTarget{"address": n}, "identity must set namespace for a Kubernetes namespace, or host (and port) for an SSH host, or address for a VM"},
+	} {
+		if _, err := (agentIdentityModel{Name: s("a"), Target: c.in}).importID(); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%v: error %v, want it to say %q", c.in, err, c.want)
+		}
+	}
+	for _, c := range []struct {
+		in   agentTarget
+		want string
+	}{
+		{agentTarget{"host": s("10.0.0.5"), "address": s("10.1.1.1")}, "host and address are both set"},
+		{agentTarget{"address": s("")}, "address is empty"},
+		{agentTarget{"address": s("10.1.1.1"), "port": types.Int64Value(22)}, "port is for an SSH host"},
+	} {
+		var diags diag.Diagnostics
+		c.in.check(&diags)
+		if !containsSummary(diags, c.want) {
+			t.Errorf("%v: %v, want %q", c.in, diags, c.want)
+		}
+	}
+	on, where, identity := listTarget(agentTarget{"address": s("10.1.1.1")})
+	if on.Kind != "vm" || where != "10.1.1.1" || !identity("a").equal(vm) {
+		t.Errorf("listTarget = %+v %q %v", on, where, identity("a"))
+	}
+	lookupID, id, at := agentLookup(agentDataModel{Name: s("a"), Target: agentTarget{"namespace": n, "host": n, "address": s("10.1.1.1")}})
+	if lookupID != "vm://10.1.1.1/a" || id != lookupID || at != "on VM 10.1.1.1" {
+		t.Errorf("lookup = %q %q %q", lookupID, id, at)
+	}
+
+	// A target attribute is one kind's.
+	taken := vmRow()
+	taken.block, taken.target[0].name = "vm2", "host"
+	if err := registerKind("vm2", taken); err == nil || !strings.Contains(err.Error(), `target attribute "host" is taken`) {
+		t.Errorf("a second host: %v", err)
 	}
 }

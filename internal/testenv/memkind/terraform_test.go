@@ -44,6 +44,18 @@ func terraformKind() provider.Kind {
 		Where:    func(c admission.Compute) string { return "in memory target " + settingsOf(c).Target },
 		Executor: &Executor{Targets: map[string]*Target{"t1": tfTarget}},
 		AgentID:  AgentID,
+		// The target attribute joins the agent identity, the occ_agent
+		// list block and data.occ_agent.
+		Target: &provider.Target{
+			Attribute: "target", Description: "Memory (tests only): the memory target the Agent runs in.", Noun: "a memory target", Example: "t1",
+			Of:      func(c admission.Compute) string { return settingsOf(c).Target },
+			Compute: func(target string) admission.Compute { return Compute("", target, "") },
+			FromID: func(id string) (string, bool) {
+				rest, ok := strings.CutPrefix(id, "memory://")
+				target, _, cut := strings.Cut(rest, "/")
+				return target, ok && cut && target != ""
+			},
+		},
 	}
 }
 
@@ -132,6 +144,32 @@ func TestAccMemoryKind_ThroughTerraform(t *testing.T) {
 				),
 			},
 			{
+				// data.occ_agent reads the agent by the kind's target
+				// attribute, as another workspace would; a name that is not
+				// there is NOT_FOUND, in the kind's words.
+				Config: memoryConfig("/memkind/ready/v3", "api_key") + `
+data "occ_agent" "by_target" {
+  name   = occ_agent.a.name
+  target = "t1"
+}
+`,
+				Check: resource.ComposeAggregateTestCheckFunc(
+					resource.TestCheckResourceAttr("data.occ_agent.by_target", "id", "memory://t1/support"),
+					resource.TestCheckResourceAttr("data.occ_agent.by_target", "revision", "2"),
+					resource.TestCheckResourceAttr("data.occ_agent.by_target", "status", "active"),
+				),
+			},
+			{
+				Config: memoryConfig("/memkind/ready/v3", "api_key") + `
+data "occ_agent" "ghost" {
+  name   = "ghost"
+  target = "t1"
+}
+`,
+				ExpectError: regexp.MustCompile(`NOT_FOUND: agent "ghost" not found in memory target t1`),
+			},
+			{
+				Config:        memoryConfig("/memkind/ready/v3", "api_key"),
 				ResourceName:  "occ_agent.a",
 				ImportState:   true,
 				ImportStateId: "memory://t1/support",
