@@ -15,7 +15,6 @@ import (
 	"github.com/hashicorp/terraform-plugin-testing/plancheck"
 	"github.com/hashicorp/terraform-plugin-testing/querycheck"
 	"github.com/hashicorp/terraform-plugin-testing/querycheck/queryfilter"
-	"github.com/hashicorp/terraform-plugin-testing/terraform"
 	"github.com/hashicorp/terraform-plugin-testing/tfjsonpath"
 )
 
@@ -66,12 +65,7 @@ func TestAccQuery_MemoryKind(t *testing.T) {
 	config := memoryConfig("/memkind/ready/v1", "api_key")
 	resource.Test(t, resource.TestCase{
 		ProtoV6ProviderFactories: factories,
-		CheckDestroy: func(*terraform.State) error {
-			if left := tfTarget.Leftovers("support"); len(left) > 0 {
-				return fmt.Errorf("destroy left %v", left)
-			}
-			return nil
-		},
+		CheckDestroy:             destroyedAll,
 		Steps: []resource.TestStep{
 			{
 				Config: config,

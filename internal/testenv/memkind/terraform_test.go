@@ -59,6 +59,15 @@ func terraformKind() provider.Kind {
 	}
 }
 
+// destroyedAll fails a test whose destroy left anything of the agent in
+// the target.
+func destroyedAll(*terraform.State) error {
+	if left := tfTarget.Leftovers("support"); len(left) > 0 {
+		return fmt.Errorf("destroy left %v", left)
+	}
+	return nil
+}
+
 var factories = map[string]func() (tfprotov6.ProviderServer, error){
 	"occ": providerserver.NewProtocol6WithError(provider.New("test", "test")()),
 }
@@ -102,12 +111,7 @@ func TestAccMemoryKind_ThroughTerraform(t *testing.T) {
 	}
 	resource.Test(t, resource.TestCase{
 		ProtoV6ProviderFactories: factories,
-		CheckDestroy: func(*terraform.State) error {
-			if left := tfTarget.Leftovers("support"); len(left) > 0 {
-				return fmt.Errorf("destroy left %v", left)
-			}
-			return nil
-		},
+		CheckDestroy:             destroyedAll,
 		Steps: []resource.TestStep{
 			{
 				// rule AU5: the kind's row takes api_key only.
