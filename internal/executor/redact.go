@@ -3,6 +3,7 @@ package executor
 import (
 	"encoding/base64"
 	"fmt"
+	"net/url"
 	"regexp"
 	"strings"
 	"unicode"
@@ -42,6 +43,22 @@ var assignment = []*regexp.Regexp{
 	regexp.MustCompile(`(?i)\b([A-Za-z0-9_.-]+(?:key|auth)"?\s*[=:]\s*"?)([^\s"',;}]+)`),
 }
 
+// spaced matches a credential named in words, as a person or a log line
+// writes it: "API key: X", "access token = X", "secret key X=".
+var spaced = regexp.MustCompile(`(?i)\b((?:api|access|secret|private|auth|bearer|session|refresh)[ _-](?:key|token)s?"?\s*[=:]\s*"?)([^\s"',;}]+)`)
+
+// userinfo matches the password of a URL's userinfo
+// (https://user:PASSWORD@host); userToken a user part that is itself a
+// token (https://TOKEN@host), replaced when it looks opaque.
+var (
+	userinfo  = regexp.MustCompile(`([A-Za-z][A-Za-z0-9+.-]*://[^/\s:@]*:)([^/\s@]+)@`)
+	userToken = regexp.MustCompile(`([A-Za-z][A-Za-z0-9+.-]*://)([^/\s:@]{16,})@`)
+)
+
+// query matches a credential in a URL's query string, under a name too
+// bare for assignment (?key=, &sig=, &code=).
+var query = regexp.MustCompile(`(?i)([?&](?:key|sig|signature|code|auth|pass|pwd)=)([^&\s"'#]+)`)
+
 // scheme matches an Authorization scheme's credential.
 var scheme = regexp.MustCompile(`(?i)\b(bearer|basic)(\s+)([A-Za-z0-9._~+/=-]{6,})`)
 
@@ -76,7 +93,7 @@ type Redactor struct {
 }
 
 // NewRedactor is a Redactor that also replaces the given values (and
-// their base64 forms) wherever they appear: the credentials the runtime
+// their base64 and URL-encoded forms) wherever they appear: the credentials the runtime
 // was given.
 func NewRedactor(known ...string) Redactor {
 	var r Redactor
@@ -88,6 +105,13 @@ func NewRedactor(known ...string) Redactor {
 		}
 		seen[v] = true
 		r.known = append(r.known, v, base64.StdEncoding.EncodeToString([]byte(v)), base64.RawURLEncoding.EncodeToString([]byte(v)))
+		// Its URL-encoded forms, as a request line or a URL quotes it.
+		for _, enc := range []string{url.QueryEscape(v), url.PathEscape(v)} {
+			if enc != v && !seen[enc] {
+				seen[enc] = true
+				r.known = append(r.known, enc)
+			}
+		}
 	}
 	// Longest first, so that a value containing another is replaced whole.
 	for i := 1; i < len(r.known); i++ {
@@ -143,6 +167,16 @@ func (r Redactor) Line(l string) string {
 // RedactText replaces what looks like a credential in s.
 func RedactText(s string) string {
 	s = scheme.ReplaceAllString(s, "${1}${2}"+Redacted)
+	s = spaced.ReplaceAllString(s, "${1}"+Redacted)
+	s = userinfo.ReplaceAllString(s, "${1}"+Redacted+"@")
+	s = userToken.ReplaceAllStringFunc(s, func(m string) string {
+		sub := userToken.FindStringSubmatch(m)
+		if !opaqueToken(sub[2]) {
+			return m
+		}
+		return sub[1] + Redacted + "@"
+	})
+	s = query.ReplaceAllString(s, "${1}"+Redacted)
 	for _, p := range assignment {
 		s = p.ReplaceAllString(s, "${1}"+Redacted)
 	}

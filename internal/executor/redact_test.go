@@ -2,6 +2,7 @@ package executor
 
 import (
 	"encoding/base64"
+	"net/url"
 	"strings"
 	"testing"
 )
@@ -11,7 +12,7 @@ const sentinel = "sk-SENTINEL-9f3c2a7e-do-not-leak"
 // rule AU7: raw runtime output quoted in a diagnostic never carries a
 // credential: neither a value the runtime was given, nor what looks like one.
 func TestAU7_RedactorWithholdsCredentials(t *testing.T) {
-	r := NewRedactor(sentinel, "0123456789abcdef0123", "short")
+	r := NewRedactor(sentinel, "0123456789abcdef0123", "short", "p@ss/w+rd=secret!")
 	for _, tc := range []struct {
 		name, in string
 		leak     []string // must not remain
@@ -39,6 +40,15 @@ func TestAU7_RedactorWithholdsCredentials(t *testing.T) {
 		{"long words kept", "openclaw-gateway-configuration-loader-initialisation done", nil, []string{"openclaw-gateway-configuration-loader-initialisation"}},
 		{"compound key", "privateKey: abcdefgh", []string{"abcdefgh"}, []string{"privateKey:"}},
 		{"basic auth", "basic_auth=user:pa55word", []string{"pa55word"}, []string{"basic_auth="}},
+		// Issue 27: the shapes the redactor missed.
+		{"api key in words", "API key: abcd1234efgh", []string{"abcd1234efgh"}, []string{"API key:"}},
+		{"access token in words", "using access token = tok3n-value-here", []string{"tok3n-value-here"}, []string{"access token ="}},
+		{"url password", "dial https://occ:s3cr3t-pass@proxy.internal:3128/v1 failed", []string{"s3cr3t-pass"}, []string{"https://occ:", "@proxy.internal:3128/v1 failed"}},
+		{"url token as user", "clone https://ghs0123456789abcdefXYZ@github.com/o/r", []string{"ghs0123456789abcdefXYZ"}, []string{"https://", "@github.com/o/r"}},
+		{"url plain user kept", "ssh://git@github.com/o/r", nil, []string{"ssh://git@github.com/o/r"}},
+		{"query key", "GET https://generativelanguage.googleapis.com/v1/models?key=abcd1234&alt=json", []string{"abcd1234"}, []string{"?key=", "&alt=json"}},
+		{"known value url-encoded", "form body user=occ&pw=" + url.QueryEscape("p@ss/w+rd=secret!") + "&x=1", []string{url.QueryEscape("p@ss/w+rd=secret!")}, []string{"form body user=occ&pw=", "&x=1"}},
+		{"known value path-escaped", "GET /keys/" + url.PathEscape("p@ss/w+rd=secret!") + "/x", []string{url.PathEscape("p@ss/w+rd=secret!")}, []string{"GET /keys/", "/x"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got := r.Line(tc.in)
