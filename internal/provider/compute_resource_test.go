@@ -189,6 +189,12 @@ func TestAccCompute_ValidationErrors(t *testing.T) {
   name = "edge"
   ssh  = { host = "10.0.0.5", host_key = "not-a-key" }
 }`, `INVALID_REQUEST: not a host key`},
+		// Issue 27: a known_hosts line marked @revoked names a key that
+		// must never be accepted.
+		"revoked host key": {`resource "occ_compute" "h" {
+  name = "edge"
+  ssh  = { host = "10.0.0.5", host_key = "@revoked 10.0.0.5 ` + testHostKey + `" }
+}`, `INVALID_REQUEST: not a host key[\s\S]*marked @revoked`},
 		"both kinds": {`resource "occ_compute" "h" {
   name       = "edge"
   ssh        = { host = "10.0.0.5", host_key = "` + testHostKey + `" }

@@ -22,6 +22,7 @@ import (
 
 	"github.com/occ-platform/terraform-provider-occ/internal/admission"
 	"github.com/occ-platform/terraform-provider-occ/internal/render"
+	"github.com/occ-platform/terraform-provider-occ/internal/sshexec"
 )
 
 // Named, reusable validators for the provider's attributes.
@@ -367,18 +368,9 @@ func (v authorizedKey) ValidateString(ctx context.Context, req validator.StringR
 }
 
 // parseHostKey accepts "ssh-ed25519 AAAA… comment" and, for keyscan output,
-// a leading host field.
-func parseHostKey(s string) (ssh.PublicKey, error) {
-	key, _, _, _, err := ssh.ParseAuthorizedKey([]byte(s))
-	if err == nil {
-		return key, nil
-	}
-	_, _, key, _, _, kerr := ssh.ParseKnownHosts([]byte(s))
-	if kerr == nil {
-		return key, nil
-	}
-	return nil, err
-}
+// a leading host field, as the SSH executor reads it (no @revoked or
+// @cert-authority line).
+func parseHostKey(s string) (ssh.PublicKey, error) { return sshexec.ParseHostKey(s) }
 
 // absolutePath accepts an absolute POSIX path.
 type absolutePath struct{}

@@ -347,6 +347,26 @@ func hostKeyCheck(t Target, mismatch *Error) (ssh.HostKeyCallback, []string, err
 	return nil, nil, errors.New("no host key to verify the host with: set the compute's ssh.host_key")
 }
 
+// ParseHostKey reads one host_key line: an authorized_keys line
+// ("ssh-ed25519 AAAA… comment") or, as ssh-keyscan writes it, a
+// known_hosts line with the host in front. A known_hosts line with a
+// marker is refused: "@revoked" names a key that must never be accepted,
+// and "@cert-authority" a CA that signs host keys, not the host's key.
+func ParseHostKey(line string) (ssh.PublicKey, error) {
+	k, _, _, _, err := ssh.ParseAuthorizedKey([]byte(line))
+	if err == nil {
+		return k, nil
+	}
+	marker, _, k, _, _, kerr := ssh.ParseKnownHosts([]byte(line))
+	switch {
+	case kerr != nil:
+		return nil, fmt.Errorf("host_key is not a public key line (\"ssh-ed25519 AAAA…\"): %v", err)
+	case marker != "":
+		return nil, fmt.Errorf("host_key holds a known_hosts line marked @%s: a %s key is not the host's key; give the key the host presents, without the marker", marker, marker)
+	}
+	return k, nil
+}
+
 // pinnedKeys verifies a host against one or more public keys, one
 // authorized_keys line each (several while a host's key is rotated): the
 // host must present one of them.
@@ -357,13 +377,9 @@ func pinnedKeys(lines string, mismatch *Error) (ssh.HostKeyCallback, []string, e
 		if strings.TrimSpace(line) == "" {
 			continue
 		}
-		k, _, _, _, err := ssh.ParseAuthorizedKey([]byte(line))
+		k, err := ParseHostKey(line)
 		if err != nil {
-			// ssh-keyscan's form, with the host in front.
-			var kerr error
-			if _, _, k, _, _, kerr = ssh.ParseKnownHosts([]byte(line)); kerr != nil {
-				return nil, nil, fmt.Errorf("host_key is not a public key line (\"ssh-ed25519 AAAA…\"): %v", err)
-			}
+			return nil, nil, err
 		}
 		want = append(want, k)
 		for _, a := range algorithmsFor(k.Type()) {
