@@ -71,7 +71,7 @@ func (p *HTTPProbe) Run(ctx context.Context) HTTPResult {
 		base = http.DefaultTransport.(*http.Transport).Clone()
 	}
 	rc := retryablehttp.NewClient()
-	rc.HTTPClient = &http.Client{Transport: &attemptTransport{base: base, st: st}}
+	rc.HTTPClient = &http.Client{Transport: &attemptTransport{base: base, st: st}, CheckRedirect: keepKeyOnHost}
 	rc.Logger = nil // the default logger would print URLs and errors
 	rc.RetryMax = p.Policy.MaxAttempts - 1
 	rc.CheckRetry = st.checkRetry
@@ -188,6 +188,25 @@ func transportOutcome(err error) Outcome {
 		return failure(ClassNetwork, "transport", "connection_reset")
 	}
 	return failure(ClassNetwork, "transport", "connection_failed")
+}
+
+// credentialHeaders carry the model key (setHeaders).
+var credentialHeaders = []string{"x-api-key", "Authorization"}
+
+// keepKeyOnHost follows a redirect (at most 10, as net/http does) but
+// sends the key only to the host the endpoint names: net/http drops
+// Authorization on a redirect to another domain, but not Anthropic's
+// x-api-key, and it keeps both for another port of the same name.
+func keepKeyOnHost(req *http.Request, via []*http.Request) error {
+	if len(via) >= 10 {
+		return errors.New("stopped after 10 redirects")
+	}
+	if first := via[0].URL; req.URL.Scheme != first.Scheme || req.URL.Host != first.Host {
+		for _, h := range credentialHeaders {
+			req.Header.Del(h)
+		}
+	}
+	return nil
 }
 
 func setHeaders(h http.Header, e Endpoint) {

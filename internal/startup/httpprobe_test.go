@@ -3,10 +3,13 @@ package startup
 import (
 	"context"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -225,5 +228,48 @@ func TestPR1_CgroupCPU(t *testing.T) {
 	}
 	if !starved(3*time.Second, 20*time.Second) || starved(time.Second, 20*time.Second) || starved(50*time.Millisecond, 100*time.Millisecond) {
 		t.Error("starved threshold")
+	}
+}
+
+// Issue 27: the model key goes only to the host the endpoint names. A
+// redirect to another host (here another port of 127.0.0.1, which
+// net/http treats as the same domain) reaches it without the key, for
+// Anthropic's x-api-key as for a Bearer token; a redirect on the same host
+// keeps it.
+func TestPR1_HTTPProbeKeyStaysOnItsHost(t *testing.T) {
+	for _, api := range []string{APIMessages, APIResponses} {
+		t.Run(api, func(t *testing.T) {
+			var got atomic.Value // the headers the other host saw
+			other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				got.Store(r.Header.Clone())
+				w.WriteHeader(http.StatusUnauthorized)
+			}))
+			defer other.Close()
+			var sameHostKey atomic.Bool
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if r.URL.Query().Get("hop") == "" {
+					http.Redirect(w, r, r.URL.Path+"?hop=1", http.StatusTemporaryRedirect)
+					return
+				}
+				sameHostKey.Store(strings.Contains(r.Header.Get("x-api-key")+r.Header.Get("Authorization"), sentinelKey))
+				http.Redirect(w, r, other.URL+r.URL.Path, http.StatusTemporaryRedirect)
+			}))
+			defer srv.Close()
+			base := srv.URL + "/v1"
+			if api == APIMessages {
+				base = srv.URL
+			}
+			p := &HTTPProbe{Endpoint: Endpoint{API: api, BaseURL: base, Model: "some-model", Key: sentinelKey}, Policy: shortPolicy(1, 3*time.Second, 3*time.Second)}
+			p.Run(context.Background())
+			h, ok := got.Load().(http.Header)
+			switch {
+			case !sameHostKey.Load():
+				t.Fatal("a redirect on the endpoint's own host lost the key")
+			case !ok:
+				t.Fatal("the redirect to the other host was not followed")
+			case strings.Contains(h.Get("x-api-key")+h.Get("Authorization"), sentinelKey):
+				t.Fatalf("the other host received the key: %v", h)
+			}
+		})
 	}
 }
