@@ -69,6 +69,27 @@ var reservedPrefixes = []string{"OPENCLAW_", "CODEX_", "OCC_"}
 // a model credential, which no binding may point at (AU6).
 const CredentialSecretPrefix = "occ-cred-"
 
+// The Secrets the provider writes for each agent's own tokens end in
+// these suffixes (render.GatewayTokenSecret, render.AppServerTokenSecret):
+// no binding may point at one, the agent's or another agent's, since the
+// token would reach a gateway that must not hold it (AU6).
+const (
+	GatewayTokenSecretSuffix   = "-gateway-token"
+	AppServerTokenSecretSuffix = "-app-server-token"
+)
+
+// agentTokenSecret reports whether a Secret name is one of an agent's
+// token Secrets, and which.
+func agentTokenSecret(name string) (string, bool) {
+	switch {
+	case strings.HasSuffix(name, GatewayTokenSecretSuffix):
+		return "an agent's gateway token", true
+	case strings.HasSuffix(name, AppServerTokenSecretSuffix):
+		return "an agent's Codex app-server token", true
+	}
+	return "", false
+}
+
 // reservedWhy is why env is reserved, or "" when a binding may set it.
 func reservedWhy(env string) string {
 	if why := reservedEnv[env]; why != "" {
@@ -161,6 +182,12 @@ func CheckSecretBindings(bindings map[string]SecretRef, attr []string) ([]Secret
 		if strings.HasPrefix(ref.Name, CredentialSecretPrefix) {
 			refuse(name, fmt.Sprintf("secret_bindings[%q] points at Secret %q, a model credential Secret the provider writes for a credential source (%s*); "+
 				"bind the channel's own Secret: the model credential reaches the harness only through harness_auth", name, ref.Name, CredentialSecretPrefix))
+			continue
+		}
+		if what, ok := agentTokenSecret(ref.Name); ok {
+			refuse(name, fmt.Sprintf("secret_bindings[%q] points at Secret %q, the name of a Secret the provider writes for %s (*%s, *%s), "+
+				"which only that agent's own components read; bind the channel's own Secret, under a name without those endings",
+				name, ref.Name, what, GatewayTokenSecretSuffix, AppServerTokenSecretSuffix))
 			continue
 		}
 		if !secretKey.MatchString(ref.Key) {

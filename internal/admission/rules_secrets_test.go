@@ -70,6 +70,35 @@ func TestAU6_BindingToCredentialSecretRefused(t *testing.T) {
 	}
 }
 
+// rule AU6 (issue 27): a binding may not point at the Secret holding an
+// agent's gateway or app-server token, its own or a neighbour's: the
+// token would reach a gateway that must not hold it. A Secret that only
+// contains such a word elsewhere stays bindable.
+func TestAU6_BindingToAgentTokenSecretRefused(t *testing.T) {
+	for _, tc := range []struct {
+		secret string
+		refuse string // "" when bindable
+	}{
+		{"billing-gateway-token", "gateway token"},
+		{"support-app-server-token", "app-server token"},
+		{"a-gateway-token", "gateway token"},
+		{"telegram-bot", ""},
+		{"gateway-token-rotation-notes", ""},
+	} {
+		t.Run(tc.secret, func(t *testing.T) {
+			_, errs := CheckSecretBindings(map[string]SecretRef{"telegram": {Name: tc.secret, Key: "token"}}, []string{"secret_bindings"})
+			switch {
+			case tc.refuse == "" && len(errs) > 0:
+				t.Fatalf("refused: %v", errs)
+			case tc.refuse != "" && (len(errs) != 1 || errs[0].Rule != "AU6" || errs[0].Class != InvalidRequest ||
+				len(errs[0].Attribute) != 2 || errs[0].Attribute[1] != "telegram" || !strings.Contains(errs[0].Message, tc.refuse) ||
+				!strings.Contains(errs[0].Message, tc.secret)):
+				t.Fatalf("errs = %v, want one AU6 INVALID_REQUEST at secret_bindings[telegram] naming %q and the %s", errs, tc.secret, tc.refuse)
+			}
+		})
+	}
+}
+
 // rules AU6, PR11: a binding may not set a variable that the platform sets,
 // that a model SDK reads as a model credential or endpoint, that redirects
 // or un-trusts the gateway's traffic, or that loads code into it. Other

@@ -100,7 +100,8 @@ func configurationSchema() schema.Schema {
 					"(INVALID_REQUEST): " + reservedBindingList() + ". Other `*_API_KEY` names (a tool's or channel's own key, such as " +
 					"`BRAVE_API_KEY`) stay bindable. A binding may not point at a model credential Secret either: the Agent's credential " +
 					"source's `secret_ref` Secret (any key) or a Secret the provider writes for a credential source (`" +
-					admission.CredentialSecretPrefix + "*`). The model credential reaches the harness only through `harness_auth`, so a " +
+					admission.CredentialSecretPrefix + "*`), nor at a token Secret the provider writes for any Agent (`*" + admission.GatewayTokenSecretSuffix +
+					"`, `*" + admission.AppServerTokenSecretSuffix + "`). The model credential reaches the harness only through `harness_auth`, so a " +
 					"model provider's `apiKey` and `headers` in the document may refer only to the primary provider's `${OPENAI_API_KEY}` " +
 					"or `${ANTHROPIC_API_KEY}` alias, never to a binding's variable (rules AU6, PR11). Kubernetes computes only; an SSH " +
 					"compute refuses them (RESOURCE_CONFLICT). A missing Secret fails the Agent's apply as `CONTAINER_CONFIG_FAILED`.",

@@ -140,11 +140,11 @@ func HarnessServiceName(agent string) string { return HarnessName(agent) }
 
 // AppServerTokenSecret holds the token of the harness's websocket listener;
 // the executor creates it once per agent with random bytes.
-func AppServerTokenSecret(agent string) string { return agent + "-app-server-token" }
+func AppServerTokenSecret(agent string) string { return agent + admission.AppServerTokenSecretSuffix }
 
 // GatewayTokenSecret holds an agent's gateway token; the executor
 // creates it once per agent with random bytes. Only the gateway Pod reads it.
-func GatewayTokenSecret(agent string) string { return agent + "-gateway-token" }
+func GatewayTokenSecret(agent string) string { return agent + admission.GatewayTokenSecretSuffix }
 
 // Labels are the identity labels of a component of a revision (LG4): the
 // Agent, the revision's number and content id, the component, its service
