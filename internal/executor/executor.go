@@ -374,6 +374,15 @@ func (w *Writes) Mark() {
 	}
 }
 
+// Undone records that every write so far was undone: an operation
+// refused part-way deleted, under their UIDs, exactly the objects it had
+// created, and wrote to nothing that existed before.
+func (w *Writes) Undone() {
+	if w != nil {
+		w.n.Store(0)
+	}
+}
+
 // Any reports whether anything was written.
 func (w *Writes) Any() bool { return w != nil && w.n.Load() > 0 }
 

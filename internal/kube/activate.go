@@ -41,7 +41,8 @@ func (e *Executor) activate(ctx context.Context, r *rollout, early *corev1.Servi
 	at := e.now().UTC().Truncate(time.Second)
 	svcs := e.Client.CoreV1().Services(ns)
 	desired := objs.ExposedService.DeepCopy()
-	desired.Annotations = mergeMaps(desired.Annotations, map[string]string{AnnotationActivatedRevision: strconv.FormatInt(n, 10), AnnotationActivatedAt: at.Format(time.RFC3339)})
+	desired.Annotations = mergeMaps(desired.Annotations, map[string]string{AnnotationActivatedRevision: strconv.FormatInt(n, 10), AnnotationActivatedAt: at.Format(time.RFC3339),
+		AnnotationAgentObjects: agentObjects(objs, r.tokens)})
 	claim := func(cur *corev1.Service) *corev1.Service {
 		upd := cur.DeepCopy()
 		upd.Labels, upd.Annotations = desired.Labels, mergeMaps(cur.Annotations, desired.Annotations)

@@ -41,7 +41,10 @@ func (e *Executor) ensureClaim(ctx context.Context, r *rollout) error {
 	}
 	pvcs := e.Client.CoreV1().PersistentVolumeClaims(*want.Namespace)
 	create := func() error {
-		_, err := pvcs.Create(ctx, claimObject(want), metav1.CreateOptions{FieldManager: render.FieldManager})
+		got, err := pvcs.Create(ctx, claimObject(want), metav1.CreateOptions{FieldManager: render.FieldManager})
+		if err == nil {
+			r.g.created("PersistentVolumeClaim", got.Name, got.UID, deleteThroughCollection(pvcs, got.Name))
+		}
 		return err
 	}
 	cannotCreate := func(err error) error {

@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/selection"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
+	appsv1ac "k8s.io/client-go/applyconfigurations/apps/v1"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
@@ -110,6 +111,13 @@ type rollout struct {
 	// objs is revision n rendered; ns its namespace.
 	objs *render.Objects
 	ns   string
+	// g guards every write of the deploy (guard.go); tokens are the
+	// agent's token Secrets.
+	g      *guard
+	tokens []string
+	// gated is set when the gate starts: a refusal after it (a stale
+	// activation) leaves what was written to retirement.
+	gated bool
 }
 
 // agent is the agent deployed.
@@ -123,7 +131,7 @@ func (e *Executor) applyOn(ctx context.Context, d executor.Deployment) (executor
 	return res, executor.Normalize(err, deployExit(d.Revision.Agent, d.N, &writes))
 }
 
-func (e *Executor) apply(ctx context.Context, d executor.Deployment) (executor.Result, error) {
+func (e *Executor) apply(ctx context.Context, d executor.Deployment) (_ executor.Result, err error) {
 	type Result = executor.Result
 	rev, c, n, serving := d.Revision, d.Compute, d.N, d.Serving
 	objs, err := renderKubernetes(rev, n, c)
@@ -134,8 +142,16 @@ func (e *Executor) apply(ctx context.Context, d executor.Deployment) (executor.R
 		// On the Service the activation writes anyway: no request more.
 		objs.Service.WithAnnotations(map[string]string{AnnotationReferences: e.references})
 	}
-	r := &rollout{rev: rev, c: c, n: n, serving: serving, objs: objs, ns: objs.Namespace}
+	r := &rollout{rev: rev, c: c, n: n, serving: serving, objs: objs, ns: objs.Namespace, g: newGuard(rev.Agent, objs.Namespace)}
 	ns := r.ns
+	defer func() {
+		// A refusal before any workload ran (a name another object holds),
+		// or any refusal of a create (nothing of the agent served yet),
+		// leaves the namespace as the deploy found it.
+		if err != nil && (!r.gated || serving == 0) && refused(err) && r.g.undo(ctx, e.log) {
+			executor.WritesFrom(ctx).Undone()
+		}
+	}()
 	if serving > 0 {
 		// AC3: an older retry never overwrites a newer selected revision.
 		// The workloads are per Agent, so this is judged before the first
@@ -152,8 +168,11 @@ func (e *Executor) apply(ctx context.Context, d executor.Deployment) (executor.R
 	if rev.Harness == admission.HarnessCodex {
 		tokens = append(tokens, [3]string{render.AppServerTokenSecret(rev.Agent), render.AppServerTokenKey, render.ComponentHarness})
 	}
+	for _, tk := range tokens {
+		r.tokens = append(r.tokens, tk[0])
+	}
 	for i, tk := range tokens {
-		existed, err := e.ensureToken(ctx, ns, rev.Agent, tk[0], tk[1], tk[2])
+		existed, err := e.ensureToken(ctx, r.g, tk[0], tk[1], tk[2])
 		if err != nil {
 			return Result{}, err
 		}
@@ -173,8 +192,8 @@ func (e *Executor) apply(ctx context.Context, d executor.Deployment) (executor.R
 		return Result{}, err
 	}
 	for _, sa := range objs.ServiceAccounts {
-		if _, err := e.Client.CoreV1().ServiceAccounts(ns).Apply(ctx, sa, applyOpts); err != nil {
-			return Result{}, fmt.Errorf("apply ServiceAccount %s: %w", *sa.Name, err)
+		if err := e.putServiceAccount(ctx, r.g, sa); err != nil {
+			return Result{}, err
 		}
 	}
 	for _, cm := range objs.ConfigMaps {
@@ -196,14 +215,16 @@ func (e *Executor) apply(ctx context.Context, d executor.Deployment) (executor.R
 	}
 	// The agent's NetworkPolicies, per agent and outside revision identity,
 	// before any workload of the revision is written.
-	if err := e.ensureNetworkPolicies(ctx, objs, rev.Agent); err != nil {
+	if err := e.ensureNetworkPolicies(ctx, r.g, objs, rev.Agent); err != nil {
 		return Result{}, err
 	}
 	if s := objs.HarnessService; s != nil {
 		// HM4: the gateway reaches its harness by this name; it selects
 		// revision n's harness before either workload exists.
-		if err := e.checkOwned(ctx, ns, *s.Name, rev.Agent); err != nil {
-			return Result{}, err
+		if !r.g.isKnown("Service", *s.Name) {
+			if err := e.checkOwned(ctx, ns, *s.Name, rev.Agent); err != nil {
+				return Result{}, err
+			}
 		}
 		if _, err := e.Client.CoreV1().Services(ns).Apply(ctx, s, applyOpts); err != nil {
 			return Result{}, fmt.Errorf("apply Service %s: %w", *s.Name, err)
@@ -212,7 +233,7 @@ func (e *Executor) apply(ctx context.Context, d executor.Deployment) (executor.R
 	components := map[string]bool{}
 	workloads := map[string]string{} // component -> Deployment name
 	var sandboxes []string
-	if err := e.applySandboxes(ctx, ns, objs.Sandboxes); err != nil {
+	if err := e.applySandboxes(ctx, r.g, ns, objs.Sandboxes); err != nil {
 		return Result{}, err
 	}
 	for _, s := range objs.Sandboxes {
@@ -220,8 +241,8 @@ func (e *Executor) apply(ctx context.Context, d executor.Deployment) (executor.R
 		sandboxes = append(sandboxes, s.Name)
 	}
 	for _, d := range objs.Deployments {
-		if _, err := e.Client.AppsV1().Deployments(ns).Apply(ctx, d, applyOpts); err != nil {
-			return Result{}, fmt.Errorf("apply Deployment %s: %w", *d.Name, err)
+		if err := e.putDeployment(ctx, r.g, d, serving == 0); err != nil {
+			return Result{}, err
 		}
 		components[d.Spec.Template.Labels[render.LabelComponent]] = true
 		workloads[d.Spec.Template.Labels[render.LabelComponent]] = *d.Name
@@ -239,6 +260,7 @@ func (e *Executor) apply(ctx context.Context, d executor.Deployment) (executor.R
 			return Result{}, fmt.Errorf("create Service %s: %w", *objs.Service.Name, err)
 		}
 	}
+	r.gated = true
 	e.log.Print("waiting for the revision's startup probe", map[string]any{"work.operation": "gate", "revision": n})
 	phases, err := e.gate(ctx, r, components, workloads, sandboxes)
 	if err != nil {
@@ -280,6 +302,9 @@ func (e *Executor) checkNotStale(ctx context.Context, r *rollout) error {
 	}
 	if live := servedRevision(svc); live > n {
 		return staleFailure(agent, n, live, "admission", fmt.Sprintf("nothing of revision %d was written", n))
+	}
+	if ownedBy(svc, agent) {
+		r.g.learn(svc.Annotations)
 	}
 	return nil
 }
@@ -345,57 +370,148 @@ func (e *Executor) stopEarlier(ctx context.Context, ns, agent string, n int64) e
 
 // ensureToken creates an agent's token Secret once: 32 random bytes, hex,
 // under key, labelled with the agent and component only (no revision: it
-// outlives them; destroy removes it with the agent's Secrets). An existing
-// Secret is kept, so a token never changes under a running Pod.
-func (e *Executor) ensureToken(ctx context.Context, ns, agent, name, key, component string) (existed bool, err error) {
+// outlives them; destroy removes it with the agent's Secrets). The agent's
+// existing Secret is kept, so a token never changes under a running Pod;
+// a Secret of that name that is not the agent's (planted, or another
+// application's) is never adopted: its token would be one somebody else
+// knows.
+func (e *Executor) ensureToken(ctx context.Context, g *guard, name, key, component string) (existed bool, err error) {
+	if g.isKnown("Secret", name) {
+		return true, nil // the activated revision's: no request
+	}
 	buf := make([]byte, 32)
 	if _, err := rand.Read(buf); err != nil {
 		return false, err
 	}
 	s := &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns,
-			Labels: render.AgentLabels(agent, component)},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: g.ns,
+			Labels: render.AgentLabels(g.agent, component)},
 		Type:       corev1.SecretTypeOpaque,
 		StringData: map[string]string{key: hex.EncodeToString(buf)},
 	}
-	_, err = e.Client.CoreV1().Secrets(ns).Create(ctx, s, metav1.CreateOptions{FieldManager: render.FieldManager})
-	switch {
-	case apierrors.IsAlreadyExists(err):
-		return true, nil
-	case err != nil:
-		return false, fmt.Errorf("create the token Secret %s: %w", name, err)
+	secrets := e.Client.CoreV1().Secrets(g.ns)
+	err = put(ctx, g, "Secret", name,
+		func(ctx context.Context) (*corev1.Secret, error) {
+			return secrets.Create(ctx, s, metav1.CreateOptions{FieldManager: render.FieldManager})
+		},
+		func(ctx context.Context) (*corev1.Secret, error) {
+			existed = true
+			return secrets.Get(ctx, name, metav1.GetOptions{})
+		},
+		func(context.Context, *corev1.Secret) error { return nil }, // the agent's: kept as it is
+		deleteThroughCollection(secrets, name))
+	if err != nil {
+		return false, err
 	}
-	return false, nil
+	return existed, nil
 }
 
-// applyConfigMap applies one of the revision's immutable ConfigMaps. A
-// failed attempt leaves its ConfigMaps under revision number r.n, which
-// the next plan reuses (state keeps the revision that serves): an
-// immutable ConfigMap of another content under that name is that
-// attempt's, never the serving revision's (r.n > r.serving), so it is
-// deleted, with its UID as precondition, and written again. The common
-// apply pays nothing for it.
-func (e *Executor) applyConfigMap(ctx context.Context, r *rollout, cm *corev1ac.ConfigMapApplyConfiguration) error {
-	serving, n, id := r.serving, r.n, r.rev.ID()
-	cms := e.Client.CoreV1().ConfigMaps(*cm.Namespace)
-	_, err := cms.Apply(ctx, cm, applyOpts)
-	if err == nil || !apierrors.IsInvalid(err) || n <= serving {
-		if err != nil {
-			return fmt.Errorf("apply ConfigMap %s: %w", *cm.Name, err)
+// putServiceAccount writes one of the revision's ServiceAccounts under the
+// guard. Its content is the same for every revision, so one created with
+// Create and applied later keeps no field the apply would drop.
+func (e *Executor) putServiceAccount(ctx context.Context, g *guard, sa *corev1ac.ServiceAccountApplyConfiguration) error {
+	sas := e.Client.CoreV1().ServiceAccounts(g.ns)
+	obj, err := asObject[corev1.ServiceAccount](sa)
+	if err != nil {
+		return err
+	}
+	return put(ctx, g, "ServiceAccount", *sa.Name,
+		func(ctx context.Context) (*corev1.ServiceAccount, error) {
+			return sas.Create(ctx, obj, metav1.CreateOptions{FieldManager: render.FieldManager})
+		},
+		func(ctx context.Context) (*corev1.ServiceAccount, error) {
+			return sas.Get(ctx, *sa.Name, metav1.GetOptions{})
+		},
+		func(ctx context.Context, _ *corev1.ServiceAccount) error {
+			if _, err := sas.Apply(ctx, sa, applyOpts); err != nil {
+				return fmt.Errorf("apply ServiceAccount %s: %w", *sa.Name, err)
+			}
+			return nil
+		},
+		deleteNamed(sas, *sa.Name))
+}
+
+// putDeployment applies one of the revision's Deployments. A Deployment
+// is applied with server-side apply even when new (its fields change from
+// revision to revision, and only an applier's own fields are removed when
+// a later revision drops them); one of that name that is not the agent's
+// refuses the apply by itself, because its selector differs from the
+// agent's and a Deployment's selector cannot change, so nothing is
+// written to it.
+func (e *Executor) putDeployment(ctx context.Context, g *guard, d *appsv1ac.DeploymentApplyConfiguration, creating bool) error {
+	deps, name := e.Client.AppsV1().Deployments(g.ns), *d.Name
+	got, err := deps.Apply(ctx, d, applyOpts)
+	if err == nil {
+		if creating && !g.isKnown("Deployment", name) && got.Generation == 1 && onlyWrittenByUs(got) {
+			g.created("Deployment", name, got.UID, deleteThroughCollection(deps, name))
+		} else {
+			g.wroteExisting()
 		}
 		return nil
 	}
-	cur, gerr := cms.Get(ctx, *cm.Name, metav1.GetOptions{})
-	if gerr != nil || cur.Annotations[render.AnnotationRevisionID] == id || !ownedBy(cur, cm.Labels[render.LabelAgent]) {
-		return fmt.Errorf("apply ConfigMap %s: %w", *cm.Name, err)
+	if apierrors.IsInvalid(err) {
+		if cur, gerr := deps.Get(ctx, name, metav1.GetOptions{}); gerr == nil && !ours(cur, g.agent) {
+			return foreignObject("Deployment", g.ns, cur, g.agent)
+		}
 	}
-	e.log.Print("replacing a failed attempt's configuration", map[string]any{"work.operation": "apply", "revision": n, "configmap": *cm.Name})
-	if err := cms.Delete(ctx, cur.Name, metav1.DeleteOptions{Preconditions: metav1.NewUIDPreconditions(string(cur.UID))}); err != nil && !apierrors.IsNotFound(err) {
-		return fmt.Errorf("delete the failed attempt's ConfigMap %s: %w", cur.Name, err)
+	return fmt.Errorf("apply Deployment %s: %w", name, err)
+}
+
+// onlyWrittenByUs reports whether the provider's field manager is the only
+// writer of an object (the API server's own status writes aside).
+func onlyWrittenByUs(obj metav1.Object) bool {
+	for _, f := range obj.GetManagedFields() {
+		if f.Manager != render.FieldManager && f.Subresource == "" {
+			return false
+		}
 	}
-	if _, err := cms.Apply(ctx, cm, applyOpts); err != nil {
-		return fmt.Errorf("apply ConfigMap %s: %w", *cm.Name, err)
+	return true
+}
+
+// applyConfigMap writes one of the revision's immutable ConfigMaps under
+// the guard (each is named for its revision, so a first write creates
+// it). One the agent already has under that name is an earlier attempt's
+// at revision r.n: of the same content it is kept as it is; of another
+// content (a failed attempt leaves its ConfigMaps under revision number
+// r.n, which the next plan reuses, and r.n > r.serving: never the serving
+// revision's) it is deleted, with its UID as precondition, and created
+// again.
+func (e *Executor) applyConfigMap(ctx context.Context, r *rollout, cm *corev1ac.ConfigMapApplyConfiguration) error {
+	serving, n, id, name := r.serving, r.n, r.rev.ID(), *cm.Name
+	cms := e.Client.CoreV1().ConfigMaps(*cm.Namespace)
+	obj, err := asObject[corev1.ConfigMap](cm)
+	if err != nil {
+		return err
 	}
+	create := func(ctx context.Context) (*corev1.ConfigMap, error) {
+		return cms.Create(ctx, obj, metav1.CreateOptions{FieldManager: render.FieldManager})
+	}
+	var stale *corev1.ConfigMap
+	err = put(ctx, r.g, "ConfigMap", name, create,
+		func(ctx context.Context) (*corev1.ConfigMap, error) { return cms.Get(ctx, name, metav1.GetOptions{}) },
+		func(ctx context.Context, cur *corev1.ConfigMap) error {
+			switch {
+			case cur == nil || cur.Annotations[render.AnnotationRevisionID] == id:
+				return nil // this revision's, written by an earlier attempt
+			case n <= serving:
+				return fmt.Errorf("ConfigMap %s holds revision %s, not %s, and revision %d serves", name, cur.Annotations[render.AnnotationRevisionID], id, serving)
+			}
+			stale = cur
+			return nil
+		},
+		deleteNamed(cms, name))
+	if err != nil || stale == nil {
+		return err
+	}
+	e.log.Print("replacing a failed attempt's configuration", map[string]any{"work.operation": "apply", "revision": n, "configmap": name})
+	if err := cms.Delete(ctx, stale.Name, metav1.DeleteOptions{Preconditions: metav1.NewUIDPreconditions(string(stale.UID))}); err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("delete the failed attempt's ConfigMap %s: %w", stale.Name, err)
+	}
+	got, err := create(ctx)
+	if err != nil {
+		return fmt.Errorf("create ConfigMap %s: %w", name, err)
+	}
+	r.g.created("ConfigMap", name, got.UID, deleteNamed(cms, name))
 	return nil
 }
 

@@ -280,7 +280,7 @@ func (e *Executor) Deploy(ctx context.Context, d executor.Deployment) (executor.
 			// A refresh reports one drift at a time: a deleted policy or an
 			// edited exposure found beside an unfinished retirement is
 			// written back here.
-			err = op.ensureNetworkPolicies(ctx, objs, rev.Agent)
+			err = op.ensureNetworkPolicies(ctx, newGuard(rev.Agent, objs.Namespace), objs, rev.Agent)
 		}
 		if err == nil {
 			res.Endpoint, err = op.syncExposure(ctx, rev, objs.Exposure)

@@ -6,6 +6,7 @@ import (
 	"sort"
 	"strings"
 
+	networkingv1 "k8s.io/api/networking/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -16,19 +17,43 @@ import (
 )
 
 // ensureNetworkPolicies makes the agent's NetworkPolicies what the compute
-// says, before any workload of a revision is written: each is applied
-// with server-side apply (one request per component); disabled, the
+// says, before any workload of a revision is written: one request per
+// component in the common case; disabled, the
 // agent's are deleted (a list by the agent's label, then one delete per
 // policy, with its UID as precondition). Policies are per agent, outside
 // revision identity: a changed policy restarts nothing.
-func (e *Executor) ensureNetworkPolicies(ctx context.Context, objs *render.Objects, agent string) error {
+//
+// Each is written under the guard g (guard.go). One created with Create
+// and applied later keeps no field the apply would drop: every policy sets
+// all of its fields (a selector, both policy types, and ingress and
+// egress lists that are never empty and replaced whole).
+func (e *Executor) ensureNetworkPolicies(ctx context.Context, g *guard, objs *render.Objects, agent string) error {
 	ns, policies := objs.Namespace, objs.NetworkPolicies
 	if len(policies) == 0 {
 		return e.deleteNetworkPolicies(ctx, ns, agent)
 	}
+	nps := e.Client.NetworkingV1().NetworkPolicies(ns)
 	for _, p := range policies {
-		if _, err := e.Client.NetworkingV1().NetworkPolicies(ns).Apply(ctx, p, applyOpts); err != nil {
-			return fmt.Errorf("apply NetworkPolicy %s: %w", *p.Name, err)
+		obj, err := asObject[networkingv1.NetworkPolicy](p)
+		if err != nil {
+			return err
+		}
+		err = put(ctx, g, "NetworkPolicy", *p.Name,
+			func(ctx context.Context) (*networkingv1.NetworkPolicy, error) {
+				return nps.Create(ctx, obj, metav1.CreateOptions{FieldManager: render.FieldManager})
+			},
+			func(ctx context.Context) (*networkingv1.NetworkPolicy, error) {
+				return nps.Get(ctx, *p.Name, metav1.GetOptions{})
+			},
+			func(ctx context.Context, _ *networkingv1.NetworkPolicy) error {
+				if _, err := nps.Apply(ctx, p, applyOpts); err != nil {
+					return fmt.Errorf("apply NetworkPolicy %s: %w", *p.Name, err)
+				}
+				return nil
+			},
+			deleteNamed(nps, *p.Name))
+		if err != nil {
+			return err
 		}
 	}
 	return nil
@@ -120,7 +145,7 @@ func (e *Executor) syncNetworkPolicies(ctx context.Context, rev *admission.Revis
 		return executor.Result{}, executor.Normalize(err, deployExit(rev.Agent, n, &writes))
 	}
 	e.log.Print("applying the agent's network policies", map[string]any{"work.operation": "network-policy", "revision": n})
-	if err := e.ensureNetworkPolicies(ctx, objs, rev.Agent); err != nil {
+	if err := e.ensureNetworkPolicies(ctx, newGuard(rev.Agent, objs.Namespace), objs, rev.Agent); err != nil {
 		return executor.Result{}, executor.Normalize(&executor.Failure{Code: executor.DeploymentFailed, Agent: rev.Agent, Revision: n, Phase: "network-policy",
 			Summary: fmt.Sprintf("agent %q: its NetworkPolicies could not be written", rev.Agent), Reason: err.Error(), Err: err,
 			Next: "Check that the provider's identity may get, list, create, patch and delete networkpolicies (networking.k8s.io) in the namespace (the Role in the Kubernetes permissions guide), then apply again. The running revision was not touched."},

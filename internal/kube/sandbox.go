@@ -24,20 +24,39 @@ import (
 
 // applySandboxes provisions the revision's Sandboxes through the driver:
 // server-side apply of agents.x-k8s.io Sandbox objects, one field manager.
-func (e *Executor) applySandboxes(ctx context.Context, ns string, sandboxes []*render.Sandbox) error {
+// Each is named for its revision and written under the guard g (guard.go):
+// a first write creates it; the agent's own of that name (an earlier
+// attempt's) is applied; any other is RESOURCE_CONFLICT.
+func (e *Executor) applySandboxes(ctx context.Context, g *guard, ns string, sandboxes []*render.Sandbox) error {
 	if len(sandboxes) == 0 {
 		return nil
 	}
 	if e.Dynamic == nil {
 		return fmt.Errorf("the executor has no dynamic client for %s", sandboxapi.GVR)
 	}
+	client := e.Dynamic.Resource(sandboxapi.GVR).Namespace(ns)
 	for _, s := range sandboxes {
 		obj, err := s.Object(ns)
 		if err != nil {
 			return err
 		}
-		if _, err := e.Dynamic.Resource(sandboxapi.GVR).Namespace(ns).Apply(ctx, s.Name, &unstructured.Unstructured{Object: obj}, applyOpts); err != nil {
-			return fmt.Errorf("apply Sandbox %s: %w", s.Name, err)
+		u := &unstructured.Unstructured{Object: obj}
+		err = put(ctx, g, "Sandbox", s.Name,
+			func(ctx context.Context) (*unstructured.Unstructured, error) {
+				return client.Create(ctx, u.DeepCopy(), metav1.CreateOptions{FieldManager: render.FieldManager})
+			},
+			func(ctx context.Context) (*unstructured.Unstructured, error) {
+				return client.Get(ctx, s.Name, metav1.GetOptions{})
+			},
+			func(ctx context.Context, _ *unstructured.Unstructured) error {
+				if _, err := client.Apply(ctx, s.Name, u, applyOpts); err != nil {
+					return fmt.Errorf("apply Sandbox %s: %w", s.Name, err)
+				}
+				return nil
+			},
+			func(ctx context.Context, o metav1.DeleteOptions) error { return client.Delete(ctx, s.Name, o) })
+		if err != nil {
+			return err
 		}
 	}
 	return nil

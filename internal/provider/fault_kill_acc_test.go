@@ -52,8 +52,8 @@ func serveChild() int {
 }
 
 // killAfter kills the process once a write of its point succeeded: the
-// first server-side apply of a ConfigMap or a Deployment, or the Service
-// write that activates a revision.
+// first write of a ConfigMap, the first server-side apply of a
+// Deployment, or the Service write that activates a revision.
 type killAfter struct {
 	next        http.RoundTripper
 	point, mark string
@@ -81,7 +81,10 @@ func (k killAfter) matches(req *http.Request, body []byte) bool {
 	p := req.URL.Path
 	switch k.point {
 	case "configmap":
-		return req.Method == http.MethodPatch && strings.Contains(p, "/configmaps/")
+		// A revision's ConfigMap is created (its name is free) or, over
+		// an earlier attempt's, applied.
+		return req.Method == http.MethodPost && strings.HasSuffix(p, "/configmaps") ||
+			req.Method == http.MethodPatch && strings.Contains(p, "/configmaps/")
 	case "deployment":
 		return req.Method == http.MethodPatch && strings.Contains(p, "/deployments/")
 	case "service":
