@@ -6,12 +6,16 @@ import (
 	"sort"
 	"strings"
 
+	appsv1 "k8s.io/api/apps/v1"
 	authzv1 "k8s.io/api/authorization/v1"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/watch"
 
 	"github.com/occ-platform/terraform-provider-occ/internal/render"
@@ -42,6 +46,11 @@ var RequiredRules = []rbacv1.PolicyRule{
 var NamespaceLifecycleRules = []rbacv1.PolicyRule{
 	{APIGroups: []string{""}, Resources: []string{"namespaces"}, Verbs: []string{"get", "list", "watch", "create", "delete"}},
 	{APIGroups: []string{""}, Resources: []string{"secrets", "configmaps", "persistentvolumeclaims"}, Verbs: []string{"list"}},
+	{APIGroups: []string{"apps"}, Resources: []string{"statefulsets", "daemonsets", "replicasets"}, Verbs: []string{"list"}},
+	{APIGroups: []string{"batch"}, Resources: []string{"jobs", "cronjobs"}, Verbs: []string{"list"}},
+	{APIGroups: []string{"networking.k8s.io"}, Resources: []string{"ingresses"}, Verbs: []string{"list"}},
+	{APIGroups: []string{"rbac.authorization.k8s.io"}, Resources: []string{"roles", "rolebindings"}, Verbs: []string{"list"}},
+	{APIGroups: []string{sandboxapi.GVR.Group}, Resources: []string{sandboxapi.GVR.Resource}, Verbs: []string{"list"}},
 }
 
 // SandboxRules are what the provider needs in a tenant namespace beside
@@ -155,8 +164,9 @@ func (e *Executor) CreatedFor(ctx context.Context, ns, compute string) (bool, er
 // there (by the time a compute is destroyed, Terraform has destroyed every
 // Agent and credential source of its own configuration, and their deletes
 // leave nothing behind). The CA bundle ConfigMap, the default ServiceAccount
-// and its token Secrets every namespace gets, and Pods a controller owns,
-// are not counted.
+// and its token Secrets every namespace gets, and Pods, ReplicaSets and
+// Jobs a controller owns, are not counted. Workloads of every built-in
+// kind, Ingresses, NetworkPolicies, Roles, RoleBindings and Sandboxes are.
 func (e *Executor) Occupants(ctx context.Context, ns string) ([]string, error) {
 	var left []string
 	add := func(kind, name string, l map[string]string) {
@@ -236,8 +246,53 @@ func (e *Executor) Occupants(ctx context.Context, ns string) ([]string, error) {
 	for _, o := range pvcs.Items {
 		add("PersistentVolumeClaim", o.Name, o.Labels)
 	}
+	// Every other kind a tenant commonly keeps in a namespace, by
+	// metadata: what a controller owns goes with its owner. A kind the
+	// provider's identity may not list keeps the namespace (it cannot
+	// tell that it is empty); one the cluster does not serve holds nothing.
+	if e.Metadata == nil {
+		return nil, fmt.Errorf("list what is left in %s: the executor has no metadata client", ns)
+	}
+	for _, k := range occupantKinds {
+		list, err := e.Metadata.Resource(k.gvr).Namespace(ns).List(ctx, opts)
+		switch {
+		case apierrors.IsNotFound(err):
+			continue
+		case apierrors.IsForbidden(err):
+			left = append(left, fmt.Sprintf("%s (the provider may not list them, so cannot tell whether any is left: add list on %s to its ClusterRole, see the Kubernetes permissions guide)", k.gvr.Resource, k.gvr.GroupResource()))
+			continue
+		case err != nil:
+			return nil, fmt.Errorf("list %s in %s: %w", k.gvr.GroupResource(), ns, err)
+		}
+		for _, o := range list.Items {
+			if len(o.OwnerReferences) > 0 && k.owned {
+				continue
+			}
+			add(k.kind, o.Name, o.Labels)
+		}
+	}
 	sort.Strings(left)
 	return left, nil
+}
+
+// occupantKinds are the kinds Occupants lists beside the core ones; owned:
+// an object a controller owns (a Deployment's ReplicaSet, a CronJob's Job)
+// is not counted.
+var occupantKinds = []struct {
+	kind  string
+	gvr   schema.GroupVersionResource
+	owned bool
+}{
+	{"StatefulSet", appsv1.SchemeGroupVersion.WithResource("statefulsets"), false},
+	{"DaemonSet", appsv1.SchemeGroupVersion.WithResource("daemonsets"), false},
+	{"ReplicaSet", appsv1.SchemeGroupVersion.WithResource("replicasets"), true},
+	{"Job", batchv1.SchemeGroupVersion.WithResource("jobs"), true},
+	{"CronJob", batchv1.SchemeGroupVersion.WithResource("cronjobs"), false},
+	{"Ingress", networkingv1.SchemeGroupVersion.WithResource("ingresses"), false},
+	{"NetworkPolicy", networkingv1.SchemeGroupVersion.WithResource("networkpolicies"), false},
+	{"Role", rbacv1.SchemeGroupVersion.WithResource("roles"), false},
+	{"RoleBinding", rbacv1.SchemeGroupVersion.WithResource("rolebindings"), false},
+	{"Sandbox", sandboxapi.GVR, false},
 }
 
 // DeleteNamespace removes a namespace the provider created and waits, with

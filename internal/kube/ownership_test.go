@@ -13,6 +13,7 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
@@ -367,4 +368,60 @@ func TestOwnership_ServiceRecordsTheAgentsObjects(t *testing.T) {
 		"ServiceAccount/bench-gateway", "ServiceAccount/bench-harness"}
 	slices.Sort(want)
 	recorded(strings.Join(want, ","))
+}
+
+// Issue 27: what someone else keeps in a namespace the provider created
+// keeps the namespace when its compute is destroyed, whatever the kind:
+// workloads of every built-in kind, Ingresses, NetworkPolicies, Roles
+// (a controller's own objects, a Deployment's ReplicaSet, are not
+// counted). An identity that may not list a kind cannot tell the
+// namespace is empty: the kind is named instead.
+func TestOwnership_OccupantsSeeEveryKind(t *testing.T) {
+	c, exec, _, ctx := liveExecutor(t, 60*time.Second)
+	ns := c.TestNamespace(t)
+	objs := neighbourObjects(ns, "web")
+	for _, k := range []string{"StatefulSet/web-gateway", "Job/web-gateway", "Ingress/web-gateway", "NetworkPolicy/web-gateway"} {
+		if _, err := plant(ctx, c.Clientset, objs[k]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := c.Clientset.RbacV1().Roles(ns).Create(ctx, &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "reader"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	left, err := exec.Occupants(ctx, ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"Ingress/web-gateway", "Job/web-gateway", "NetworkPolicy/web-gateway", "Role/reader", "StatefulSet/web-gateway"}
+	for _, w := range want {
+		if !slices.Contains(left, w) {
+			t.Errorf("occupants %v lack %s", left, w)
+		}
+	}
+
+	// Without list on statefulsets: the namespace cannot be judged empty.
+	var rules []rbacv1.PolicyRule
+	for _, r := range append(append([]rbacv1.PolicyRule{}, RequiredRules...), NamespaceLifecycleRules...) {
+		r = *r.DeepCopy()
+		r.Resources = slices.DeleteFunc(r.Resources, func(s string) bool { return s == "statefulsets" })
+		if len(r.Resources) > 0 {
+			rules = append(rules, r)
+		}
+	}
+	id, err := c.ClusterIdentity(ctx, c.TestNamespace(t), rules)
+	if err != nil {
+		t.Fatal(err)
+	}
+	limited, err := New(id.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	empty := c.TestNamespace(t)
+	left, err = limited.Occupants(ctx, empty)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(left) != 1 || !strings.Contains(left[0], "statefulsets (the provider may not list them") || !strings.Contains(left[0], "statefulsets.apps") {
+		t.Errorf("occupants of an empty namespace, unlisted statefulsets: %v, want that kind named", left)
+	}
 }
