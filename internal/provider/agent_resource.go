@@ -499,6 +499,11 @@ func (r *agentResource) Read(ctx context.Context, req resource.ReadRequest, resp
 		setIdentity(ctx, resp.Identity, id.object(), &resp.Diagnostics)
 	}
 	wf := work("agent "+state.Name.ValueString(), "read")
+	var ignored diag.Diagnostics
+	if c, known := computeFromObject(ctx, state.Compute, &ignored); (known || state.Compute.IsNull()) &&
+		r.providerData().unrefreshed(&resp.Diagnostics, fmt.Sprintf("Agent %q", state.Name.ValueString()), c.Kind) {
+		return
+	}
 	ex, a, ok := r.locate(ctx, state, wf, &resp.Diagnostics)
 	if !ok {
 		return // not known yet: state is what we have

@@ -284,7 +284,7 @@ func (r *computeResource) Read(ctx context.Context, req resource.ReadRequest, re
 	}
 	setNameIdentity(ctx, resp.Identity, state.Name, &resp.Diagnostics)
 	c, known := computeFromModel(ctx, state, &resp.Diagnostics)
-	if !known {
+	if !known || r.providerData().unrefreshed(&resp.Diagnostics, fmt.Sprintf("Compute %q", c.Name), c.Kind) {
 		return
 	}
 	ex, err := r.providerData().executor(ctx, c.Kind)

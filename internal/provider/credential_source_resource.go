@@ -465,7 +465,8 @@ func (r *credentialSourceResource) Read(ctx context.Context, req resource.ReadRe
 	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
 	setNameIdentity(ctx, resp.Identity, state.Name, &resp.Diagnostics)
 	c, ok := secretTarget(ctx, state.sourceRefModel)
-	if resp.Diagnostics.HasError() || !ok || state.ValueWOVersion.IsNull() || state.SecretName.IsNull() {
+	if resp.Diagnostics.HasError() || !ok || state.ValueWOVersion.IsNull() || state.SecretName.IsNull() ||
+		r.providerData().unrefreshed(&resp.Diagnostics, fmt.Sprintf("Credential source %q", state.Name.ValueString()), c.Kind) {
 		return
 	}
 	store, ok, err := r.providerData().secretStore(ctx, c)

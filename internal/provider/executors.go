@@ -232,6 +232,9 @@ func (d *Data) executor(ctx context.Context, kind string) (executor.Executor, er
 	if !ok {
 		return nil, &executor.Failure{Code: executor.InvalidRequest, Summary: fmt.Sprintf("compute kind %q has no executor", kind)}
 	}
+	if p := d.pending(kind); p != nil {
+		return nil, p.failure() // never a connection built from the rest, or from the environment
+	}
 	ex, err := e.build(ctx, d)
 	if err != nil {
 		return nil, &executor.Failure{Code: executor.Unavailable, Op: executor.OpPrepare, Summary: "cannot reach " + kind, Reason: err.Error(), Err: err,

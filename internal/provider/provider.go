@@ -10,6 +10,7 @@ import (
 	"sync"
 
 	"github.com/hashicorp/terraform-plugin-framework/action"
+	"github.com/hashicorp/terraform-plugin-framework/attr"
 	"github.com/hashicorp/terraform-plugin-framework/datasource"
 	"github.com/hashicorp/terraform-plugin-framework/diag"
 	"github.com/hashicorp/terraform-plugin-framework/function"
@@ -22,6 +23,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/types"
 	"github.com/hashicorp/terraform-plugin-log/tflog"
 
+	"github.com/occ-platform/terraform-provider-occ/internal/admission"
 	"github.com/occ-platform/terraform-provider-occ/internal/kube"
 	"github.com/occ-platform/terraform-provider-occ/internal/sshexec"
 )
@@ -90,6 +92,9 @@ type Data struct {
 	Version    string
 	Kubernetes *providerKubernetesModel
 	SSH        *providerSSHModel
+	// unknown names, per compute kind, the provider settings not known
+	// yet (connection.go): no connection of that kind is made.
+	unknown map[string][]string
 
 	kubeOnce sync.Once
 	kubeExec *kube.Executor
@@ -171,7 +176,9 @@ func (p *occProvider) Schema(_ context.Context, _ provider.SchemaRequest, resp *
 					"the API server at `KUBERNETES_SERVICE_HOST` and `KUBERNETES_SERVICE_PORT`, the token and CA certificate mounted under " +
 					"`/var/run/secrets/kubernetes.io/serviceaccount/`. Over it, `token`, `client_certificate` and `client_key`, or `exec` replace the " +
 					"ServiceAccount token, and `cluster_ca_certificate`, `insecure`, `proxy_url` and `tls_server_name` apply as they do over a kubeconfig; " +
-					"the `config_context` settings name kubeconfig entries, so they are an error there.",
+					"the `config_context` settings name kubeconfig entries, so they are an error there. " +
+					"These fallbacks serve only settings left out: a setting whose value Terraform learns only at apply (a module output) is not empty " +
+					"during the plan, and the provider makes no Kubernetes connection until it is known (refreshes keep their state with a warning; the `occ_agent` data source fails naming it).",
 				Attributes: map[string]schema.Attribute{
 					"proxy_url":                schema.StringAttribute{Optional: true, MarkdownDescription: "An HTTP(S) or SOCKS5 proxy to the API server."},
 					"tls_server_name":          schema.StringAttribute{Optional: true, MarkdownDescription: "The server name the API server's certificate is checked for."},
@@ -271,7 +278,17 @@ func (p *occProvider) Configure(ctx context.Context, req provider.ConfigureReque
 	if resp.Diagnostics.HasError() {
 		return
 	}
-	data := &Data{Version: p.version}
+	data := &Data{Version: p.version, unknown: map[string][]string{}}
+	for kind, block := range map[string]attr.Value{admission.KindKubernetes: m.Kubernetes, admission.KindSSH: m.SSH} {
+		if u := unknownSettings(kind, block); len(u) > 0 {
+			data.unknown[kind] = u
+		}
+	}
+	if len(data.unknown) > 0 && req.ClientCapabilities.DeferralAllowed {
+		// Terraform defers what this provider would read or plan until
+		// the settings are known.
+		resp.Deferred = &provider.Deferred{Reason: provider.DeferredReasonProviderConfigUnknown}
+	}
 	if !m.Kubernetes.IsNull() && !m.Kubernetes.IsUnknown() {
 		data.Kubernetes = &providerKubernetesModel{}
 		resp.Diagnostics.Append(m.Kubernetes.As(ctx, data.Kubernetes, objectAsOptions)...)
