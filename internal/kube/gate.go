@@ -18,7 +18,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/watch"
-	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 
 	"github.com/occ-platform/terraform-provider-occ/internal/executor"
 	"github.com/occ-platform/terraform-provider-occ/internal/render"
@@ -446,39 +445,15 @@ func (e *Executor) previousLogs(ctx context.Context, ns, pod, container string) 
 }
 
 // secretValues reads the values of every Secret key the revision's Pods
-// receive (their environment and Secret volumes), so that quoted log
-// lines can withhold them. They stay in memory for that only; a Secret
-// that cannot be read is skipped (the pattern redaction still applies).
-// The apply's deadline may have passed: the reads get a short one of
-// their own.
+// receive (render.Objects.SecretRefs: their environment and Secret
+// volumes, in Deployments and Sandboxes), so that quoted log lines can
+// withhold them. They stay in memory for that only; a Secret that cannot
+// be read is skipped (the pattern redaction still applies). The apply's
+// deadline may have passed: the reads get a short one of their own.
 func (e *Executor) secretValues(ctx context.Context, objs *render.Objects) []string {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
-	keys := map[string]map[string]bool{} // Secret -> keys (nil: all)
-	want := func(name, key string) {
-		if keys[name] == nil {
-			keys[name] = map[string]bool{}
-		}
-		keys[name][key] = true
-	}
-	for _, d := range objs.Deployments {
-		if d.Spec == nil || d.Spec.Template == nil || d.Spec.Template.Spec == nil {
-			continue
-		}
-		ps := d.Spec.Template.Spec
-		for _, c := range append(append([]corev1ac.ContainerApplyConfiguration{}, ps.InitContainers...), ps.Containers...) {
-			for _, env := range c.Env {
-				if env.ValueFrom != nil && env.ValueFrom.SecretKeyRef != nil && env.ValueFrom.SecretKeyRef.Name != nil && env.ValueFrom.SecretKeyRef.Key != nil {
-					want(*env.ValueFrom.SecretKeyRef.Name, *env.ValueFrom.SecretKeyRef.Key)
-				}
-			}
-		}
-		for _, v := range ps.Volumes {
-			if v.Secret != nil && v.Secret.SecretName != nil {
-				want(*v.Secret.SecretName, "")
-			}
-		}
-	}
+	keys := objs.SecretRefs()
 	var values []string
 	for name, ks := range keys {
 		s, err := e.Client.CoreV1().Secrets(objs.Namespace).Get(ctx, name, metav1.GetOptions{})

@@ -887,3 +887,79 @@ func service(rev *admission.Revision, n int64, component string) *corev1ac.Servi
 		WithSpec(corev1ac.ServiceSpec().WithSelector(sel).
 			WithPorts(corev1ac.ServicePort().WithName("http").WithPort(GatewayPort).WithTargetPort(intstr.FromInt32(GatewayPort))))
 }
+
+// PodTemplates is every Pod template of the revision: its Deployments'
+// and its Sandboxes'.
+func (o *Objects) PodTemplates() []*corev1ac.PodTemplateSpecApplyConfiguration {
+	var out []*corev1ac.PodTemplateSpecApplyConfiguration
+	for _, d := range o.Deployments {
+		if d.Spec != nil && d.Spec.Template != nil {
+			out = append(out, d.Spec.Template)
+		}
+	}
+	for _, s := range o.Sandboxes {
+		if s.Template != nil {
+			out = append(out, s.Template)
+		}
+	}
+	return out
+}
+
+// SecretRefs names every Secret key the revision's Pods receive, whether
+// a Deployment or a Sandbox runs them: in a container's environment
+// (valueFrom or envFrom) or in a volume (a Secret's or a projected one).
+// Secret -> keys; the key "" stands for every key of the Secret.
+func (o *Objects) SecretRefs() map[string]map[string]bool {
+	refs := map[string]map[string]bool{}
+	want := func(name *string, key string) {
+		if name == nil {
+			return
+		}
+		if refs[*name] == nil {
+			refs[*name] = map[string]bool{}
+		}
+		refs[*name][key] = true
+	}
+	for _, t := range o.PodTemplates() {
+		ps := t.Spec
+		if ps == nil {
+			continue
+		}
+		for _, c := range slices.Concat(ps.InitContainers, ps.Containers) {
+			for _, env := range c.Env {
+				if r := env.ValueFrom; r != nil && r.SecretKeyRef != nil && r.SecretKeyRef.Key != nil {
+					want(r.SecretKeyRef.Name, *r.SecretKeyRef.Key)
+				}
+			}
+			for _, from := range c.EnvFrom {
+				if from.SecretRef != nil {
+					want(from.SecretRef.Name, "")
+				}
+			}
+		}
+		// A volume receives the keys its items list, or every key.
+		volume := func(name *string, items []corev1ac.KeyToPathApplyConfiguration) {
+			if len(items) == 0 {
+				want(name, "")
+			}
+			for _, it := range items {
+				if it.Key != nil {
+					want(name, *it.Key)
+				}
+			}
+		}
+		for _, v := range ps.Volumes {
+			if v.Secret != nil {
+				volume(v.Secret.SecretName, v.Secret.Items)
+			}
+			if v.Projected != nil {
+				for _, src := range v.Projected.Sources {
+					if src.Secret != nil {
+						volume(src.Secret.Name, src.Secret.Items)
+					}
+				}
+			}
+		}
+	}
+	return refs
+}

@@ -2,6 +2,7 @@ package render
 
 import (
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -130,5 +131,43 @@ func TestRender_PortNamesAreUniqueInEveryPod(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// rule AU7: the Secret keys quoted log lines are redacted against are
+// every key a Pod of the revision receives, the Sandboxes' Pods included:
+// a rendered sandboxed harness's token volume, and a Sandbox-only Secret
+// in each form a Pod can take it (env, envFrom, Secret and projected
+// volumes, init containers).
+func TestAU7_SecretRefsIncludeSandboxes(t *testing.T) {
+	rev := admit(t, sandboxedCodexInput(t))
+	objs, err := Kubernetes(rev, 3, admission.Compute{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	harnessOnly := &Objects{Sandboxes: objs.Sandboxes}
+	if refs := harnessOnly.SecretRefs(); !refs[AppServerTokenSecret("coder")][AppServerTokenKey] {
+		t.Errorf("the sandboxed harness's app-server token is not learnt: %v", refs)
+	}
+
+	secretEnv := corev1ac.EnvVar().WithName("K").WithValueFrom(corev1ac.EnvVarSource().WithSecretKeyRef(corev1ac.SecretKeySelector().WithName("env-secret").WithKey("k")))
+	tmpl := corev1ac.PodTemplateSpec().WithSpec(corev1ac.PodSpec().
+		WithInitContainers(corev1ac.Container().WithName("init").WithEnv(corev1ac.EnvVar().WithName("I").WithValueFrom(
+			corev1ac.EnvVarSource().WithSecretKeyRef(corev1ac.SecretKeySelector().WithName("init-secret").WithKey("i"))))).
+		WithContainers(corev1ac.Container().WithName("c").WithEnv(secretEnv).
+			WithEnvFrom(corev1ac.EnvFromSource().WithSecretRef(corev1ac.SecretEnvSource().WithName("envfrom-secret")))).
+		WithVolumes(
+			corev1ac.Volume().WithName("whole").WithSecret(corev1ac.SecretVolumeSource().WithSecretName("volume-secret")),
+			corev1ac.Volume().WithName("items").WithSecret(corev1ac.SecretVolumeSource().WithSecretName("items-secret").
+				WithItems(corev1ac.KeyToPath().WithKey("a").WithPath("a"))),
+			corev1ac.Volume().WithName("projected").WithProjected(corev1ac.ProjectedVolumeSource().WithSources(
+				corev1ac.VolumeProjection().WithSecret(corev1ac.SecretProjection().WithName("projected-secret"))))))
+	got := (&Objects{Sandboxes: []*Sandbox{{Name: "s", Template: tmpl}}}).SecretRefs()
+	want := map[string]map[string]bool{
+		"env-secret": {"k": true}, "init-secret": {"i": true}, "envfrom-secret": {"": true},
+		"volume-secret": {"": true}, "items-secret": {"a": true}, "projected-secret": {"": true},
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("SecretRefs = %v, want %v", got, want)
 	}
 }
