@@ -67,15 +67,18 @@ func ParseRevisionDirName(s string) (int64, bool) {
 func StateDir(agent string) string { return StateRoot + "/" + agent }
 
 // ServiceUser is the dedicated system user an agent's gateway runs as:
-// occ-NAME, or, when that is longer than useradd's 32 characters, a prefix
-// of the name and a hash of all of it.
+// occ-NAME, or, when that is longer than useradd's 32 characters,
+// occ_PREFIX_HASH: the name's first 11 characters and 64 bits of its
+// sha256. The underscores, which an agent name (a DNS label) cannot hold,
+// keep the two forms apart: no agent's plain user is another agent's
+// hashed one, and two long names share a user only if their hashes do.
 func ServiceUser(agent string) string {
 	u := "occ-" + agent
 	if len(u) <= 32 {
 		return u
 	}
 	sum := sha256.Sum256([]byte(agent))
-	return "occ-" + strings.TrimRight(agent[:18], "-") + "-" + hex.EncodeToString(sum[:])[:8]
+	return "occ_" + strings.TrimRight(agent[:11], "-") + "_" + hex.EncodeToString(sum[:])[:16]
 }
 
 // RevisionInfo is revision.json: what a revision directory holds.

@@ -215,9 +215,9 @@ func TestSystemd_PathsAreQuotedForSystemd(t *testing.T) {
 }
 
 func TestServiceUser_FitsUseradd(t *testing.T) {
-	valid := regexp.MustCompile(`^[a-z][-a-z0-9]*$`)
+	valid := regexp.MustCompile(`^[a-z][-a-z0-9_]*$`) // useradd's portable names
 	long := strings.Repeat("a", 40) + "-" + strings.Repeat("b", 22)
-	for _, agent := range []string{"support", "a", strings.Repeat("x", 28), strings.Repeat("x", 29), long} {
+	for _, agent := range []string{"support", "a", strings.Repeat("x", 28), strings.Repeat("x", 29), long, "abcdefghij-klmnopqrstuvwxyz"} {
 		u := ServiceUser(agent)
 		if len(u) > 32 || !valid.MatchString(u) {
 			t.Errorf("ServiceUser(%q) = %q", agent, u)
@@ -225,6 +225,29 @@ func TestServiceUser_FitsUseradd(t *testing.T) {
 	}
 	if ServiceUser(long) == ServiceUser(strings.Repeat("a", 40)+"-"+strings.Repeat("c", 22)) {
 		t.Error("two long names share a user")
+	}
+}
+
+// Issue 27: a long name's hashed user was occ-PREFIX-HASH8, which a
+// shorter agent name PREFIX-HASH8 also maps to: its user, its files and
+// its state. Each short name below is the user a long one had, whatever
+// the form of the hash; no two of them share a user now.
+func TestServiceUser_NoTwoAgentsShareAUser(t *testing.T) {
+	long := "abcdefghijklmnopqrstuvwxyz0123"
+	sum := sha256.Sum256([]byte(long))
+	agents := []string{long,
+		"abcdefghijklmnopqr-" + hex.EncodeToString(sum[:])[:8], // the hashed user of the old form
+		"abcdefghijk-" + hex.EncodeToString(sum[:])[:16],       // the same hash with dashes
+		strings.TrimPrefix(ServiceUser(long), "occ-"),          // whatever the form is now
+		strings.ReplaceAll(strings.TrimPrefix(ServiceUser(long), "occ_"), "_", "-"),
+		"abcdefghijklmnopqrstuvwxyz0124", strings.Repeat("x", 28), strings.Repeat("x", 29)}
+	seen := map[string]string{}
+	for _, a := range agents {
+		u := ServiceUser(a)
+		if prev, ok := seen[u]; ok && prev != a {
+			t.Errorf("agents %q and %q share the user %q", prev, a, u)
+		}
+		seen[u] = a
 	}
 }
 

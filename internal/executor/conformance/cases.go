@@ -29,18 +29,23 @@ var Cases = []Case{
 	{"WritesMarked", writesMarked},
 }
 
+// longName is an agent name of 30 characters: on SSH its service user
+// (occ- and the name) is past useradd's 32 and takes the hashed form.
+const longName = "first-with-a-name-past-useradd"
+
 // deployAndActivate: a deploy blocks until the revision is activated and
 // says when and where; Read then reports that revision running unchanged,
 // with the same activation time and endpoint. rule AC4 (the activation is
 // recorded once, durably, where Read finds it), rule AC3 (exactly one
-// selected revision).
+// selected revision). The agent's name is longer than most (longName),
+// as a kind's derived names must allow.
 func deployAndActivate(r *R) {
-	rev := r.rev("first", 1, Ready)
+	rev := r.rev(longName, 1, Ready)
 	res := r.MustDeploy(rev, 1, 0)
 	if res.ActivatedAt.IsZero() || res.Endpoint == "" {
 		r.Fatalf("deploy result %+v; want an activation time and an endpoint", res)
 	}
-	o := r.Activated("first", 1, rev)
+	o := r.Activated(longName, 1, rev)
 	if !o.ActivatedAt.Equal(res.ActivatedAt) || o.Endpoint != res.Endpoint {
 		r.Errorf("read activated at %s on %s; the deploy said %s on %s", o.ActivatedAt, o.Endpoint, res.ActivatedAt, res.Endpoint)
 	}
