@@ -125,6 +125,7 @@ func credentialSourceSchema() schema.Schema {
 				MarkdownDescription: "`runtime` only, and required there: the operator's credentials file on the SSH host that systemd loads (`EnvironmentFile=`) at every start of the agent's unit, " +
 					"outside version immutability: the model key and any channel credentials, as `NAME=value` lines (the document refers to them as `${NAME}`; SSH takes no `secret_bindings`). " +
 					"It is required because the provider checks only the gateway's readiness on an SSH host: a missing file fails the start instead of every turn (an empty file is fine for a model that needs no key). " +
+					"Each deploy refuses, before any write, a file another user could read or change: it must be root's, closed to other users and groups, in directories only root can write. " +
 					"The provider never reads or writes it (rule AU5)."},
 			"generation": schema.Int64Attribute{Computed: true,
 				PlanModifiers:       []planmodifier.Int64{int64planmodifier.UseStateForUnknown()},

@@ -2,6 +2,7 @@ package sshexec
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -71,6 +72,51 @@ func TestConformance(t *testing.T) {
 		KeepsActivationTime: false,
 		ForeignIDs:          []string{"occ-acme/support", "support"},
 	})
+	t.Run("CredentialsFileIsRootsAlone", func(t *testing.T) { credentialsFileIsRootsAlone(t, h, exec, compute) })
+}
+
+// Issue 27, rule AU5: a credentials file another user can read or change
+// (itself, a directory above it, or above what it links to) refuses the
+// deploy before anything is written, naming the file, what is wrong and
+// the commands that fix it.
+func credentialsFileIsRootsAlone(t *testing.T, h *sshhost.Host, exec *Executor, compute admission.Compute) {
+	const dir = "/etc/occ-mode"
+	hostRun(t, h, "install -d -m 0755 "+dir+" && install -d -m 1777 "+dir+"/drop", "")
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		_, _ = h.RunAs(ctx, "root", "rm -rf -- "+dir+" /var/tmp/occ-mode.env", nil)
+	})
+	for i, tc := range []struct{ name, file, setup, want string }{
+		{"readable by every user", dir + "/open.env", "install -m 0644 /dev/null " + dir + "/open.env", "is open to every user on the host (mode 644)"},
+		{"owned by another user", dir + "/theirs.env", "install -m 0600 -o 65534 /dev/null " + dir + "/theirs.env", "is owned by uid 65534, not root"},
+		{"readable by a group not root's", dir + "/group.env", "install -m 0640 -g 65534 /dev/null " + dir + "/group.env", "is open to group 65534 (mode 640)"},
+		{"in a directory every user can write", dir + "/drop/k.env", "install -m 0600 /dev/null " + dir + "/drop/k.env", "is in " + dir + "/drop, which every user can write (mode 1777)"},
+		{"linked to a directory every user can write", dir + "/link.env", "install -m 0600 /dev/null /var/tmp/occ-mode.env && ln -sfn /var/tmp/occ-mode.env " + dir + "/link.env", "is in /var/tmp, which every user can write"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			hostRun(t, h, tc.setup, "")
+			name := fmt.Sprintf("mode%d", i)
+			c := compute.WithSSH(func(s *admission.SSHCompute) { s.OpenClawPath = fakeGatewayAs(conformance.Ready, 1) })
+			rev := conformance.EmbeddedRevision(t, name, c, admission.CredentialSource{ID: "host", Name: "host", Method: admission.MethodRuntime, Generation: 1,
+				EnvironmentFile: tc.file}, fmt.Sprintf("gateway: {port: %d}", freeLoopbackPort(t)))
+			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+			defer cancel()
+			_, err := exec.Deploy(ctx, executor.Deployment{Revision: rev, Compute: c, N: 1})
+			var f *executor.Failure
+			if !errors.As(err, &f) || f.Code != executor.CommandFailed || f.Wrote {
+				t.Fatalf("deploy: %v; want COMMAND_FAILED before any write", err)
+			}
+			for _, w := range []string{tc.file, tc.want, "chmod 0600 " + tc.file, "environment_file"} {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("the failure does not say %q: %v", w, err)
+				}
+			}
+			if out := hostRun(t, h, "ls -d -- "+render.AgentDir(DefaultConfigDir, name)+" "+render.UnitPath(name)+" 2>/dev/null || true", ""); out != "" {
+				t.Errorf("the refused deploy wrote %s", out)
+			}
+		})
+	}
 }
 
 const (

@@ -113,9 +113,13 @@ func (e *Executor) poll() time.Duration {
 
 // preflightScript checks what must hold before anything is written: root
 // through sudo (the command itself), a running systemd of version 240 or
-// newer (the activation's systemd-run flags), and a gateway port
-// that no other unit's process listens on. It prints the host's clock.
-const preflightScript = `unit=$1 port=$2
+// newer (the activation's systemd-run flags), a gateway port that no other
+// unit's process listens on, and a credentials file (when it exists; a
+// missing one is systemd's to report) that only root can read or change:
+// the file root-owned and closed to other users and to any group but
+// root's, every directory above it, and above what it links to,
+// root-owned and writable by root alone. It prints the host's clock.
+const preflightScript = `unit=$1 port=$2 envfile=$3
 command -v systemctl >/dev/null 2>&1 || { echo "systemctl not found: the host must run systemd" >&2; exit 69; }
 [ -d /run/systemd/system ] || { echo "systemd is not the running init system" >&2; exit 69; }
 v=$(systemctl --version 2>/dev/null | awk 'NR == 1 { print $2 }')
@@ -131,6 +135,28 @@ if command -v ss >/dev/null 2>&1; then
 			fi
 		done
 	fi
+fi
+unsafe() {
+	echo "the credential source's environment_file $envfile $1" >&2
+	echo "only root may read or change it: chown root:root $envfile && chmod 0600 $envfile" >&2
+	echo "keep it in directories root owns and only root can write, then apply again" >&2
+	exit 74
+}
+if [ -n "$envfile" ] && [ -e "$envfile" ]; then
+	real=$(readlink -f -- "$envfile")
+	set -- $(stat -c '%u %g %a' -- "$real")
+	[ "$1" = 0 ] || unsafe "is owned by uid $1, not root"
+	[ $((0$3 & 07)) = 0 ] || unsafe "is open to every user on the host (mode $3)"
+	[ $((0$3 & 070)) = 0 ] || [ "$2" = 0 ] || unsafe "is open to group $2 (mode $3)"
+	for d in "$envfile" "$real"; do
+		while [ "$d" != / ]; do
+			d=$(dirname -- "$d")
+			set -- $(stat -L -c '%u %g %a' -- "$d")
+			[ "$1" = 0 ] || unsafe "is in $d, owned by uid $1, not root"
+			[ $((0$3 & 02)) = 0 ] || unsafe "is in $d, which every user can write (mode $3)"
+			[ $((0$3 & 020)) = 0 ] || [ "$2" = 0 ] || unsafe "is in $d, which group $2 can write (mode $3)"
+		done
+	done
 fi
 date +%s%6N
 `
@@ -267,7 +293,7 @@ func (e *Executor) deploy(ctx context.Context, d executor.Deployment, t Target, 
 		return executor.Result{}, err
 	}
 	log.Print("checking the host", phase("preflight"))
-	if _, err := conn.RunOK(ctx, "preflight", preflightScript, nil, h.Unit, strconv.FormatInt(h.Port, 10)); err != nil {
+	if _, err := conn.RunOK(ctx, "preflight", preflightScript, nil, h.Unit, strconv.FormatInt(h.Port, 10), h.EnvironmentFile); err != nil {
 		return executor.Result{}, err
 	}
 
