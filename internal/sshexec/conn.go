@@ -689,12 +689,29 @@ func (c *Conn) Run(ctx context.Context, op, script string, stdin io.Reader, args
 		return res, lost(fmt.Errorf("cannot open a session: %w", err))
 	}
 	defer sess.Close()
-	var stdout, stderr bytes.Buffer
-	sess.Stdout, sess.Stderr, sess.Stdin = &stdout, &stderr, stdin
+	over := make(chan struct{})
+	var once sync.Once
+	stdout, stderr := &capped{max: MaxOutput, over: over, once: &once}, &capped{max: MaxOutput, over: over, once: &once}
+	sess.Stdout, sess.Stderr, sess.Stdin = stdout, stderr, stdin
 	done := make(chan error, 1)
 	go func() { done <- sess.Run(c.command(script, args)) }()
+	tooMuch := func() error {
+		return &Error{Code: executor.CommandFailed, Addr: c.target.Addr(), User: c.target.User, Op: op,
+			Err: fmt.Errorf("the command's output passed %d MiB, more than any of the provider's commands prints: the host is not answering as expected", MaxOutput>>20)}
+	}
 	select {
 	case err = <-done:
+		select {
+		case <-over:
+			return res, tooMuch()
+		default:
+		}
+	case <-over:
+		// A host that prints without end would fill the provider's
+		// memory: the command is ended, the connection kept.
+		_ = sess.Signal(ssh.SIGKILL)
+		sess.Close()
+		return res, tooMuch()
 	case <-ctx.Done():
 		// Closing the channel does not end a remote command that ignores
 		// its stdin; the signal does where sshd supports it. Do not wait.
@@ -717,6 +734,30 @@ func (c *Conn) Run(ctx context.Context, op, script string, stdin io.Reader, args
 	}
 	return res, nil
 }
+
+// MaxOutput bounds what one command's stdout, and its stderr, may print;
+// Run ends a command past it.
+const MaxOutput = 16 << 20
+
+// capped keeps what is written to it up to max bytes; past them it closes
+// over (once, shared by a command's two streams) and discards the rest.
+type capped struct {
+	buf  bytes.Buffer
+	max  int
+	over chan struct{}
+	once *sync.Once
+}
+
+func (w *capped) Write(p []byte) (int, error) {
+	if room := w.max - w.buf.Len(); len(p) > room {
+		w.buf.Write(p[:max(room, 0)])
+		w.once.Do(func() { close(w.over) })
+		return len(p), nil
+	}
+	return w.buf.Write(p)
+}
+
+func (w *capped) String() string { return w.buf.String() }
 
 // RunOK is Run where a non-zero exit is an executor.CommandFailed *Error with
 // the exit status and the end of stderr.

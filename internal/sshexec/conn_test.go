@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -157,6 +158,36 @@ func TestCommandFailedCarriesExitAndStderrTail(t *testing.T) {
 	}
 	if !strings.Contains(err.Error(), "exit status 3") || !strings.Contains(err.Error(), "fail on purpose") {
 		t.Errorf("message = %v", err)
+	}
+}
+
+// Issue 27: a host whose command prints without end (on stdout or
+// stderr) cannot fill the provider's memory: the command is ended past
+// MaxOutput with COMMAND_FAILED that says so, promptly, and the
+// connection serves the next command.
+func TestRunBoundsTheOutput(t *testing.T) {
+	_, tg, pool := plainSSHD(t, "")
+	c, err := pool.Get(ctxT(t, 20*time.Second), tg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, stream := range []string{"", " >&2"} {
+		start := time.Now()
+		_, err := c.Run(ctxT(t, 60*time.Second), "print without end", "yes occ"+stream, nil)
+		var e *Error
+		if !errors.As(err, &e) || e.Code != executor.CommandFailed || !strings.Contains(err.Error(), "output passed 16 MiB") {
+			t.Fatalf("%q: err = %v", stream, err)
+		}
+		t.Logf("%q ended after %s", stream, time.Since(start).Round(time.Millisecond))
+		out, err := c.RunOK(ctxT(t, 20*time.Second), "after", "echo still here", nil)
+		if err != nil || out.Stdout != "still here\n" {
+			t.Fatalf("the next command: %q, %v", out.Stdout, err)
+		}
+	}
+	// Just under the bound is kept whole.
+	out, err := c.RunOK(ctxT(t, 60*time.Second), "big", fmt.Sprintf("head -c %d /dev/zero", MaxOutput), nil)
+	if err != nil || len(out.Stdout) != MaxOutput {
+		t.Fatalf("%d bytes, %v", len(out.Stdout), err)
 	}
 }
 

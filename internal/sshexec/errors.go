@@ -60,6 +60,10 @@ func (e *Error) Error() string {
 		}
 		fmt.Fprintf(&b, ": the host presented key %s, but %s is %s", e.Got, setting, e.Want)
 	case executor.CommandFailed:
+		if e.Err != nil {
+			fmt.Fprintf(&b, ": %v", e.Err)
+			break
+		}
 		fmt.Fprintf(&b, ": exit status %d", e.ExitCode)
 		if s := strings.TrimSpace(e.Stderr); s != "" {
 			// The host's own output: bounded and redacted (AU7).
