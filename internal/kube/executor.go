@@ -363,7 +363,22 @@ func (e *Executor) Read(ctx context.Context, a executor.Agent) (executor.Observe
 // gone; with a sandbox driver, its Sandboxes too.
 func (e *Executor) Delete(ctx context.Context, a executor.Agent) error {
 	ns, sandboxed := where(a)
-	err := e.op(a.Log).DeleteAgent(ctx, ns, a.Name, sandboxed, a.RetainsState())
+	op := e.op(a.Log)
+	var err error
+	if a.Compute == nil {
+		// An imported agent: whether a sandbox driver runs its harness is
+		// not known, so its Sandboxes (by the agent's labels) go too
+		// wherever the cluster has any. An identity that may not delete
+		// them leaves them, and says so.
+		err = op.deleteSandboxes(ctx, ns, a.Name)
+		if apierrors.IsForbidden(err) {
+			a.Log.Print("cannot delete the agent's Sandboxes, if it has any: the provider's identity may not delete sandboxes (see the Kubernetes permissions guide)", map[string]any{"work.operation": "delete", "level": "warn"})
+			err = nil
+		}
+	}
+	if err == nil {
+		err = op.DeleteAgent(ctx, ns, a.Name, sandboxed, a.RetainsState())
+	}
 	return executor.Normalize(err, executor.Exit{Op: executor.OpDelete, Agent: a.Name, Summary: fmt.Sprintf("agent %q", a.Name), Finish: whereContainer})
 }
 

@@ -15,12 +15,15 @@ import (
 	networkingv1 "k8s.io/api/networking/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 
 	"github.com/occ-platform/terraform-provider-occ/internal/executor"
 	"github.com/occ-platform/terraform-provider-occ/internal/render"
+	"github.com/occ-platform/terraform-provider-occ/internal/sandboxapi"
 	"github.com/occ-platform/terraform-provider-occ/internal/testenv/kubeenv"
 )
 
@@ -423,5 +426,50 @@ func TestOwnership_OccupantsSeeEveryKind(t *testing.T) {
 	}
 	if len(left) != 1 || !strings.Contains(left[0], "statefulsets (the provider may not list them") || !strings.Contains(left[0], "statefulsets.apps") {
 		t.Errorf("occupants of an empty namespace, unlisted statefulsets: %v, want that kind named", left)
+	}
+}
+
+// Issue 27: destroying an imported agent (its compute, and so whether a
+// sandbox driver runs its harness, not known) removes its Sandboxes too;
+// a neighbour's Sandbox, and another agent's, are left as they were.
+// Before, an import's destroy never looked at Sandboxes.
+func TestOwnership_ImportedAgentsSandboxesGo(t *testing.T) {
+	c := kubeenv.Shared(t)
+	ns := c.TestNamespace(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	tmpl := corev1ac.PodTemplateSpec().WithSpec(corev1ac.PodSpec().WithContainers(corev1ac.Container().WithName("h").WithImage("registry.invalid/h:1")))
+	agentLabels := func(agent string) map[string]string {
+		return map[string]string{render.LabelAgent: agent, render.LabelManagedBy: render.ManagedBy}
+	}
+	sandboxes := c.Dynamic.Resource(sandboxapi.GVR).Namespace(ns)
+	for name, l := range map[string]map[string]string{
+		render.HarnessSandboxName("imp", 1):  agentLabels("imp"),
+		render.HarnessSandboxName("imp2", 1): agentLabels("imp2"),
+		render.HarnessSandboxName("imp", 9):  neighbourLabels, // bears the name, not the labels
+	} {
+		obj, err := (&render.Sandbox{Name: name, Labels: l, Template: tmpl}).Object(ns)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := sandboxes.Create(ctx, &unstructured.Unstructured{Object: obj}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	exec := &Executor{Client: c.Clientset, Dynamic: c.Dynamic}
+	if err := exec.Delete(ctx, executor.Agent{Name: "imp", ImportID: ns + "/imp"}); err != nil {
+		t.Fatal(err)
+	}
+	list, err := sandboxes.List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var left []string
+	for _, sb := range list.Items {
+		left = append(left, sb.GetName())
+	}
+	slices.Sort(left)
+	if want := []string{render.HarnessSandboxName("imp", 9), render.HarnessSandboxName("imp2", 1)}; !slices.Equal(left, want) {
+		t.Errorf("Sandboxes left %v, want %v", left, want)
 	}
 }
