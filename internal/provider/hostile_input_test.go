@@ -88,20 +88,33 @@ func TestValidateAgentNameKubernetesLength(t *testing.T) {
 		compute string
 		length  int
 		refused string // "": accepted; else a phrase of the summary
+		agent   string // the name, when not one of length
 	}{
-		{"kubernetes", 47, ""},
-		{"kubernetes", 48, "too long for a Kubernetes compute"},
-		{"kubernetes", 63, "too long for a Kubernetes compute"},
-		{"kubernetes, kind not known", 48, "too long for a Kubernetes compute"},
-		{"ssh", 48, ""},
-		{"ssh", 63, ""},
-		{"ssh, kind not known", 63, ""},
-		{"unknown", 63, ""},
-		{"ssh", 64, "not a valid agent name"},
-		{"kubernetes", 64, "not a valid agent name"},
+		// Issue 27: AGENT-harness-rN and AGENT-node-rN are the Services the
+		// sandbox driver makes for agent AGENT's Sandboxes.
+		{"kubernetes", 0, "another agent's Sandbox Service", "coder-harness-r1"},
+		{"kubernetes, kind not known", 0, "another agent's Sandbox Service", "coder-node-r12"},
+		{"ssh", 0, "", "coder-harness-r1"},
+		{"kubernetes", 0, "", "coder-harness"},
+		{"kubernetes", 0, "", "harness-r1"},
+		{"kubernetes", 0, "", "coder-harness-r0"},
+		{"kubernetes", 0, "", "coder-harness-r1x"},
+		{"kubernetes", 47, "", ""},
+		{"kubernetes", 48, "too long for a Kubernetes compute", ""},
+		{"kubernetes", 63, "too long for a Kubernetes compute", ""},
+		{"kubernetes, kind not known", 48, "too long for a Kubernetes compute", ""},
+		{"ssh", 48, "", ""},
+		{"ssh", 63, "", ""},
+		{"ssh, kind not known", 63, "", ""},
+		{"unknown", 63, "", ""},
+		{"ssh", 64, "not a valid agent name", ""},
+		{"kubernetes", 64, "not a valid agent name", ""},
 	} {
-		t.Run(tc.compute+"/"+itoa(tc.length), func(t *testing.T) {
-			n := name(tc.length)
+		t.Run(tc.compute+"/"+itoa(tc.length)+tc.agent, func(t *testing.T) {
+			n := tc.agent
+			if n == "" {
+				n = name(tc.length)
+			}
 			raw := tftypes.NewValue(s.Type().TerraformType(ctx), map[string]tftypes.Value{
 				"name": tftypes.NewValue(tftypes.String, n), "compute": compute[tc.compute],
 			})
@@ -118,7 +131,10 @@ func TestValidateAgentNameKubernetesLength(t *testing.T) {
 			if d == nil || !strings.HasPrefix(d.Summary(), "INVALID_REQUEST: ") || !strings.Contains(d.Summary(), tc.refused) {
 				t.Fatalf("diagnostics = %v, want INVALID_REQUEST %q at name", resp.Diagnostics, tc.refused)
 			}
-			if tc.length <= 63 && (!strings.Contains(d.Detail(), "at most 47") || !strings.Contains(d.Detail(), "Attribute name")) {
+			if tc.agent != "" && (!strings.Contains(d.Detail(), `agent "coder"`) || !strings.Contains(d.Detail(), "Attribute name")) {
+				t.Errorf("detail %q does not name the other agent and the attribute", d.Detail())
+			}
+			if tc.agent == "" && tc.length <= 63 && (!strings.Contains(d.Detail(), "at most 47") || !strings.Contains(d.Detail(), "Attribute name")) {
 				t.Errorf("detail %q does not name the attribute and the maximum 47", d.Detail())
 			}
 		})

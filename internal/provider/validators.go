@@ -63,7 +63,7 @@ func agentName() agentNameValidator {
 type agentNameValidator struct{ label }
 
 func (v agentNameValidator) Description(context.Context) string {
-	return fmt.Sprintf("%s; on a Kubernetes compute at most %d characters", v.desc, render.MaxAgentNameLength())
+	return fmt.Sprintf("%s; on a Kubernetes compute at most %d characters, and not ending in -harness-rN or -node-rN (the Service of another agent's Sandbox)", v.desc, render.MaxAgentNameLength())
 }
 func (v agentNameValidator) MarkdownDescription(ctx context.Context) string {
 	return v.Description(ctx)
@@ -77,8 +77,18 @@ func (v agentNameValidator) ValidateString(ctx context.Context, req validator.St
 		v.label.ValidateString(ctx, req, resp)
 		return
 	}
+	if !kubernetesCompute(ctx, req.Config) {
+		return
+	}
+	if other, ok := render.SandboxServiceOwner(s); ok {
+		addAttrError(&resp.Diagnostics, req.Path, "INVALID_REQUEST: agent name is another agent's Sandbox Service",
+			fmt.Sprintf("%q is the name of the Service the sandbox driver makes for a Sandbox of agent %q in the same namespace, and an agent's own Service is named like the agent: "+
+				"the two agents would share one Service, and agent %q's gateway could reach this one. On a Kubernetes compute an agent's name may not end in -harness-rN or -node-rN; "+
+				"choose another name (changing the name replaces the Agent).", s, other, other))
+		return
+	}
 	limit := render.MaxAgentNameLength()
-	if len(s) <= limit || !kubernetesCompute(ctx, req.Config) {
+	if len(s) <= limit {
 		return
 	}
 	addAttrError(&resp.Diagnostics, req.Path, "INVALID_REQUEST: agent name too long for a Kubernetes compute",

@@ -1,5 +1,10 @@
 package render
 
+import (
+	"regexp"
+	"strings"
+)
+
 // The agent-name limit on Kubernetes, in one place: the provider's agent
 // name validator refuses at plan a name whose derived names Kubernetes
 // would refuse only at apply.
@@ -53,4 +58,23 @@ func LongestLabelName(agent string) string {
 func MaxAgentNameLength() int {
 	const probe = "a"
 	return LabelMaxLength - (len(LongestLabelName(probe)) - len(probe))
+}
+
+// sandboxServiceName matches the names of the headless Services the
+// sandbox driver gives an agent's Sandboxes (HarnessSandboxName,
+// NodeSandboxName): AGENT-harness-rN and AGENT-node-rN.
+var sandboxServiceName = regexp.MustCompile(`^([a-z][-a-z0-9]*)-(harness|node)-r[1-9][0-9]*$`)
+
+// SandboxServiceOwner reports whether an agent's own Service, named like
+// the agent (ServiceName), would bear the name of the Service the sandbox
+// driver makes for another agent's Sandbox in the same namespace: the
+// other agent, and ok. The driver, not the provider, writes that Service,
+// so no create guard stands between the two: such a name is refused on a
+// Kubernetes compute.
+func SandboxServiceOwner(agent string) (other string, ok bool) {
+	m := sandboxServiceName.FindStringSubmatch(agent)
+	if m == nil || strings.HasSuffix(m[1], "-") {
+		return "", false
+	}
+	return m[1], true
 }
