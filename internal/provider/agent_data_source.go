@@ -136,6 +136,8 @@ func (m *agentDataModel) set(ctx context.Context, state *tfsdk.State) (diags dia
 }
 
 func (d *agentDataSource) Read(ctx context.Context, req datasource.ReadRequest, resp *datasource.ReadResponse) {
+	ctx, cancel := readDeadline(ctx, 0) // no timeouts of its own
+	defer cancel()
 	var m agentDataModel
 	resp.Diagnostics.Append(m.get(ctx, req.Config)...)
 	if resp.Diagnostics.HasError() {

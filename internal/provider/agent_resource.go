@@ -174,12 +174,28 @@ const (
 	defaultCreateTimeout = 15 * time.Minute
 	defaultUpdateTimeout = 15 * time.Minute
 	defaultDeleteTimeout = 5 * time.Minute
+	// defaultReadTimeout bounds a refresh, and every read of a cluster or
+	// host that has no timeouts of its own (the data sources, a compute's
+	// and a credential source's refresh): client-go and an SSH session
+	// would otherwise wait for an API server or host that accepted the
+	// connection and never answers, and the plan with them.
+	defaultReadTimeout = 5 * time.Minute
 )
+
+// readDeadline is ctx with a read's deadline (d, or defaultReadTimeout).
+func readDeadline(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
+	if d <= 0 {
+		d = defaultReadTimeout
+	}
+	return context.WithTimeout(ctx, d)
+}
 
 // agentTimeouts is the timeouts attribute, each timeout described with its
 // default and with what a failure leaves.
 func agentTimeouts(ctx context.Context) schema.Attribute {
-	a := timeouts.Attributes(ctx, timeouts.Opts{Create: true, Update: true, Delete: true,
+	a := timeouts.Attributes(ctx, timeouts.Opts{Create: true, Read: true, Update: true, Delete: true,
+		ReadDescription: "How long a refresh may wait for the cluster or host to answer, as a Go duration. Default " + durationText(defaultReadTimeout) +
+			". A refresh past it fails with `UNAVAILABLE` and keeps the state as it was.",
 		CreateDescription: "How long a create may take, until the revision is activated, as a Go duration (\"30s\", \"2h45m\"; " +
 			"units s, m, h). Default " + durationText(defaultCreateTimeout) + ". A create that fails or runs out of time after it wrote to the " +
 			"cluster or host stays in state, tainted, so the next apply replaces it (destroy, then create); one that failed before any write " +
@@ -193,7 +209,8 @@ func agentTimeouts(ctx context.Context) schema.Attribute {
 			"removes only what is left.",
 	}).(schema.SingleNestedAttribute)
 	a.MarkdownDescription = "How long apply may wait, per operation (defaults: create " + durationText(defaultCreateTimeout) +
-		", update " + durationText(defaultUpdateTimeout) + ", delete " + durationText(defaultDeleteTimeout) + "). A create or update whose " +
+		", update " + durationText(defaultUpdateTimeout) + ", delete " + durationText(defaultDeleteTimeout) + "), and how long a refresh may wait (read " +
+		durationText(defaultReadTimeout) + "). A create or update whose " +
 		"revision is not activated by its deadline fails with `DEADLINE_EXCEEDED`, naming the last phase reached."
 	return a
 }
@@ -505,6 +522,10 @@ func (r *agentResource) Read(ctx context.Context, req resource.ReadRequest, resp
 		r.providerData().unrefreshed(&resp.Diagnostics, fmt.Sprintf("Agent %q", state.Name.ValueString()), c.Kind) {
 		return
 	}
+	readTimeout, d := state.Timeouts.Read(ctx, defaultReadTimeout)
+	resp.Diagnostics.Append(d...)
+	ctx, cancel := readDeadline(ctx, readTimeout)
+	defer cancel()
 	ex, a, ok := r.locate(ctx, state, wf, &resp.Diagnostics)
 	if !ok {
 		return // not known yet: state is what we have

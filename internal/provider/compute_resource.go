@@ -278,6 +278,8 @@ const computeTimeout = 5 * time.Minute
 // reached keeps the last reading, with a warning: planning must not need
 // the cluster.
 func (r *computeResource) Read(ctx context.Context, req resource.ReadRequest, resp *resource.ReadResponse) {
+	ctx, cancel := readDeadline(ctx, 0) // no timeouts of its own
+	defer cancel()
 	state := getCompute(ctx, req.State, &resp.Diagnostics)
 	if resp.Diagnostics.HasError() {
 		return

@@ -462,6 +462,8 @@ func (r *credentialSourceResource) providerData() *Data {
 // Read detects a deleted provider-written Secret: its name leaves state,
 // so the next plan writes it again from the configured value.
 func (r *credentialSourceResource) Read(ctx context.Context, req resource.ReadRequest, resp *resource.ReadResponse) {
+	ctx, cancel := readDeadline(ctx, 0) // no timeouts of its own
+	defer cancel()
 	var state credentialSourceModel
 	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
 	setNameIdentity(ctx, resp.Identity, state.Name, &resp.Diagnostics)

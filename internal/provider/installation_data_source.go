@@ -60,6 +60,8 @@ func (d *installationDataSource) Schema(_ context.Context, _ datasource.SchemaRe
 }
 
 func (d *installationDataSource) Read(ctx context.Context, req datasource.ReadRequest, resp *datasource.ReadResponse) {
+	ctx, cancel := readDeadline(ctx, 0) // no timeouts of its own
+	defer cancel()
 	var m installationDataModel
 	resp.Diagnostics.Append(req.Config.Get(ctx, &m)...)
 	if resp.Diagnostics.HasError() {

@@ -1,0 +1,98 @@
+package provider
+
+import (
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/terraform-plugin-testing/helper/resource"
+)
+
+// silentAPIServer is an API server on loopback that completes TLS, takes
+// every request and never answers it (until the test ends): a cluster
+// whose API server hangs. It returns a kubeconfig that names it and the
+// number of requests it took.
+func silentAPIServer(t *testing.T) (kubeconfig string, requests *atomic.Int64) {
+	t.Helper()
+	done := make(chan struct{})
+	requests = new(atomic.Int64)
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		requests.Add(1)
+		select {
+		case <-r.Context().Done():
+		case <-done:
+		}
+	}))
+	t.Cleanup(func() { close(done); srv.Close() })
+	cfg := fmt.Sprintf(`apiVersion: v1
+kind: Config
+clusters: [{name: silent, cluster: {server: %q, insecure-skip-tls-verify: true}}]
+users: [{name: silent, user: {token: silent}}]
+contexts: [{name: silent, context: {cluster: silent, user: silent}}]
+current-context: silent
+`, srv.URL)
+	kubeconfig = filepath.Join(t.TempDir(), "silent-kubeconfig")
+	if err := os.WriteFile(kubeconfig, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return kubeconfig, requests
+}
+
+// Issue 27 (reliability): a refresh has a deadline. An agent whose
+// cluster's API server takes the request and never answers fails its
+// refresh with UNAVAILABLE once timeouts.read (here 3s) has passed,
+// instead of holding the plan for as long as the server does; the state
+// is kept, and the agent refreshes again from the cluster that answers.
+func TestAccAgent_RefreshHasADeadline(t *testing.T) {
+	env := newKubeEnv(t)
+	env.secret(t, "llm", "api-key", testSentinel)
+	silent, requests := silentAPIServer(t)
+	// The agent alone goes through the aliased provider: its compute and
+	// credential source keep refreshing from the real cluster.
+	config := func(agentProvider string) string {
+		c := faultAgentConfig(env, "", fixedDoc, "support")
+		c = strings.Replace(c, `delete = "60s" }`, `delete = "60s", read = "3s" }`, 1)
+		c = strings.Replace(c, `resource "occ_agent" "a" {`, `resource "occ_agent" "a" {
+  provider      = `+agentProvider, 1)
+		return c + fmt.Sprintf(`
+provider "occ" {
+  alias      = "silent"
+  kubernetes = { config_path = %q }
+}
+`, silent)
+	}
+	var started time.Time
+	resource.Test(t, resource.TestCase{
+		PreCheck:                 func() { testAccPreCheck(t) },
+		ProtoV6ProviderFactories: testAccProtoV6ProviderFactories,
+		Steps: []resource.TestStep{
+			{Config: config("occ"), Check: resource.TestCheckResourceAttr("occ_agent.a", "status", "active")},
+			{
+				PreConfig:   func() { started = time.Now() },
+				Config:      config("occ.silent"),
+				ExpectError: regexp.MustCompile(`UNAVAILABLE: cannot refresh the agent[\s\S]*(deadline|context)`),
+			},
+			{
+				PreConfig: func() {
+					took := time.Since(started)
+					t.Logf("the refresh against the silent API server failed after %s (%d requests)", took.Round(100*time.Millisecond), requests.Load())
+					if took > 60*time.Second {
+						t.Errorf("the refresh waited %s; timeouts.read is 3s", took.Round(time.Second))
+					}
+					if requests.Load() == 0 {
+						t.Error("the silent API server was never asked: the test proves nothing")
+					}
+				},
+				Config:   config("occ"),
+				PlanOnly: true,
+			},
+		},
+	})
+}
