@@ -14,6 +14,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 	"github.com/occ-platform/terraform-provider-occ/internal/admission"
+	"github.com/occ-platform/terraform-provider-occ/internal/render"
 )
 
 // The ssh block of occ_compute: its schema, its model, its conversion into
@@ -73,7 +74,9 @@ func sshBlockSchema() schema.SingleNestedAttribute {
 			"openclaw_path": schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString("/usr/bin/openclaw"),
 				Validators: []validator.String{absolutePath{}}, MarkdownDescription: "The `openclaw` binary on the host. Default `/usr/bin/openclaw`."},
 			"config_dir": schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString("/etc/openclaw"),
-				Validators: []validator.String{absolutePath{}}, MarkdownDescription: "Where revision configurations are written. Default `/etc/openclaw`."},
+				Validators: []validator.String{absolutePath{}, configDir{}}, MarkdownDescription: "Where revision configurations are written, in a directory `NAME` per agent. Default `/etc/openclaw`. " +
+					"It may not be `" + render.StateRoot + "` or inside it (the service users own their state there), and each deploy refuses, before any write, a config_dir in a directory another user can write " +
+					"(the activation runs as root from it) and an existing `NAME` directory holding files the provider did not write."},
 		},
 	}
 }

@@ -282,3 +282,19 @@ func TestAU6_ProviderWrittenCredentialSecretNotBindable(t *testing.T) {
 		})
 	}
 }
+
+// Issue 27: an SSH config_dir in the agents' state root is refused at
+// plan, naming the attribute; elsewhere it is accepted.
+func TestValidateConfigDirOutsideTheState(t *testing.T) {
+	for dir, refused := range map[string]bool{
+		"/etc/openclaw": false, "/var/lib": false, "/var/lib/occ-agentx": false,
+		"/var/lib/occ-agent": true, "/var/lib/occ-agent/web": true, "/var/lib/occ-agent/": true,
+	} {
+		resp := &validator.StringResponse{}
+		configDir{}.ValidateString(context.Background(), validator.StringRequest{Path: path.Root("ssh").AtName("config_dir"), ConfigValue: types.StringValue(dir)}, resp)
+		d := errorAt(resp.Diagnostics, path.Root("ssh").AtName("config_dir"))
+		if refused != (d != nil) || d != nil && (!strings.HasPrefix(d.Summary(), "INVALID_REQUEST: ") || !strings.Contains(d.Detail(), "Attribute ssh.config_dir")) {
+			t.Errorf("config_dir %q: %v, want refused %v at ssh.config_dir", dir, resp.Diagnostics, refused)
+		}
+	}
+}

@@ -399,6 +399,25 @@ func (v absolutePath) ValidateString(_ context.Context, req validator.StringRequ
 	}
 }
 
+// configDir refuses an SSH config_dir inside the agents' state root
+// (render.ConfigDirOverlapsState).
+type configDir struct{}
+
+func (configDir) Description(context.Context) string {
+	return "must not be " + render.StateRoot + " or inside it"
+}
+func (v configDir) MarkdownDescription(ctx context.Context) string { return v.Description(ctx) }
+func (configDir) ValidateString(_ context.Context, req validator.StringRequest, resp *validator.StringResponse) {
+	if req.ConfigValue.IsNull() || req.ConfigValue.IsUnknown() {
+		return
+	}
+	if s := req.ConfigValue.ValueString(); render.ConfigDirOverlapsState(s) {
+		addAttrError(&resp.Diagnostics, req.Path, "INVALID_REQUEST: config_dir is inside the agents' state",
+			fmt.Sprintf("%q is in %s, where each agent's service user owns its state: an agent's directory there could be written by another agent's runtime, "+
+				"and the activation runs as root from it. Use a directory only root can write, such as the default /etc/openclaw.", s, render.StateRoot))
+	}
+}
+
 // addAttrError reports an error at an attribute and names the attribute in
 // the detail too: Terraform's text output shows only the enclosing block
 // for paths inside nested attributes.

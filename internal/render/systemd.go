@@ -81,6 +81,15 @@ func ServiceUser(agent string) string {
 	return "occ_" + strings.TrimRight(agent[:11], "-") + "_" + hex.EncodeToString(sum[:])[:16]
 }
 
+// ConfigDirOverlapsState reports whether a config_dir is StateRoot or
+// inside it: the agents' directories would then sit in a service user's
+// state, which that user can write, and the root-run activation would
+// execute what it wrote.
+func ConfigDirOverlapsState(configDir string) bool {
+	c := path.Clean(configDir)
+	return c == StateRoot || strings.HasPrefix(c, StateRoot+"/")
+}
+
 // RevisionInfo is revision.json: what a revision directory holds.
 type RevisionInfo struct {
 	Agent          string `json:"agent"`
@@ -196,6 +205,11 @@ func Systemd(rev *admission.Revision, n int64) (*SystemdHost, error) {
 		StateDir: StateDir(a), Port: port,
 		Endpoint:        fmt.Sprintf("http://127.0.0.1:%d", port),
 		EnvironmentFile: path.Clean(rev.Source.EnvironmentFile),
+	}
+	// The agent's directory is root's: never inside the service users'
+	// state (which each user owns) nor holding it.
+	if ConfigDirOverlapsState(configDir) || h.AgentDir == StateRoot || strings.HasPrefix(StateRoot, h.AgentDir+"/") {
+		return nil, fmt.Errorf("render: config_dir: %s/%s overlaps %s, where the agents' service users own their state; use a config_dir outside it (the default /etc/openclaw)", path.Clean(configDir), a, StateRoot)
 	}
 	// AU5: the credentials file stays outside what the provider writes
 	// and removes.

@@ -295,3 +295,33 @@ func TestAU6_SSHChannelCredentialsComeFromTheEnvironmentFile(t *testing.T) {
 		t.Errorf("channels.telegram.botToken = %q, want the reference kept for the unit's environment", v)
 	}
 }
+
+// Issue 27: an agent's directory (config_dir/NAME) never overlaps the
+// service users' state under StateRoot, which each user owns and the
+// root-run activation would then execute from: a config_dir inside it,
+// or one whose agent directory would be it or hold it, is refused.
+func TestSystemd_ConfigDirOutsideTheState(t *testing.T) {
+	for _, tc := range []struct {
+		configDir, agent string
+		refused          bool
+	}{
+		{"/etc/openclaw", "support", false},
+		{"/var/lib", "support", false},
+		{"/var/lib/occ-agent", "support", true},
+		{"/var/lib/occ-agent/web", "support", true},
+		{"/var/lib/occ-agent/../occ-agent/x", "support", true},
+		{"/var/lib", "occ-agent", true},
+		{"/var", "lib", true},
+	} {
+		in := sshInput(t, anthropicSSH)
+		in.Agent.Name = tc.agent
+		in.Compute = in.Compute.WithSSH(func(s *admission.SSHCompute) { s.ConfigDir = tc.configDir })
+		_, err := Systemd(admit(t, in), 1)
+		if tc.refused != (err != nil) || err != nil && !strings.Contains(err.Error(), "config_dir") {
+			t.Errorf("config_dir %s, agent %s: %v, want refused %v naming config_dir", tc.configDir, tc.agent, err, tc.refused)
+		}
+		if got := ConfigDirOverlapsState(tc.configDir); got != (tc.refused && tc.agent == "support") {
+			t.Errorf("ConfigDirOverlapsState(%s) = %v", tc.configDir, got)
+		}
+	}
+}

@@ -72,14 +72,17 @@ func TestConformance(t *testing.T) {
 		KeepsActivationTime: false,
 		ForeignIDs:          []string{"occ-acme/support", "support"},
 	})
-	t.Run("CredentialsFileIsRootsAlone", func(t *testing.T) { credentialsFileIsRootsAlone(t, h, exec, compute) })
+	t.Run("HostFilesAreRootsAlone", func(t *testing.T) { hostFilesAreRootsAlone(t, h, exec, compute) })
 }
 
 // Issue 27, rule AU5: a credentials file another user can read or change
 // (itself, a directory above it, or above what it links to) refuses the
 // deploy before anything is written, naming the file, what is wrong and
-// the commands that fix it.
-func credentialsFileIsRootsAlone(t *testing.T, h *sshhost.Host, exec *Executor, compute admission.Compute) {
+// the commands that fix it. So does a config_dir another user can write
+// (the activation runs as root from it), and an agent directory that is
+// not one: a link, or a directory holding files the provider did not
+// write, which is left exactly as it was.
+func hostFilesAreRootsAlone(t *testing.T, h *sshhost.Host, exec *Executor, compute admission.Compute) {
 	const dir = "/etc/occ-mode"
 	hostRun(t, h, "install -d -m 0755 "+dir+" && install -d -m 1777 "+dir+"/drop", "")
 	t.Cleanup(func() {
@@ -87,17 +90,37 @@ func credentialsFileIsRootsAlone(t *testing.T, h *sshhost.Host, exec *Executor, 
 		defer cancel()
 		_, _ = h.RunAs(ctx, "root", "rm -rf -- "+dir+" /var/tmp/occ-mode.env", nil)
 	})
-	for i, tc := range []struct{ name, file, setup, want string }{
-		{"readable by every user", dir + "/open.env", "install -m 0644 /dev/null " + dir + "/open.env", "is open to every user on the host (mode 644)"},
-		{"owned by another user", dir + "/theirs.env", "install -m 0600 -o 65534 /dev/null " + dir + "/theirs.env", "is owned by uid 65534, not root"},
-		{"readable by a group not root's", dir + "/group.env", "install -m 0640 -g 65534 /dev/null " + dir + "/group.env", "is open to group 65534 (mode 640)"},
-		{"in a directory every user can write", dir + "/drop/k.env", "install -m 0600 /dev/null " + dir + "/drop/k.env", "is in " + dir + "/drop, which every user can write (mode 1777)"},
-		{"linked to a directory every user can write", dir + "/link.env", "install -m 0600 /dev/null /var/tmp/occ-mode.env && ln -sfn /var/tmp/occ-mode.env " + dir + "/link.env", "is in /var/tmp, which every user can write"},
+	type hostCase struct{ name, file, setup, want, configDir string }
+	cases := []hostCase{
+		{"readable by every user", dir + "/open.env", "install -m 0644 /dev/null " + dir + "/open.env", "is open to every user on the host (mode 644)", ""},
+		{"owned by another user", dir + "/theirs.env", "install -m 0600 -o 65534 /dev/null " + dir + "/theirs.env", "is owned by uid 65534, not root", ""},
+		{"readable by a group not root's", dir + "/group.env", "install -m 0640 -g 65534 /dev/null " + dir + "/group.env", "is open to group 65534 (mode 640)", ""},
+		{"in a directory every user can write", dir + "/drop/k.env", "install -m 0600 /dev/null " + dir + "/drop/k.env", "is in a directory not root's alone: " + dir + "/drop can be written by every user (mode 1777)", ""},
+		{"linked to a directory every user can write", dir + "/link.env", "install -m 0600 /dev/null /var/tmp/occ-mode.env && ln -sfn /var/tmp/occ-mode.env " + dir + "/link.env", "is in a directory not root's alone: /var/tmp can be written by every user", ""},
+	}
+	for _, c := range []struct{ name, configDir, setup, want string }{
+		{"config_dir in a directory every user can write", dir + "/drop/cfg", "true", "the compute's config_dir " + dir + "/drop/cfg is not root's alone: " + dir + "/drop can be written by every user (mode 1777)"},
+		{"config_dir owned by another user", dir + "/theirs", "install -d -m 0755 -o 65534 " + dir + "/theirs", "the compute's config_dir " + dir + "/theirs is not root's alone: " + dir + "/theirs is owned by uid 65534, not root"},
+		{"agent directory holding the host's files", dir + "/host", "install -d -m 0755 " + dir + "/host/mode7 && install -m 0755 /dev/null " + dir + "/host/mode7/tool", dir + "/host/mode7, the agent's directory in config_dir, holds " + dir + "/host/mode7/tool, which the provider did not write"},
+		{"agent directory that is a link", dir + "/link", "install -d -m 0755 " + dir + "/link && ln -sfn /usr " + dir + "/link/mode8", dir + "/link/mode8, the agent's directory in config_dir, exists and is not a directory the provider made"},
 	} {
+		cases = append(cases, hostCase{name: c.name, file: conformanceEnvFile, setup: c.setup, want: c.want, configDir: c.configDir})
+	}
+	for i, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			hostRun(t, h, tc.setup, "")
 			name := fmt.Sprintf("mode%d", i)
-			c := compute.WithSSH(func(s *admission.SSHCompute) { s.OpenClawPath = fakeGatewayAs(conformance.Ready, 1) })
+			c := compute.WithSSH(func(s *admission.SSHCompute) {
+				s.OpenClawPath = fakeGatewayAs(conformance.Ready, 1)
+				if tc.configDir != "" {
+					s.ConfigDir = tc.configDir
+				}
+			})
+			agentDir := render.AgentDir(DefaultConfigDir, name)
+			if tc.configDir != "" {
+				agentDir = render.AgentDir(tc.configDir, name)
+			}
+			statBefore := hostRun(t, h, "stat -c '%U:%G:%a %N' -- "+agentDir+" "+path.Dir(agentDir)+" 2>/dev/null || true", "")
 			rev := conformance.EmbeddedRevision(t, name, c, admission.CredentialSource{ID: "host", Name: "host", Method: admission.MethodRuntime, Generation: 1,
 				EnvironmentFile: tc.file}, fmt.Sprintf("gateway: {port: %d}", freeLoopbackPort(t)))
 			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -107,13 +130,20 @@ func credentialsFileIsRootsAlone(t *testing.T, h *sshhost.Host, exec *Executor, 
 			if !errors.As(err, &f) || f.Code != executor.CommandFailed || f.Wrote {
 				t.Fatalf("deploy: %v; want COMMAND_FAILED before any write", err)
 			}
-			for _, w := range []string{tc.file, tc.want, "chmod 0600 " + tc.file, "environment_file"} {
+			want := []string{tc.want}
+			if tc.configDir == "" {
+				want = append(want, tc.file, "chmod 0600 "+tc.file, "environment_file")
+			}
+			for _, w := range want {
 				if !strings.Contains(err.Error(), w) {
 					t.Errorf("the failure does not say %q: %v", w, err)
 				}
 			}
-			if out := hostRun(t, h, "ls -d -- "+render.AgentDir(DefaultConfigDir, name)+" "+render.UnitPath(name)+" 2>/dev/null || true", ""); out != "" {
+			if out := hostRun(t, h, "ls -d -- "+render.UnitPath(name)+" 2>/dev/null || true", ""); out != "" {
 				t.Errorf("the refused deploy wrote %s", out)
+			}
+			if after := hostRun(t, h, "stat -c '%U:%G:%a %N' -- "+agentDir+" "+path.Dir(agentDir)+" 2>/dev/null || true", ""); after != statBefore {
+				t.Errorf("the refused deploy changed the agent's directory: %q, then %q", statBefore, after)
 			}
 		})
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"net/http"
+	"path"
 	"strconv"
 	"strings"
 	"time"
@@ -118,8 +119,13 @@ func (e *Executor) poll() time.Duration {
 // missing one is systemd's to report) that only root can read or change:
 // the file root-owned and closed to other users and to any group but
 // root's, every directory above it, and above what it links to,
-// root-owned and writable by root alone. It prints the host's clock.
-const preflightScript = `unit=$1 port=$2 envfile=$3
+// root-owned and writable by root alone. The config_dir must be the
+// same (a directory another user can write lets them swap what the
+// root-run activation executes), and an existing agent directory in it
+// must hold only what the provider writes: a directory of the host's own
+// (config_dir /usr and agent bin) is never taken over. It prints the
+// host's clock.
+const preflightScript = `unit=$1 port=$2 envfile=$3 configdir=$4 agentdir=$5
 command -v systemctl >/dev/null 2>&1 || { echo "systemctl not found: the host must run systemd" >&2; exit 69; }
 [ -d /run/systemd/system ] || { echo "systemd is not the running init system" >&2; exit 69; }
 v=$(systemctl --version 2>/dev/null | awk 'NR == 1 { print $2 }')
@@ -142,20 +148,50 @@ unsafe() {
 	echo "keep it in directories root owns and only root can write, then apply again" >&2
 	exit 74
 }
+# owned_by_root PATH: every existing directory from PATH up is root's
+# and writable by root alone; prints what is not.
+owned_by_root() {
+	d=$1
+	while :; do
+		if [ -e "$d" ]; then
+			set -- $(stat -L -c '%u %g %a' -- "$d")
+			[ "$1" = 0 ] || { echo "$d is owned by uid $1, not root"; return; }
+			[ $((0$3 & 02)) = 0 ] || { echo "$d can be written by every user (mode $3)"; return; }
+			[ $((0$3 & 020)) = 0 ] || [ "$2" = 0 ] || { echo "$d can be written by group $2 (mode $3)"; return; }
+		fi
+		[ "$d" = / ] && return
+		d=$(dirname -- "$d")
+	done
+}
+if [ -n "$configdir" ]; then
+	bad=$(owned_by_root "$configdir")
+	if [ -n "$bad" ]; then
+		echo "the compute's config_dir $configdir is not root's alone: $bad" >&2
+		echo "the activation runs as root from it: use a config_dir in directories only root can write (the default /etc/openclaw), then apply again" >&2
+		exit 75
+	fi
+	if [ -L "$agentdir" ] || { [ -e "$agentdir" ] && [ ! -d "$agentdir" ]; }; then
+		echo "$agentdir, the agent's directory in config_dir, exists and is not a directory the provider made; choose another config_dir or agent name" >&2
+		exit 75
+	fi
+	if [ -d "$agentdir" ]; then
+		other=$(find "$agentdir" -mindepth 1 -maxdepth 1 ! -name 'r[0-9]*' ! -name current ! -name .current.tmp ! -name .lock ! -name .activate.sh ! -name .activate.out ! -name '.occ-upload.*' -print 2>/dev/null | head -n 1)
+		if [ -n "$other" ]; then
+			echo "$agentdir, the agent's directory in config_dir, holds $other, which the provider did not write: it is not an agent directory" >&2
+			echo "choose another config_dir or agent name; nothing was changed" >&2
+			exit 75
+		fi
+	fi
+fi
 if [ -n "$envfile" ] && [ -e "$envfile" ]; then
 	real=$(readlink -f -- "$envfile")
 	set -- $(stat -c '%u %g %a' -- "$real")
 	[ "$1" = 0 ] || unsafe "is owned by uid $1, not root"
 	[ $((0$3 & 07)) = 0 ] || unsafe "is open to every user on the host (mode $3)"
 	[ $((0$3 & 070)) = 0 ] || [ "$2" = 0 ] || unsafe "is open to group $2 (mode $3)"
-	for d in "$envfile" "$real"; do
-		while [ "$d" != / ]; do
-			d=$(dirname -- "$d")
-			set -- $(stat -L -c '%u %g %a' -- "$d")
-			[ "$1" = 0 ] || unsafe "is in $d, owned by uid $1, not root"
-			[ $((0$3 & 02)) = 0 ] || unsafe "is in $d, which every user can write (mode $3)"
-			[ $((0$3 & 020)) = 0 ] || [ "$2" = 0 ] || unsafe "is in $d, which group $2 can write (mode $3)"
-		done
+	for f in "$envfile" "$real"; do
+		bad=$(owned_by_root "$(dirname -- "$f")")
+		[ -z "$bad" ] || unsafe "is in a directory not root's alone: $bad"
 	done
 fi
 date +%s%6N
@@ -293,7 +329,7 @@ func (e *Executor) deploy(ctx context.Context, d executor.Deployment, t Target, 
 		return executor.Result{}, err
 	}
 	log.Print("checking the host", phase("preflight"))
-	if _, err := conn.RunOK(ctx, "preflight", preflightScript, nil, h.Unit, strconv.FormatInt(h.Port, 10), h.EnvironmentFile); err != nil {
+	if _, err := conn.RunOK(ctx, "preflight", preflightScript, nil, h.Unit, strconv.FormatInt(h.Port, 10), h.EnvironmentFile, path.Dir(h.AgentDir), h.AgentDir); err != nil {
 		return executor.Result{}, err
 	}
 
