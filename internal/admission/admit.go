@@ -9,6 +9,8 @@ import (
 	"strings"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/resource"
+
 	"github.com/occ-platform/terraform-provider-occ/internal/occconfig"
 )
 
@@ -447,6 +449,24 @@ type KubernetesSettings struct {
 	MemoryRequest    string   `json:"memory_request,omitempty"`
 	ImagePullSecrets []string `json:"image_pull_secrets,omitempty"`
 	ImagePullPolicy  string   `json:"image_pull_policy,omitempty"`
+	// EphemeralStorageLimit is the runtime containers' ephemeral-storage
+	// limit and every emptyDir's size limit; omitted while it is the
+	// default (DefaultEphemeralStorageLimit), so that the computes that
+	// keep it keep their revision ids.
+	EphemeralStorageLimit string `json:"ephemeral_storage_limit,omitempty"`
+}
+
+// DefaultEphemeralStorageLimit is the ephemeral-storage limit of a runtime
+// container, and the size limit of each emptyDir, unless the compute sets
+// another.
+const DefaultEphemeralStorageLimit = "2Gi"
+
+// EphemeralStorage is the frozen ephemeral-storage limit as a quantity.
+func (k KubernetesSettings) EphemeralStorage() resource.Quantity {
+	if q, err := resource.ParseQuantity(k.EphemeralStorageLimit); err == nil && k.EphemeralStorageLimit != "" {
+		return q
+	}
+	return resource.MustParse(DefaultEphemeralStorageLimit)
 }
 
 // SSHSettings is what a revision freezes of an SSH compute.

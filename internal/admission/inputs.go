@@ -130,6 +130,10 @@ type KubernetesCompute struct {
 	PodLabels         map[string]string // beside the identity labels, which win (LG4)
 	CPURequestMillis  int64             // 0: the CPU limit
 	MemoryRequest     string            // "": the memory limit
+	// EphemeralStorageLimit bounds each runtime container's node-local
+	// storage (logs, writable layer) and each of its Pods' emptyDirs;
+	// "": DefaultEphemeralStorageLimit.
+	EphemeralStorageLimit string
 	ImagePullSecrets  []string
 	ImagePullPolicy   string // "": Kubernetes' default
 	LoggingOwnership  string

@@ -228,7 +228,21 @@ func kubernetesSettings(c Compute) ComputeSettings {
 		PodLabels:        k.PodLabels,
 		CPURequestMillis: cpuRequest(k), MemoryRequest: memoryRequest(k),
 		ImagePullSecrets: slices.Clone(k.ImagePullSecrets), ImagePullPolicy: k.ImagePullPolicy,
+		EphemeralStorageLimit: ephemeralStorage(k),
 	}}
+}
+
+// ephemeralStorage is the frozen ephemeral-storage limit: "" while it is
+// unset or the default quantity, however spelled ("2Gi", "2048Mi").
+func ephemeralStorage(c KubernetesCompute) string {
+	if c.EphemeralStorageLimit == "" {
+		return ""
+	}
+	q, err := resource.ParseQuantity(c.EphemeralStorageLimit)
+	if err == nil && q.Cmp(resource.MustParse(DefaultEphemeralStorageLimit)) == 0 {
+		return ""
+	}
+	return c.EphemeralStorageLimit
 }
 
 // cpuRequest is the frozen CPU request: 0 (the limit) when it is unset or

@@ -47,6 +47,7 @@ type kubernetesModel struct {
 	PriorityClassName   types.String `tfsdk:"priority_class_name"`
 	CPURequest          types.String `tfsdk:"cpu_request"`
 	MemoryRequest       types.String `tfsdk:"memory_request"`
+	EphemeralStorage    types.String `tfsdk:"ephemeral_storage_limit"`
 	ImagePullSecrets    types.List   `tfsdk:"image_pull_secrets"`
 	ImagePullPolicy     types.String `tfsdk:"image_pull_policy"`
 	Logging             types.Object `tfsdk:"logging"`
@@ -123,6 +124,11 @@ func kubernetesBlockSchema() schema.SingleNestedAttribute {
 			"memory_request": schema.StringAttribute{Optional: true,
 				Validators:          []validator.String{quantity{what: "memory"}, notAboveLimit{limit: "memory_limit", defaultLimit: defaultMemoryLimit}},
 				MarkdownDescription: "Memory request of each runtime container (a Kubernetes quantity such as `1Gi`), at most `memory_limit`. Unset, the request equals `memory_limit`. Part of the revision."},
+			"ephemeral_storage_limit": schema.StringAttribute{Optional: true,
+				Validators: []validator.String{quantity{what: "storage"}},
+				MarkdownDescription: "The most node-local disk each runtime container may fill (its logs; the root filesystems are read-only) and the size limit of each of its Pods' `emptyDir` volumes (`/tmp`, and the gateway's state when `state` is off), as a Kubernetes quantity. " +
+					"Past it the kubelet evicts the Pod, so no agent fills the node its neighbours run on. Unset: `" + admission.DefaultEphemeralStorageLimit + "`. " +
+					"It asks the scheduler for no room (the request is 0). Part of the revision."},
 			"node_workers": schema.Int64Attribute{Optional: true, Computed: true, Default: int64default.StaticInt64(admission.DefaultNodeWorkers),
 				Validators: []validator.Int64{int64validator.Between(1, 256)},
 				MarkdownDescription: "Session-owned workers a native OpenClaw node host admits; further sessions are refused while all are taken (rule HM6). Default 8. " +
@@ -319,5 +325,6 @@ func podSettingsFromModel(ctx context.Context, k kubernetesModel, c *admission.K
 	c.PriorityClassName = k.PriorityClassName.ValueString()
 	c.CPURequestMillis = cpuMillis(k.CPURequest.ValueString()) // 0 when unset: the limit
 	c.MemoryRequest = k.MemoryRequest.ValueString()
+	c.EphemeralStorageLimit = k.EphemeralStorage.ValueString()
 	c.ImagePullPolicy = k.ImagePullPolicy.ValueString()
 }

@@ -397,9 +397,9 @@ func dedicatedCodex(rev *admission.Revision, n int64) (*Objects, error) {
 		corev1ac.Volume().WithName("app-server-token").WithSecret(corev1ac.SecretVolumeSource().WithSecretName(AppServerTokenSecret(a)).
 			WithItems(corev1ac.KeyToPath().WithKey(AppServerTokenKey).WithPath(AppServerTokenKey)).WithDefaultMode(0o440)),
 		corev1ac.Volume().WithName("codex-config").WithConfigMap(corev1ac.ConfigMapVolumeSource().WithName(HarnessConfigMapName(a, n))),
-		corev1ac.Volume().WithName("tmp").WithEmptyDir(corev1ac.EmptyDirVolumeSource()),
-		corev1ac.Volume().WithName("codex-home").WithEmptyDir(corev1ac.EmptyDirVolumeSource()),
-		corev1ac.Volume().WithName("workspace").WithEmptyDir(corev1ac.EmptyDirVolumeSource()),
+		corev1ac.Volume().WithName("tmp").WithEmptyDir(emptyDir(rev)),
+		corev1ac.Volume().WithName("codex-home").WithEmptyDir(emptyDir(rev)),
+		corev1ac.Volume().WithName("workspace").WithEmptyDir(emptyDir(rev)),
 	)
 	if sa := rev.Source.ServiceAccount; sa != "" && rev.Credential.Method == admission.MethodCodexPAT {
 		spec := harness.Spec.Template.Spec
@@ -462,7 +462,7 @@ func gatewayDeployment(rev *admission.Revision, n int64, wrapperArgs []string, e
 		corev1ac.VolumeMount().WithName("tmp").WithMountPath("/tmp"),
 		corev1ac.VolumeMount().WithName("state").WithMountPath(StateMountPath),
 	}
-	state := corev1ac.Volume().WithName("state").WithEmptyDir(corev1ac.EmptyDirVolumeSource())
+	state := corev1ac.Volume().WithName("state").WithEmptyDir(emptyDir(rev))
 	if rev.ComputeSettings.Kubernetes().State != nil {
 		// The same claim in every revision: the gateway's sessions,
 		// pairings, memory and workspace survive a new revision, a
@@ -472,7 +472,7 @@ func gatewayDeployment(rev *admission.Revision, n int64, wrapperArgs []string, e
 	}
 	volumes := []*corev1ac.VolumeApplyConfiguration{
 		corev1ac.Volume().WithName("config").WithConfigMap(corev1ac.ConfigMapVolumeSource().WithName(ConfigMapName(a, n))),
-		corev1ac.Volume().WithName("tmp").WithEmptyDir(corev1ac.EmptyDirVolumeSource()),
+		corev1ac.Volume().WithName("tmp").WithEmptyDir(emptyDir(rev)),
 		state,
 	}
 	// OpenClaw refuses to listen beyond loopback without a shared secret:
@@ -751,15 +751,21 @@ func container(rev *admission.Revision, name, image string, args []string, env [
 	return c
 }
 
-// resources are a runtime container's limits (the compute's CPU and
-// memory limits) and requests: the compute's requests where it sets them,
-// else the limits, as they have always been.
+// resources are a runtime container's limits (the compute's CPU, memory
+// and ephemeral-storage limits) and requests: the compute's requests where
+// it sets them, else the limits, as they have always been; ephemeral
+// storage is requested as 0, explicitly (Kubernetes would default the
+// request to the limit): the limit bounds what a Pod may fill on its node
+// (the kubelet evicts a Pod past it), and asks no room of the scheduler,
+// which nodes that report no ephemeral storage could never give.
 func resources(cs admission.ComputeSettings) (limits, requests corev1.ResourceList) {
 	limits = corev1.ResourceList{corev1.ResourceCPU: *resource.NewMilliQuantity(cs.Kubernetes().CPUMillis, resource.DecimalSI)}
 	if m, err := resource.ParseQuantity(cs.Kubernetes().MemoryLimit); err == nil {
 		limits[corev1.ResourceMemory] = m
 	}
+	limits[corev1.ResourceEphemeralStorage] = cs.Kubernetes().EphemeralStorage()
 	requests = limits.DeepCopy()
+	requests[corev1.ResourceEphemeralStorage] = resource.MustParse("0")
 	if cs.Kubernetes().CPURequestMillis > 0 {
 		requests[corev1.ResourceCPU] = *resource.NewMilliQuantity(cs.Kubernetes().CPURequestMillis, resource.DecimalSI)
 	}
@@ -767,6 +773,13 @@ func resources(cs admission.ComputeSettings) (limits, requests corev1.ResourceLi
 		requests[corev1.ResourceMemory] = m
 	}
 	return limits, requests
+}
+
+// emptyDir is a runtime Pod's scratch volume: on the node's disk, at most
+// the compute's ephemeral-storage limit (the kubelet evicts the Pod past
+// it), so no agent fills the node its neighbours run on.
+func emptyDir(rev *admission.Revision) *corev1ac.EmptyDirVolumeSourceApplyConfiguration {
+	return corev1ac.EmptyDirVolumeSource().WithSizeLimit(rev.ComputeSettings.Kubernetes().EphemeralStorage())
 }
 
 func deployment(rev *admission.Revision, n int64, name, component, serviceAccount string, c *corev1ac.ContainerApplyConfiguration, volumes ...*corev1ac.VolumeApplyConfiguration) *appsv1ac.DeploymentApplyConfiguration {

@@ -22,7 +22,9 @@ resource "occ_compute" "production" {
     cpu_request    = "500m"
     memory_limit   = "4Gi"
     memory_request = "2Gi"
-    node_selector  = { "example.com/pool" = "agents" }
+    # The most node-local disk each runtime Pod may fill (logs, emptyDirs).
+    ephemeral_storage_limit = "2Gi"
+    node_selector           = { "example.com/pool" = "agents" }
     tolerations = [
       { key = "example.com/dedicated", operator = "Equal", value = "agents", effect = "NoSchedule" },
     ]
