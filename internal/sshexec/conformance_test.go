@@ -73,6 +73,78 @@ func TestConformance(t *testing.T) {
 		ForeignIDs:          []string{"occ-acme/support", "support"},
 	})
 	t.Run("HostFilesAreRootsAlone", func(t *testing.T) { hostFilesAreRootsAlone(t, h, exec, compute) })
+	t.Run("OneAgentOfANamePerHost", func(t *testing.T) { oneAgentOfANamePerHost(t, h, exec, compute) })
+}
+
+// Issue 27, rule AC3: a host has one unit, one state directory and one
+// service user per agent name. A second configuration deploying an agent
+// of the same name from another config_dir is refused before any write,
+// naming the config_dir that runs it; its destroy leaves the running
+// agent, its unit, state and user as they were. The agent's own compute
+// moving to another config_dir is an update: it runs from the new
+// directory, and the old one goes.
+func oneAgentOfANamePerHost(t *testing.T, h *sshhost.Host, exec *Executor, compute admission.Compute) {
+	const name, otherDir = "twin", "/etc/occ-twin"
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	port := freeLoopbackPort(t)
+	a := compute
+	b := compute.WithSSH(func(s *admission.SSHCompute) { s.ConfigDir = otherDir })
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		_ = exec.Delete(ctx, executor.Agent{Name: name, Compute: &b})
+		_ = exec.Delete(ctx, executor.Agent{Name: name, Compute: &a})
+		_, _ = h.RunAs(ctx, "root", "rm -rf -- "+otherDir, nil)
+	})
+	var logged []string
+	logTo := func(msg string, _ map[string]any) { logged = append(logged, msg) }
+	if _, err := exec.Deploy(ctx, executor.Deployment{Revision: sshRevision(t, name, a, fakeGatewayAs(conformance.Ready, 1), port), Compute: a, N: 1}); err != nil {
+		t.Fatalf("deploy from config_dir %s: %v", DefaultConfigDir, err)
+	}
+	// What of the first agent must not change: its unit file, its
+	// process, its directories and user.
+	snapshot := func() string {
+		return hostRun(t, h, "sha256sum "+render.UnitPath(name)+"; systemctl show -p MainPID -p ActiveState -- "+render.UnitName(name)+
+			"; find "+render.AgentDir(DefaultConfigDir, name)+" "+render.StateDir(name)+" -printf '%p %U %m\\n' | sort; id "+render.ServiceUser(name)+"; ls -d "+otherDir+"/"+name+" 2>/dev/null || true", "")
+	}
+	before := snapshot()
+
+	_, err := exec.Deploy(ctx, executor.Deployment{Revision: sshRevision(t, name, b, fakeGatewayAs(conformance.Ready, 2), freeLoopbackPort(t)), Compute: b, N: 1})
+	var f *executor.Failure
+	if !errors.As(err, &f) || f.Code != executor.ResourceConflict || f.Wrote {
+		t.Fatalf("deploy of the same name from config_dir %s: %v; want RESOURCE_CONFLICT before any write", otherDir, err)
+	}
+	for _, w := range []string{render.UnitName(name), render.AgentDir(DefaultConfigDir, name), "config_dir " + DefaultConfigDir} {
+		if !strings.Contains(f.Error()+" "+f.Next, w) {
+			t.Errorf("the refusal does not say %q: %v %s", w, f, f.Next)
+		}
+	}
+	if after := snapshot(); after != before {
+		t.Fatalf("the refused deploy changed the running agent:\n%s\nthen\n%s", before, after)
+	}
+	if err := exec.Delete(ctx, executor.Agent{Name: name, Compute: &b, Log: logTo}); err != nil {
+		t.Fatalf("delete from config_dir %s: %v", otherDir, err)
+	}
+	if after := snapshot(); after != before {
+		t.Fatalf("a destroy from another config_dir changed the running agent:\n%s\nthen\n%s", before, after)
+	}
+	if !strings.Contains(strings.Join(logged, "\n"), "kept "+render.UnitName(name)) {
+		t.Errorf("the destroy does not say it kept the other configuration's unit: %q", logged)
+	}
+
+	// The agent's own compute moves to config_dir otherDir: revision 2,
+	// serving 1.
+	if _, err := exec.Deploy(ctx, executor.Deployment{Revision: sshRevision(t, name, b, fakeGatewayAs(conformance.Ready, 3), port), Compute: b, N: 2, Serving: 1}); err != nil {
+		t.Fatalf("update after config_dir moved to %s: %v", otherDir, err)
+	}
+	if got := hostRun(t, h, "sed -n 's/^"+render.UnitKeyAgentDir+"=//p' "+render.UnitPath(name)+"; ls -d "+render.AgentDir(DefaultConfigDir, name)+" 2>/dev/null || true", ""); got != render.AgentDir(otherDir, name)+"\n" {
+		t.Fatalf("after the move the host has %q; want the unit in %s and nothing left in %s", got, render.AgentDir(otherDir, name), DefaultConfigDir)
+	}
+	o, err := exec.Read(ctx, executor.Agent{Name: name, Compute: &b})
+	if err != nil || o.Revision != 2 || o.Drift != executor.DriftNone {
+		t.Fatalf("read after the move: %+v, %v; want revision 2 without drift", o, err)
+	}
 }
 
 // Issue 27, rule AU5: a credentials file another user can read or change

@@ -220,10 +220,27 @@ rm -f -- "$agentdir"/.occ-upload.* "$revdir"/.occ-upload.* "$agentdir/.current.t
 
 // guardScript reads, before anything is written, which revision the host
 // selects and that revision's activation record: what AC3's stale guard
-// and a create's ownership check judge (guardVerdict).
-const guardScript = `agentdir=$1
-echo "current=$(readlink -- "$agentdir/current" 2>/dev/null || true)"
-cat -- "$agentdir/current/` + render.ActivationFile + `" 2>/dev/null || true
+// and a create's ownership check judge (guardVerdict). It also reads the
+// agent directory the agent's unit file runs from (the unit, the state
+// directory and the service user are one per agent name on a host) and,
+// when that is another directory (another config_dir), what that one
+// selects.
+const guardScript = `agentdir=$1 unitpath=$2
+selected() {
+	cur=$(readlink -- "$2/current" 2>/dev/null || true)
+	echo "${1}current=$cur"
+	if [ -n "$cur" ] && [ -f "$2/current/` + render.ActivationFile + `" ]; then
+		printf '%sactivation=' "$1"
+		tr -d '\n' < "$2/current/` + render.ActivationFile + `"
+		echo
+	fi
+}
+selected "" "$agentdir"
+unitdir=$(sed -n 's/^` + render.UnitKeyAgentDir + `=//p' "$unitpath" 2>/dev/null | head -n 1 | sed 's/%%/%/g')
+# The same directory by another path (a config_dir through a link) is the agent's own.
+[ -z "$unitdir" ] || [ "$(readlink -f -- "$unitdir")" != "$(readlink -f -- "$agentdir")" ] || unitdir=$agentdir
+echo "unit_dir=$unitdir"
+[ -z "$unitdir" ] || [ "$unitdir" = "$agentdir" ] || selected unit_ "$unitdir"
 `
 
 // activateScript runs the activation on the host as a transient systemd
@@ -352,12 +369,13 @@ func (e *Executor) deploy(ctx context.Context, d executor.Deployment, t Target, 
 	}
 	// Judged before the first write: a newer revision selected (AC3), or
 	// on create another configuration's agent under this name.
-	g, err := conn.RunOK(ctx, "read the selected revision", guardScript, nil, h.AgentDir)
+	g, err := conn.RunOK(ctx, "read the selected revision", guardScript, nil, h.AgentDir, h.UnitPath)
 	if err != nil {
 		return executor.Result{}, err
 	}
 	sel := parseSelected(g.Stdout)
-	if err := guardVerdict(rev.Agent, t.Addr(), n, d.Serving, h.RevisionID, sel); err != nil {
+	movedFrom, err := guardVerdict(rev.Agent, t.Addr(), h.AgentDir, n, d.Serving, h.RevisionID, sel)
+	if err != nil {
 		return executor.Result{}, err
 	}
 	if sel.Revision == n {
@@ -420,6 +438,16 @@ func (e *Executor) deploy(ctx context.Context, d executor.Deployment, t Target, 
 	// unused directories, which the next activation removes.
 	if _, err := run("prune revisions", pruneScript, h.AgentDir, strconv.Itoa(render.KeepRevisions), render.RevisionDirName(n)); err != nil {
 		log.Print("pruning earlier revisions failed; the next activation retries", executor.Fields(phase("prune"), map[string]any{"work.outcome": "failed"}))
+	}
+	if movedFrom != "" && path.Base(movedFrom) == rev.Agent {
+		// The compute's config_dir changed: the unit now runs from the new
+		// agent directory, and the old one is what the provider wrote
+		// there.
+		if r, err := run("remove "+movedFrom, removeAgentDirFunc+`remove_agent_dir "$1"`, movedFrom); err != nil {
+			log.Print("removing the agent's directory in the earlier config_dir failed: "+err.Error(), executor.Fields(phase("prune"), map[string]any{"work.outcome": "failed"}))
+		} else if s := strings.TrimSpace(r.Stderr); s != "" {
+			log.Print(s, phase("prune"))
+		}
 	}
 	return executor.Result{ActivatedAt: at, Endpoint: h.Endpoint}, nil
 }
@@ -700,44 +728,75 @@ func keyValues(s string) map[string]string {
 }
 
 // selected is what the host selects for an agent: the current link's
-// revision (0: none) and that revision's activation record, if any.
+// revision (0: none) and that revision's activation record, if any; and
+// the agent directory its unit file runs from ("" without a unit file),
+// with what that directory selects when it is not the deploy's own.
 type selected struct {
 	Revision   int64
 	Activation *render.Activation
+	UnitDir    string
+	Unit       *selected
 }
 
 // parseSelected reads guardScript's output.
 func parseSelected(out string) selected {
+	kv := keyValues(out)
+	sel := selectedOf(kv, "")
+	sel.UnitDir = kv["unit_dir"]
+	if _, ok := kv["unit_current"]; ok {
+		u := selectedOf(kv, "unit_")
+		sel.Unit = &u
+	}
+	return sel
+}
+
+func selectedOf(kv map[string]string, prefix string) selected {
 	var sel selected
-	first, rest, _ := strings.Cut(out, "\n")
-	if n, ok := render.ParseRevisionDirName(strings.TrimPrefix(strings.TrimSpace(first), "current=")); ok {
+	if n, ok := render.ParseRevisionDirName(kv[prefix+"current"]); ok {
 		sel.Revision = n
 	}
 	var act render.Activation
-	if rest = strings.TrimSpace(rest); rest != "" && json.Unmarshal([]byte(rest), &act) == nil && act.RevisionID != "" {
+	if rec := kv[prefix+"activation"]; rec != "" && json.Unmarshal([]byte(rec), &act) == nil && act.RevisionID != "" {
 		sel.Activation = &act
 	}
 	return sel
 }
 
-// guardVerdict judges revision n of an agent (id its content address)
-// against what the host selects, before anything is written: a newer
-// revision selected is STALE_REVISION (AC3: an older apply never
-// overwrites a newer one); on a create (serving 0) an activated revision
-// of other content is another configuration's agent, RESOURCE_CONFLICT
-// naming the import id. An unfinished create (nothing activated) or the
-// very revision planned (a create killed after activating it) is taken on.
-func guardVerdict(agent, addr string, n, serving int64, id string, sel selected) error {
+// guardVerdict judges revision n of an agent (id its content address,
+// agentDir its directory under the compute's config_dir) against what the
+// host selects, before anything is written: a newer revision selected is
+// STALE_REVISION (AC3: an older apply never overwrites a newer one); on a
+// create (serving 0) an activated revision of other content is another
+// configuration's agent, RESOURCE_CONFLICT naming the import id. An
+// unfinished create (nothing activated) or the very revision planned (a
+// create killed after activating it) is taken on. A unit file that runs
+// the agent from another agent directory is another configuration's
+// agent of the same name (one host has one unit, one state directory and
+// one service user per name), RESOURCE_CONFLICT too, unless it selects
+// the very revision this agent serves: the agent's compute moved to
+// another config_dir, and moved reports the directory it leaves.
+func guardVerdict(agent, addr, agentDir string, n, serving int64, id string, sel selected) (moved string, err error) {
+	if sel.UnitDir != "" && sel.UnitDir != agentDir {
+		if serving > 0 && sel.Unit != nil && sel.Unit.Revision == serving {
+			return sel.UnitDir, nil
+		}
+		return "", &executor.Failure{Code: executor.ResourceConflict, Agent: agent,
+			Summary: fmt.Sprintf("agent %q already runs on %s from another config_dir", agent, addr),
+			Reason: fmt.Sprintf("its unit %s runs the configuration in %s, and this compute's config_dir puts the agent in %s: another Terraform configuration manages an agent of this name on this host, "+
+				"and a host has one unit, one state directory and one service user per agent name", render.UnitName(agent), sel.UnitDir, agentDir),
+			Next: fmt.Sprintf("Give this agent another name, or manage it from the configuration whose compute has config_dir %s (`terraform import <address> %s/%s` there). Nothing on the host was touched.",
+				path.Dir(sel.UnitDir), addr, agent)}
+	}
 	switch {
 	case serving == 0 && sel.Activation != nil && sel.Activation.RevisionID != id:
-		return &executor.Failure{Code: executor.ResourceConflict, Agent: agent,
+		return "", &executor.Failure{Code: executor.ResourceConflict, Agent: agent,
 			Summary: fmt.Sprintf("agent %q already runs on %s", agent, addr),
 			Reason:  fmt.Sprintf("the host serves its revision %d (%s), which this configuration did not create: another Terraform configuration, or a state that lost it, manages it", sel.Activation.Revision, sel.Activation.RevisionID),
 			Next:    fmt.Sprintf("Adopt it with `terraform import <address> %s/%s` (it then follows this configuration), or give this agent another name. Nothing of the running agent was touched.", addr, agent)}
 	case sel.Revision > n:
-		return staleFailure(agent, n, sel.Revision, "admission", fmt.Sprintf("nothing of revision %d was written", n))
+		return "", staleFailure(agent, n, sel.Revision, "admission", fmt.Sprintf("nothing of revision %d was written", n))
 	}
-	return nil
+	return "", nil
 }
 
 // staleFailure refuses revision n because the host selects newer

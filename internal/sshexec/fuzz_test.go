@@ -377,3 +377,36 @@ func FuzzShQuote(f *testing.F) {
 		}
 	})
 }
+
+// FuzzParseSelected: guardScript's output (the host's text) never panics
+// the parser, and what it reads is a revision number or none.
+func FuzzParseSelected(f *testing.F) {
+	act := `{"agent":"support","revision":3,"revision_id":"abc","digest":"d1","activated_at":"2026-11-29T10:00:00Z","endpoint":"http://127.0.0.1:18789"}`
+	for _, seed := range []string{
+		"",
+		"current=\nunit_dir=\n",
+		"current=r3\nactivation=" + act + "\nunit_dir=/etc/openclaw/support\n",
+		"current=\nunit_dir=/srv/a/support\nunit_current=r3\nunit_activation=" + act + "\n",
+		"current=r9223372036854775808\nunit_current=rx\nunit_activation={\n",
+		"unit_dir==\nunit_current==r1\n\xff\xfe",
+	} {
+		f.Add(seed)
+	}
+	f.Fuzz(func(t *testing.T, out string) {
+		sel := parseSelected(out)
+		for _, s := range []*selected{&sel, sel.Unit} {
+			if s == nil {
+				continue
+			}
+			if s.Revision < 0 || (s.Revision > 0 && render.RevisionDirName(s.Revision) == "") {
+				t.Fatalf("revision %d", s.Revision)
+			}
+			if s.Activation != nil && s.Activation.RevisionID == "" {
+				t.Fatalf("an activation without a revision id: %+v", s.Activation)
+			}
+		}
+		if sel.Unit != nil && sel.Unit.Unit != nil {
+			t.Fatal("a unit's selection nests another")
+		}
+	})
+}

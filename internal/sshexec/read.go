@@ -210,15 +210,39 @@ func drift(o hostView, current string) (executor.DriftReason, string) {
 	return executor.DriftNone, ""
 }
 
+// removeAgentDirFunc defines remove_agent_dir DIR: it removes what the
+// provider writes in an agent directory (its revisions, current link,
+// lock, activation job and interrupted uploads), then the directory when
+// nothing else is left in it.
+const removeAgentDirFunc = `remove_agent_dir() {
+	for d in "$1"/r[0-9]*; do
+		case "${d##*/}" in r*[!0-9]*) continue ;; esac
+		[ -d "$d" ] && rm -rf -- "$d"
+	done
+	rm -f -- "$1/current" "$1/.current.tmp" "$1"/.occ-upload.* "$1/.lock" "$1/.activate.sh" "$1/.activate.out"
+	rmdir -- "$1" 2>/dev/null || echo "kept $1: it holds files the provider did not write" >&2
+}
+`
+
 // deleteScript stops and disables the unit, removes it, the agent's
 // revision directories, its current link and state directory. It removes
 // only what the provider writes: the credentials file is never touched, and
-// an agent directory holding anything else is kept.
-const deleteScript = `set -u
+// an agent directory holding anything else is kept. A unit that runs the
+// agent from another agent directory than the compute's (another
+// config_dir: another configuration's agent of this name) is left with
+// its state and user; only this compute's agent directory goes.
+const deleteScript = removeAgentDirFunc + `set -u
 agent=$1 unit=$2 unitpath=$3 agentdir=$4 statedir=$5 user=$6
-if [ -z "$agentdir" ] && [ -f "$unitpath" ]; then
-	agentdir=$(sed -n 's/^X-OCC-Agent-Dir=//p' "$unitpath" | head -n 1 | sed 's/%%/%/g')
+unitdir=
+[ -f "$unitpath" ] && unitdir=$(sed -n 's/^` + render.UnitKeyAgentDir + `=//p' "$unitpath" | head -n 1 | sed 's/%%/%/g')
+if [ -n "$agentdir" ] && [ -n "$unitdir" ] && [ "$(readlink -f -- "$unitdir")" != "$(readlink -f -- "$agentdir")" ]; then
+	# The unit runs an agent of this name from another config_dir:
+	# another configuration's, whose unit, state and user stay.
+	[ -d "$agentdir" ] && [ ! -L "$agentdir" ] && remove_agent_dir "$agentdir"
+	echo "kept $unit, its state directory and its user: the unit runs agent $agent from $unitdir, another config_dir than this compute's" >&2
+	exit 0
 fi
+[ -n "$agentdir" ] || agentdir=$unitdir
 systemctl disable --now --quiet -- "$unit" 2>/dev/null || systemctl stop -- "$unit" 2>/dev/null || true
 rm -f -- "$unitpath" "$(dirname -- "$unitpath")/.occ-upload.$(basename -- "$unitpath")."*
 systemctl daemon-reload
@@ -228,12 +252,7 @@ case "$agentdir" in
 *) echo "refusing to remove $agentdir: it is not an agent directory of $agent" >&2; exit 1 ;;
 esac
 if [ -n "$agentdir" ] && [ "$agentdir" != / ] && [ -d "$agentdir" ]; then
-	for d in "$agentdir"/r[0-9]*; do
-		case "${d##*/}" in r*[!0-9]*) continue ;; esac
-		[ -d "$d" ] && rm -rf -- "$d"
-	done
-	rm -f -- "$agentdir/current" "$agentdir/.current.tmp" "$agentdir"/.occ-upload.* "$agentdir/.lock" "$agentdir/.activate.sh" "$agentdir/.activate.out"
-	rmdir -- "$agentdir" 2>/dev/null || echo "kept $agentdir: it holds files the provider did not write" >&2
+	remove_agent_dir "$agentdir"
 fi
 rm -rf -- "$statedir"
 # The service user the first deploy created (userdel refuses while a
