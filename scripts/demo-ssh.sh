@@ -7,8 +7,7 @@
 # port, the real OpenClaw gateway. The model is local: a fake
 # Anthropic-compatible endpoint on the loopback the host shares, which
 # answers only the demo's key; nothing is billed. The demo writes the
-# operator's credentials file on the host (that key and a gateway token),
-# applies, prints the activated revision, plans again, sends one message
+# operator's credentials file on the host (that key), applies, prints the activated revision, plans again, sends one message
 # through an SSH tunnel to the gateway's chat completions endpoint and
 # prints the answer, then destroys and stops the host. OCC_DEMO_KEEP=1
 # leaves both running and says how to stop them.
@@ -30,10 +29,9 @@ step "building the host command"
 go build -o "$root/.dev/bin/occ-ssh-host" ./internal/testenv/sshhost/cmd/occ-ssh-host
 
 step "starting the systemd host (testenv-ssh rootfs)"
-# The one key the local model endpoint takes, and the gateway's token:
-# demo values, written to the host's credentials file only.
+# The one key the local model endpoint takes: a demo value, written to the
+# host's credentials file only.
 model_key="occ-demo-ssh-local-key"
-gateway_token="occ-demo-ssh-gateway-$(od -An -N12 -tx1 /dev/urandom | tr -d ' \n')"
 "$root/.dev/bin/occ-ssh-host" -dir "$hostdir" -model-key "$model_key" >"$work/host.log" 2>&1 </dev/null &
 host_pid=$!
 echo "$host_pid" >"$work/host.pid"
@@ -78,7 +76,7 @@ printf '[%s]:%s %s\n' "$OCC_SSH_HOST" "$OCC_SSH_PORT" "$OCC_SSH_HOST_KEY" >"$wor
 step "writing the credentials file /etc/occ/assistant.env on the host (operator's step)"
 ssh -q -i "$OCC_SSH_KEY_FILE" -p "$OCC_SSH_PORT" -o UserKnownHostsFile="$work/known_hosts" -o StrictHostKeyChecking=yes \
 	-o BatchMode=yes "$OCC_SSH_USER@$OCC_SSH_HOST" \
-	"sudo install -d -m 0755 /etc/occ && sudo sh -c 'umask 077; printf \"ANTHROPIC_API_KEY=%s\\nOPENCLAW_GATEWAY_TOKEN=%s\\n\" \"\$1\" \"\$2\" > /etc/occ/assistant.env' sh $model_key $gateway_token"
+	"sudo install -d -m 0755 /etc/occ && sudo sh -c 'umask 077; printf \"ANTHROPIC_API_KEY=%s\\n\" \"\$1\" > /etc/occ/assistant.env' sh $model_key"
 
 mkdir -p "$work/tf"
 cp examples/quickstart-ssh/*.tf examples/quickstart-ssh/*.tftpl "$work/tf/"
@@ -109,6 +107,12 @@ case "$code" in
 esac
 
 step "a turn: one message through an SSH tunnel to the gateway's chat completions endpoint"
+# The gateway's token is the agent's own, which the deploy made on the host
+# in a file only root reads.
+token_file=/etc/openclaw/assistant/gateway-token.env
+gateway_token="$(ssh -q -i "$OCC_SSH_KEY_FILE" -p "$OCC_SSH_PORT" -o UserKnownHostsFile="$work/known_hosts" -o StrictHostKeyChecking=yes \
+	-o BatchMode=yes "$OCC_SSH_USER@$OCC_SSH_HOST" "sudo sed -n 's/^OPENCLAW_GATEWAY_TOKEN=//p' $token_file")"
+[ -n "$gateway_token" ] || { echo "demo-ssh: the agent's token file $token_file holds no token" >&2; exit 1; }
 endpoint="$("$terraform" output -raw endpoint)"
 gw_port="${endpoint##*:}"
 local_port="$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])' 2>/dev/null || echo 28789)"
@@ -120,7 +124,8 @@ for _ in $(seq 1 50); do
 	sleep 0.1
 done
 echo "    \$ ssh -L $local_port:127.0.0.1:$gw_port $OCC_SSH_USER@$OCC_SSH_HOST -p $OCC_SSH_PORT"
-echo "    \$ curl -sS http://127.0.0.1:$local_port/v1/chat/completions -H 'Authorization: Bearer <OPENCLAW_GATEWAY_TOKEN>' \\"
+echo "    \$ TOKEN=\$(ssh $OCC_SSH_USER@$OCC_SSH_HOST -p $OCC_SSH_PORT sudo sed -n 's/^OPENCLAW_GATEWAY_TOKEN=//p' $token_file)"
+echo "    \$ curl -sS http://127.0.0.1:$local_port/v1/chat/completions -H \"Authorization: Bearer \$TOKEN\" \\"
 echo "        -d '{\"model\":\"openclaw/default\",\"messages\":[{\"role\":\"user\",\"content\":\"Say hello.\"}]}'"
 t_turn=$(date +%s%N)
 answer_json="$(curl -sS --max-time 120 -H "Authorization: Bearer $gateway_token" -H 'Content-Type: application/json' \

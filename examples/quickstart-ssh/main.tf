@@ -3,8 +3,8 @@
 # The host needs systemd, sshd, OpenClaw at openclaw_path, a login that is
 # root or has passwordless sudo, and the credentials file below, written by
 # the operator (the provider never writes it): the model key
-# (ANTHROPIC_API_KEY=…) and the gateway's token (OPENCLAW_GATEWAY_TOKEN=…, a
-# long random value its clients authenticate with). See the SSH guide.
+# (ANTHROPIC_API_KEY=…). The gateway's token is the agent's own: the first
+# deploy makes it on the host, in a file only root reads. See the SSH guide.
 terraform {
   required_providers {
     occ = {
@@ -69,9 +69,8 @@ resource "occ_configuration" "assistant" {
   document = templatefile("${path.module}/openclaw.json5.tftpl", { model_base_url = var.model_base_url })
 }
 
-# The model credential and the gateway token stay on the host: systemd loads
-# this file into the gateway's environment (EnvironmentFile=). Plan, state and
-# logs never see them.
+# The model credential stays on the host: systemd loads this file into the
+# gateway's environment (EnvironmentFile=). Plan, state and logs never see it.
 resource "occ_credential_source" "host" {
   name             = "host-credentials"
   compute          = occ_compute.edge

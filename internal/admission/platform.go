@@ -104,7 +104,8 @@ func kubernetesPlatformKeys(harness, mode string) []PlatformKey {
 }
 
 // sshPlatformKeys is an SSH host's wiring: the gateway listens on the
-// host's loopback, offline, activated by a restart. Its gateway.port is
+// host's loopback with the agent's own token, offline, activated by a
+// restart. Its gateway.port is
 // the user's (agents sharing a host need distinct ports) and is not in
 // the list (KindSupport.UserGatewayPort).
 func sshPlatformKeys(_, _ string) []PlatformKey {
@@ -112,6 +113,9 @@ func sshPlatformKeys(_, _ string) []PlatformKey {
 		{Path: PathGatewayMode, Value: "local", Why: "the platform runs the gateway in local mode under systemd"},
 		{Path: PathGatewayBind, Value: "loopback", Why: "the platform binds the gateway to the host's loopback (readiness is read through the SSH connection; no port is opened to the outside); gateway.port stays yours"},
 		{Path: PathGatewayReloadMode, Value: "off", Why: "the platform activates a revision by a restart, never by live reload of a half-switched file"},
+		{Path: PathGatewayAuthMode, Value: "token", Why: "the platform authenticates to the gateway with the agent's own token (OPENCLAW_GATEWAY_TOKEN, from a file on the host only root can read), so no other user or agent on the host can drive it"},
+		{Path: PathGatewayAuthToken, Remove: true, Why: "the platform supplies the gateway token as OPENCLAW_GATEWAY_TOKEN from the agent's root-only token file on the host; it is never in the file"},
+		{Path: PathGatewayAuthPassword, Remove: true, Why: "the platform authenticates to the gateway with a token only; a password is never in the file"},
 	}
 	return append(keys, offlineKeys...)
 }

@@ -64,7 +64,12 @@ func TestAD3_PlatformOwnedKeys(t *testing.T) {
 		{"ssh gateway.bind", sshInput(), anthropicModel, `gateway: {bind: "lan"}`, "gateway.bind", "loopback"},
 		{"ssh gateway.reload", sshInput(), anthropicModel, `gateway: {reload: {mode: "hot"}}`, "gateway.reload.mode", "restart"},
 		{"ssh mdns", sshInput(), anthropicModel, `discovery: {mdns: {mode: "full"}}`, "discovery.mdns.mode", "mDNS"},
-		{"ssh gateway auth stays the user's", sshInput(), anthropicModel, `gateway: {auth: {mode: "token", token: "${OPENCLAW_GATEWAY_TOKEN}"}}`, "", ""},
+		// SSH (issue 27): the gateway authenticates with the agent's own
+		// token from its root-only file; no user or agent can turn it off.
+		{"ssh gateway.auth.mode token", sshInput(), anthropicModel, `gateway: {auth: {mode: "token"}}`, "", ""},
+		{"ssh gateway.auth.mode none", sshInput(), anthropicModel, `gateway: {auth: {mode: "none"}}`, "gateway.auth.mode", "no other user or agent on the host"},
+		{"ssh gateway.auth.token", sshInput(), anthropicModel, `gateway: {auth: {mode: "token", token: "${OPENCLAW_GATEWAY_TOKEN}"}}`, "gateway.auth.token", "root-only token file"},
+		{"ssh gateway.auth.password", sshInput(), anthropicModel, `gateway: {auth: {password: "${PW}"}}`, "gateway.auth.password", "token only"},
 		{"ssh gateway not an object", sshInput(), anthropicModel, `gateway: "x"`, "gateway", "must be an object"},
 		// SSH: the user's port is checked at plan, not first at render.
 		{"ssh gateway.port out of range", sshInput(), anthropicModel, `gateway: {port: 99999}`, "gateway.port", "between 1 and 65535, not 99999"},

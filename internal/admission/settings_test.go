@@ -9,6 +9,7 @@ import (
 // settings types must encode exactly as the flat settings did: these ids
 // and encodings were taken from the flat ComputeSettings before the
 // settings were split by kind (so no agent gets a new revision from it).
+// An id changes only with what a revision freezes (see the SSH row).
 func TestAD3_PerKindSettingsKeepRevisionIDs(t *testing.T) {
 	secs := int64(30)
 	full := dedicatedCodexInput()
@@ -28,7 +29,9 @@ func TestAD3_PerKindSettingsKeepRevisionIDs(t *testing.T) {
 	}{
 		{"kubernetes", "21e462d60a9704be", `{"kind":"kubernetes","name":"prod","namespace":"agents","runtime_image":"ghcr.io/occ-platform/runtime/openclaw:2026.9.6","codex_image":"ghcr.io/occ-platform/runtime/codex:0.169.0","cpu_millis":2000,"memory_limit":"4Gi"}`, k8sEmbeddedInput()},
 		{"kubernetes, every setting", "b9bc6e8f03f27a1d", `{"kind":"kubernetes","name":"prod","namespace":"agents","runtime_image":"ghcr.io/occ-platform/runtime/openclaw:2026.9.6","codex_image":"registry.example/codex:1","cpu_millis":1500,"memory_limit":"3Gi","pod_annotations":{"a":"b"},"state":{"size":"2Gi","storage_class":"fast","access_mode":"ReadWriteOnce"},"node_selector":{"pool":"agents"},"tolerations":[{"key":"k","operator":"Exists","effect":"NoSchedule","toleration_seconds":30}],"priority_class_name":"high","pod_labels":{"team":"x"},"cpu_request_millis":500,"memory_request":"1Gi","image_pull_secrets":["pull"],"image_pull_policy":"IfNotPresent"}`, full},
-		{"ssh", "ad514ed30ed8ab7b", `{"kind":"ssh","name":"edge","host":"edge.example.com","port":22,"openclaw_path":"/usr/local/bin/openclaw","config_dir":"/etc/openclaw"}`, sshInput()},
+		// The SSH id changed once since (issue 27): the platform's wiring
+		// stamps gateway.auth.mode "token" into every SSH document.
+		{"ssh", "665bef856153dc65", `{"kind":"ssh","name":"edge","host":"edge.example.com","port":22,"openclaw_path":"/usr/local/bin/openclaw","config_dir":"/etc/openclaw"}`, sshInput()},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			rev, errs := Admit(tc.in)

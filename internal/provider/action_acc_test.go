@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/occ-platform/terraform-provider-occ/internal/kube"
+	"github.com/occ-platform/terraform-provider-occ/internal/render"
 	"github.com/occ-platform/terraform-provider-occ/internal/testenv/fakemodel"
 )
 
@@ -113,8 +114,8 @@ func TestAccAction_AgentTurnKubernetes(t *testing.T) {
 
 // TestAccAction_AgentTurnSSH: the same action on the nspawn systemd host.
 // The provider reads where the activated revision's gateway listens and
-// how it authenticates from the host, takes the gateway token from the
-// runtime source's environment file for this turn only, and sends the
+// how it authenticates from the host, takes the agent's own gateway token
+// from its root-only file on the host for this turn only, and sends the
 // turn through its SSH connection; the answer and the time to the first
 // token are printed, and neither the key nor the token is in the output
 // or the state.
@@ -144,7 +145,11 @@ func TestAccAction_AgentTurnSSH(t *testing.T) {
 		t.Error("the model did not see the host's key")
 	}
 	state, _ := run(dir, "show", "-json")
-	for _, s := range []string{testSentinel, sshGatewayToken} {
+	own := env.run(t, "sed -n 's/^OPENCLAW_GATEWAY_TOKEN=//p' "+sshAgentDir+"/"+render.GatewayTokenFile)
+	if len(own) != 64 {
+		t.Fatalf("the agent's token file holds %d characters, want 64 hex digits", len(own))
+	}
+	for _, s := range []string{testSentinel, sshGatewayToken, own} {
 		if strings.Contains(out, s) || strings.Contains(state, s) {
 			t.Errorf("a secret (%d bytes) is in the action's output or the state", len(s))
 		}

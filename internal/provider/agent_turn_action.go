@@ -69,8 +69,7 @@ func (a *agentTurnAction) Schema(_ context.Context, _ action.SchemaRequest, resp
 			"Agent's credential. On Kubernetes the provider reaches the gateway with a port-forward to the Pod the Agent's Service " +
 			"selects and authenticates with the Agent's gateway token (it needs `get` and `create` on `pods/portforward` in the namespace, " +
 			"beside the provider's Role); on an SSH host, through the SSH connection to the gateway's loopback port, with the " +
-			"`OPENCLAW_GATEWAY_TOKEN` of the runtime source's `environment_file` when the gateway's `gateway.auth.mode` is " +
-			"`token`. Nothing is written and nothing is kept: the answer is shown, never stored. A turn that does not answer " +
+			"agent's own gateway token, which the deploy made on the host in a file only root reads (`CONFIG_DIR/NAME/gateway-token.env`). Nothing is written and nothing is kept: the answer is shown, never stored. A turn that does not answer " +
 			"fails the action with `TURN_FAILED` (the gateway's refusal or the run's error, bounded), `NOT_FOUND` (no activated " +
 			"revision), `UNAVAILABLE` (the gateway cannot be reached) or `DEADLINE_EXCEEDED`. Actions need Terraform 1.14 or later.",
 		Attributes: map[string]schema.Attribute{

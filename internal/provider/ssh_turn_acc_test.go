@@ -16,17 +16,20 @@ import (
 	"github.com/hashicorp/terraform-plugin-testing/terraform"
 	"github.com/hashicorp/terraform-plugin-testing/tfjsonpath"
 
+	"github.com/occ-platform/terraform-provider-occ/internal/render"
 	"github.com/occ-platform/terraform-provider-occ/internal/testenv/fakemodel"
 	"github.com/occ-platform/terraform-provider-occ/internal/testenv/sshhost"
 	"github.com/occ-platform/terraform-provider-occ/internal/turn"
 )
 
-// sshGatewayToken is the gateway token the SSH turn tests put into the
-// runtime source's environment file, beside the model key.
+// sshGatewayToken is a gateway token the SSH turn tests put into the
+// runtime source's environment file, beside the model key: the agent's own
+// token (render.GatewayTokenFile) must win over it.
 const sshGatewayToken = "ssh-gateway-token-for-the-turn-tests-5be1c0"
 
 // withGatewayToken adds OPENCLAW_GATEWAY_TOKEN to the host's credentials
-// file (the operator's file, AU5), where the gateway reads it at start.
+// file (the operator's file, AU5), which the agent's own token file,
+// loaded after it, overrides.
 func (e *sshEnv) withGatewayToken(t *testing.T) {
 	t.Helper()
 	e.run(t, fmt.Sprintf(`printf 'OPENCLAW_GATEWAY_TOKEN=%s\n' >> %s`, sshGatewayToken, sshEnvFile))
@@ -34,8 +37,8 @@ func (e *sshEnv) withGatewayToken(t *testing.T) {
 }
 
 // turnDoc is an SSH agent's document whose primary model is Anthropic at
-// the fake endpoint, with token auth from the environment and the
-// gateway's chat completions endpoint on.
+// the fake endpoint, with the gateway's chat completions endpoint on; the
+// platform sets its token auth.
 func (e *sshEnv) turnDoc(baseURL string) string {
 	return fmt.Sprintf(`{
     agents = { defaults = { model = "anthropic/claude-sonnet-4-5" } }
@@ -44,7 +47,7 @@ func (e *sshEnv) turnDoc(baseURL string) string {
       api     = "anthropic-messages"
       models  = [{ id = "claude-sonnet-4-5", name = "Claude Sonnet 4.5" }]
     } } }
-    gateway = { port = %d, auth = { mode = "token" }, http = { endpoints = { chatCompletions = { enabled = true } } } }
+    gateway = { port = %d, http = { endpoints = { chatCompletions = { enabled = true } } } }
   }`, baseURL, e.gatewayPort)
 }
 
@@ -76,8 +79,11 @@ func (e *sshEnv) sendSSHTurn(ctx context.Context, token, message string) (turn.A
 // source's environment file (AU5: the model key and the gateway token are
 // the operator's, never Terraform's), calls the model the configuration
 // names, on the host's loopback, with the key from that file; the answer
-// comes back through the SSH connection. Without the token the gateway
-// refuses the turn.
+// comes back through the SSH connection. Issue 27: the gateway
+// authenticates with the agent's own token, which the deploy made on the
+// host in a file only root reads; without it (no token, a wrong one, the
+// operator's from the credentials file) the gateway refuses the turn, and
+// the token is in neither plan nor state.
 func TestAccAgent_SSHEmbeddedTurn(t *testing.T) {
 	env := newSSHEnv(t)
 	env.withGatewayToken(t)
@@ -97,12 +103,23 @@ func TestAccAgent_SSHEmbeddedTurn(t *testing.T) {
 				sentinelAbsentFromState{sshGatewayToken},
 				statecheck.ExpectKnownValue("occ_agent.a", tfjsonpath.New("status"), knownvalue.StringExact("active")),
 			},
-			Check: func(*terraform.State) error {
+			Check: func(s *terraform.State) error {
 				clock.stop()
 				ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 				defer cancel()
 				start := time.Now()
-				a, err := env.sendSSHTurn(ctx, sshGatewayToken, "Say ok.")
+				tokenFile := sshAgentDir + "/" + render.GatewayTokenFile
+				if mode, err := env.check("stat -c '%U:%G:%a' " + tokenFile); err != nil || mode != "root:root:600" {
+					return fmt.Errorf("the agent's token file %s is %q (%v), want root:root:600", tokenFile, mode, err)
+				}
+				own, err := env.check("sed -n 's/^OPENCLAW_GATEWAY_TOKEN=//p' " + tokenFile)
+				if err != nil || len(own) != 64 {
+					return fmt.Errorf("the agent's token file holds %d characters (%v), want 64 hex digits", len(own), err)
+				}
+				if st := fmt.Sprintf("%#v", s.RootModule().Resources); strings.Contains(st, own) {
+					return errors.New("the agent's gateway token is in the state")
+				}
+				a, err := env.sendSSHTurn(ctx, own, "Say ok.")
 				if err != nil {
 					return fmt.Errorf("the turn: %w", err)
 				}
@@ -120,7 +137,7 @@ func TestAccAgent_SSHEmbeddedTurn(t *testing.T) {
 							c.Method, c.Path, c.Model, c.Credential == testSentinel)
 					}
 				}
-				for _, tok := range []string{"", "not-the-gateway-token"} {
+				for _, tok := range []string{"", "not-the-gateway-token", sshGatewayToken} {
 					_, err := env.sendSSHTurn(ctx, tok, "hello")
 					var te *turn.Error
 					if !errors.As(err, &te) || !te.Unauthorized() {

@@ -248,6 +248,11 @@ func FuzzSystemdUnit(f *testing.F) {
 				if err != nil {
 					t.Fatalf("%s=%s: %v", st.key, st.value, err)
 				}
+				if st.key == "EnvironmentFile" && got[st.key] != "" {
+					// The second EnvironmentFile: the agent's token file.
+					got["TokenFile"] = v
+					continue
+				}
 				got[st.key] = v
 			}
 		}
@@ -261,7 +266,7 @@ func FuzzSystemdUnit(f *testing.F) {
 		if len(env) != len(want) {
 			t.Fatalf("Environment = %q", env)
 		}
-		if got["EnvironmentFile"] != h.EnvironmentFile || got["WorkingDirectory"] != h.StateDir || got[UnitKeyAgentDir] != h.AgentDir {
+		if got["EnvironmentFile"] != h.EnvironmentFile || got["TokenFile"] != path.Join(h.AgentDir, GatewayTokenFile) || got["WorkingDirectory"] != h.StateDir || got[UnitKeyAgentDir] != h.AgentDir {
 			t.Fatalf("paths read back as %q; host %+v", got, h)
 		}
 		if h.EnvironmentFile != path.Clean(envFile) || h.AgentDir != path.Join(configDir, "support") {

@@ -21,6 +21,7 @@ import (
 //	CONFIG_DIR/NAME/rN/revision.json             what revision N is (number, id, digest, harness)
 //	CONFIG_DIR/NAME/rN/activated.json            the activation audit record, written once N was ready (AC4)
 //	CONFIG_DIR/NAME/current -> rN                the revision that runs, switched by an atomic rename
+//	CONFIG_DIR/NAME/gateway-token.env            the gateway's token (0600 root:root), made on the host once
 //	/var/lib/occ-agent/NAME                      the gateway's state and home (systemd StateDirectory)
 //
 // The unit points OPENCLAW_CONFIG_PATH at CONFIG_DIR/NAME/current/openclaw.json,
@@ -32,6 +33,12 @@ const (
 	CurrentLink    = "current"
 	RevisionRecord = "revision.json"
 	ActivationFile = "activated.json"
+	// GatewayTokenFile holds OPENCLAW_GATEWAY_TOKEN=<the agent's own
+	// token>: generated on the host by the first deploy, readable by root
+	// only, loaded by systemd (as root, before it drops privileges) after
+	// the operator's credentials file, so it wins over a token there. The
+	// token never leaves the host except to a turn the provider sends.
+	GatewayTokenFile = "gateway-token.env"
 	// KeepRevisions is how many revision directories an agent keeps on its
 	// host (the current one included); older ones are removed after an
 	// activation.
@@ -146,6 +153,8 @@ type SystemdHost struct {
 	// EnvironmentFile is the operator's credentials file (AU5): loaded by
 	// systemd, never read or written by the provider.
 	EnvironmentFile string
+	// TokenFile is the agent's GatewayTokenFile, in AgentDir.
+	TokenFile string
 }
 
 // Systemd renders revision n of an embedded OpenClaw agent for an SSH host.
@@ -221,6 +230,7 @@ func Systemd(rev *admission.Revision, n int64) (*SystemdHost, error) {
 	h.RevisionDir = path.Join(h.AgentDir, RevisionDirName(n))
 	h.ConfigPath = path.Join(h.RevisionDir, ConfigFile)
 	h.CurrentLink = path.Join(h.AgentDir, CurrentLink)
+	h.TokenFile = path.Join(h.AgentDir, GatewayTokenFile)
 	h.ActiveConfigPath = path.Join(h.CurrentLink, ConfigFile)
 	info, err := json.Marshal(RevisionInfo{Agent: a, Revision: n, RevisionID: h.RevisionID, Digest: h.Digest, HarnessVersion: rev.HarnessVersion})
 	if err != nil {
@@ -251,7 +261,8 @@ func gatewayPort(d occconfig.Document) (int64, error) {
 // (readiness is read through the SSH connection; no port is opened to the
 // outside), keeps live reload off (a revision is activated by a restart,
 // never by a half-switched file), and starts offline: no mDNS, no update
-// check, no model catalog refresh. Gateway auth stays as configured.
+// check, no model catalog refresh. It authenticates every client with the
+// agent's own token (OPENCLAW_GATEWAY_TOKEN from TokenFile).
 //
 // Which keys the platform owns there is admission.PlatformKeys (the list
 // admission refuses user values of, AD3); gateway.port is the user's and
@@ -275,7 +286,8 @@ func unitText(h *SystemdHost, openclaw string) string {
 	var b strings.Builder
 	w := func(format string, args ...any) { fmt.Fprintf(&b, format+"\n", args...) }
 	w("# Managed by terraform-provider-occ for agent %q. Do not edit: every apply rewrites it,", h.Agent)
-	w("# and `terraform destroy` removes it. Credentials come from the operator's EnvironmentFile (rule AU5).")
+	w("# and `terraform destroy` removes it. Credentials come from the operator's EnvironmentFile (rule AU5),")
+	w("# the gateway token from the agent's own root-only file.")
 	w("[Unit]")
 	w("Description=OCC agent %s (embedded OpenClaw gateway)", h.Agent)
 	w("After=network-online.target")
@@ -297,6 +309,7 @@ func unitText(h *SystemdHost, openclaw string) string {
 	w("Environment=%s", envQuote("HOME", h.StateDir))
 	w("Environment=TMPDIR=/tmp")
 	w("EnvironmentFile=%s", unitEscape(h.EnvironmentFile))
+	w("EnvironmentFile=%s", unitEscape(h.TokenFile))
 	w("StateDirectory=%s", strings.TrimPrefix(h.StateDir, "/var/lib/"))
 	w("StateDirectoryMode=0700")
 	w("WorkingDirectory=%s", unitEscape(h.StateDir))

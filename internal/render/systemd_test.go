@@ -52,7 +52,7 @@ func TestSS1_SystemdRendersEmbeddedOpenClaw(t *testing.T) {
 	}
 	u := unitLines(h.UnitText)
 	want := map[string]string{
-		"ExecStart": "/usr/bin/openclaw gateway run", "EnvironmentFile": "/etc/occ/openclaw.env", "Restart": "on-failure",
+		"ExecStart": "/usr/bin/openclaw gateway run", "Restart": "on-failure",
 		"NoNewPrivileges": "yes", "ProtectSystem": "strict", "ProtectHome": "yes", "PrivateTmp": "yes",
 		"User": "occ-support", "Group": "occ-support", "StateDirectory": "occ-agent/support", "Type": "exec",
 		"X-OCC-Agent": "support", "X-OCC-Agent-Dir": "/etc/openclaw/support", "WantedBy": "multi-user.target",
@@ -61,6 +61,11 @@ func TestSS1_SystemdRendersEmbeddedOpenClaw(t *testing.T) {
 		if len(u[k]) != 1 || u[k][0] != v {
 			t.Errorf("%s = %q, want %q", k, u[k], v)
 		}
+	}
+	// AU5, issue 27: the operator's credentials file, then the agent's
+	// own token file, which wins for OPENCLAW_GATEWAY_TOKEN.
+	if got := u["EnvironmentFile"]; len(got) != 2 || got[0] != "/etc/occ/openclaw.env" || got[1] != "/etc/openclaw/support/"+GatewayTokenFile || h.TokenFile != got[1] {
+		t.Errorf("EnvironmentFile = %q (TokenFile %s), want the credentials file, then the agent's token file", got, h.TokenFile)
 	}
 	env := strings.Join(u["Environment"], "\n")
 	for _, e := range []string{"OPENCLAW_CONFIG_PATH=/etc/openclaw/support/current/openclaw.json", "OPENCLAW_STATE_DIR=/var/lib/occ-agent/support/state",
@@ -82,7 +87,7 @@ func TestSS1_SystemdRendersEmbeddedOpenClaw(t *testing.T) {
 // TestSS1_SystemdGatewayDocumentStartsOfflineOnLoopback: the platform's
 // wiring is in the written configuration; the digest is of those bytes.
 func TestSS1_SystemdGatewayDocumentStartsOfflineOnLoopback(t *testing.T) {
-	rev := admit(t, sshInput(t, `{agents: {defaults: {model: "anthropic/claude-sonnet-4-5"}}, gateway: {mode: "local", auth: {mode: "token", token: "${OPENCLAW_GATEWAY_TOKEN}"}}}`))
+	rev := admit(t, sshInput(t, `{agents: {defaults: {model: "anthropic/claude-sonnet-4-5"}}, gateway: {mode: "local"}}`)) // no auth: the platform sets token auth
 	h, err := Systemd(rev, 1)
 	if err != nil {
 		t.Fatal(err)
@@ -284,8 +289,8 @@ func TestAU6_SSHChannelCredentialsComeFromTheEnvironmentFile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := unitLines(h.UnitText)["EnvironmentFile"]; len(got) != 1 || got[0] != "/etc/occ/openclaw.env" {
-		t.Errorf("EnvironmentFile = %v, want the runtime source's file once", got)
+	if got := unitLines(h.UnitText)["EnvironmentFile"]; len(got) != 2 || got[0] != "/etc/occ/openclaw.env" || got[1] != h.TokenFile {
+		t.Errorf("EnvironmentFile = %v, want the runtime source's file once, then the agent's token file", got)
 	}
 	d, err := occconfig.Parse(string(h.Config))
 	if err != nil {

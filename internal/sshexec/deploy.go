@@ -175,7 +175,7 @@ if [ -n "$configdir" ]; then
 		exit 75
 	fi
 	if [ -d "$agentdir" ]; then
-		other=$(find "$agentdir" -mindepth 1 -maxdepth 1 ! -name 'r[0-9]*' ! -name current ! -name .current.tmp ! -name .lock ! -name .activate.sh ! -name .activate.out ! -name '.occ-upload.*' -print 2>/dev/null | head -n 1)
+		other=$(find "$agentdir" -mindepth 1 -maxdepth 1 ! -name 'r[0-9]*' ! -name current ! -name .current.tmp ! -name .lock ! -name .activate.sh ! -name .activate.out ! -name '.occ-upload.*' ! -name ` + render.GatewayTokenFile + ` -print 2>/dev/null | head -n 1)
 		if [ -n "$other" ]; then
 			echo "$agentdir, the agent's directory in config_dir, holds $other, which the provider did not write: it is not an agent directory" >&2
 			echo "choose another config_dir or agent name; nothing was changed" >&2
@@ -198,7 +198,11 @@ date +%s%6N
 `
 
 // prepareScript creates the service user when missing and the agent's and
-// revision's directories (root-owned, readable by the service group only).
+// revision's directories (root-owned, readable by the service group only),
+// and, once, the agent's gateway token (render.GatewayTokenFile: 32 random
+// bytes of the host's, in a file only root reads; systemd loads it before
+// it drops privileges). The token stays across revisions and never leaves
+// the host but for a turn the provider sends.
 // A concurrent useradd may hold /etc/passwd's lock: retried.
 const prepareScript = `set -eu
 user=$1 agentdir=$2 revdir=$3
@@ -216,6 +220,15 @@ mkdir -p -- "$agentdir" "$revdir"
 chown root:"$user" -- "$agentdir" "$revdir"
 chmod 0750 -- "$agentdir" "$revdir"
 rm -f -- "$agentdir"/.occ-upload.* "$revdir"/.occ-upload.* "$agentdir/.current.tmp"
+tok="$agentdir/` + render.GatewayTokenFile + `"
+if ! grep -qx 'OPENCLAW_GATEWAY_TOKEN=[0-9a-f]\{64\}' "$tok" 2>/dev/null; then
+	t=$(od -An -N32 -tx1 /dev/urandom | tr -d ' \n')
+	[ ${#t} -eq 64 ] || { echo "could not read 32 random bytes for the gateway token" >&2; exit 1; }
+	(umask 077 && printf 'OPENCLAW_GATEWAY_TOKEN=%s\n' "$t" > "$agentdir/.occ-upload.token")
+	mv -fT -- "$agentdir/.occ-upload.token" "$tok"
+fi
+chown root:root -- "$tok"
+chmod 0600 -- "$tok"
 `
 
 // guardScript reads, before anything is written, which revision the host

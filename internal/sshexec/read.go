@@ -212,14 +212,14 @@ func drift(o hostView, current string) (executor.DriftReason, string) {
 
 // removeAgentDirFunc defines remove_agent_dir DIR: it removes what the
 // provider writes in an agent directory (its revisions, current link,
-// lock, activation job and interrupted uploads), then the directory when
+// gateway token, lock, activation job and interrupted uploads), then the directory when
 // nothing else is left in it.
 const removeAgentDirFunc = `remove_agent_dir() {
 	for d in "$1"/r[0-9]*; do
 		case "${d##*/}" in r*[!0-9]*) continue ;; esac
 		[ -d "$d" ] && rm -rf -- "$d"
 	done
-	rm -f -- "$1/current" "$1/.current.tmp" "$1"/.occ-upload.* "$1/.lock" "$1/.activate.sh" "$1/.activate.out"
+	rm -f -- "$1/current" "$1/.current.tmp" "$1"/.occ-upload.* "$1/.lock" "$1/.activate.sh" "$1/.activate.out" "$1/` + render.GatewayTokenFile + `"
 	rmdir -- "$1" 2>/dev/null || echo "kept $1: it holds files the provider did not write" >&2
 }
 `

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"path"
 	"strings"
 
 	"github.com/occ-platform/terraform-provider-occ/internal/executor"
@@ -18,13 +19,15 @@ import (
 // host runs it: the current revision's gateway document (where the
 // gateway listens and how it authenticates), then a separator, then the
 // gateway token the unit's gateway was started with, the value of
-// OPENCLAW_GATEWAY_TOKEN in the unit's EnvironmentFile (the runtime
-// source's file, AU5), and nothing else of that file.
+// OPENCLAW_GATEWAY_TOKEN in the agent's token file (render.GatewayTokenFile)
+// or, for an agent deployed before it had one, in the unit's last
+// EnvironmentFile, and nothing else of that file.
 const turnScript = `unit=$1 agentdir=$2
 [ -f "$unit" ] && [ -f "$agentdir/current/openclaw.json" ] || { echo "no activated revision" >&2; exit 3; }
 cat -- "$agentdir/current/openclaw.json"
 printf '\n` + turnSeparator + `\n'
-f=$(sed -n 's/^EnvironmentFile=-\{0,1\}//p' -- "$unit" | tail -n 1)
+f="$agentdir/` + render.GatewayTokenFile + `"
+[ -f "$f" ] || f=$(sed -n 's/^EnvironmentFile=-\{0,1\}//p' -- "$unit" | tail -n 1)
 if [ -n "$f" ] && [ -f "$f" ]; then
 	sed -n 's/^[[:space:]]*OPENCLAW_GATEWAY_TOKEN=//p' -- "$f" | tail -n 1
 fi
@@ -82,8 +85,8 @@ func parseTurnTarget(out string) (turnTarget, error) {
 // through the SSH connection (as readiness is read), to its chat
 // completions endpoint. Where the gateway listens and how it
 // authenticates come from the activated revision's file on the host; the
-// gateway token, when it needs one, is the runtime source's
-// OPENCLAW_GATEWAY_TOKEN, read for this turn only, never logged or kept.
+// gateway token is the agent's own (render.GatewayTokenFile), read for
+// this turn only, never logged or kept.
 // Nothing is written.
 func (e *Executor) Turn(ctx context.Context, t executor.Turn) (turn.Answer, error) {
 	a := t.Agent
@@ -114,8 +117,8 @@ func (e *Executor) Turn(ctx context.Context, t executor.Turn) (turn.Answer, erro
 	where := fmt.Sprintf("the gateway on %s, loopback port %d", tg.Addr(), tt.Port)
 	if tt.Auth == "token" && tt.Token == "" {
 		return turn.Answer{}, &executor.Failure{Code: executor.TurnFailed, Op: executor.OpTurn, Agent: a.Name, Where: where,
-			Reason: "the gateway authenticates with a token (gateway.auth.mode = \"token\") and its unit's environment file has no OPENCLAW_GATEWAY_TOKEN line",
-			Next:   "add OPENCLAW_GATEWAY_TOKEN=<a long random value> to the runtime source's environment_file on the host and apply again (the gateway reads it at start), then send the turn again"}
+			Reason: fmt.Sprintf("the gateway authenticates with a token (gateway.auth.mode = \"token\") and the agent's token file %s has no OPENCLAW_GATEWAY_TOKEN line", path.Join(agentDir, render.GatewayTokenFile)),
+			Next:   "apply the agent again: the deploy makes the token file when it is missing or malformed and restarts the gateway with it; then send the turn again"}
 	}
 	c := &http.Client{Transport: &http.Transport{DialContext: conn.DialContext, DisableKeepAlives: true}}
 	t.Log.Print("turn: sending through the SSH connection", map[string]any{"agent": a.Name, "host": tg.Addr(), "port": tt.Port})
@@ -128,7 +131,7 @@ func (e *Executor) Turn(ctx context.Context, t executor.Turn) (turn.Answer, erro
 	case forwardingRefused(f.Err):
 		f.Code, f.Reason, f.Next = executor.ReadinessUnreachable, "the host's sshd refuses to forward to the gateway's loopback port", "allow TCP forwarding for the provider's user (AllowTcpForwarding local)"
 	case errors.As(f.Err, &te) && te.Unauthorized():
-		f.Next = "the gateway token is OPENCLAW_GATEWAY_TOKEN in the runtime source's environment_file on the host: a gateway started before it changed still has the old one; apply again (a restart), then send the turn again"
+		f.Next = fmt.Sprintf("the gateway token is in the agent's token file %s on the host: a gateway started before the file changed still has the old one; apply again (a restart), then send the turn again", path.Join(agentDir, render.GatewayTokenFile))
 	}
 	return turn.Answer{}, f
 }
