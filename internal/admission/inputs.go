@@ -188,6 +188,9 @@ type State struct {
 	// RetainOnDestroy keeps the claim when the agent is destroyed; it
 	// shapes nothing that runs, so it is not part of the revision.
 	RetainOnDestroy bool
+	// AdoptRetained lets a new agent mount the claim an earlier destroy
+	// of an agent of the same name kept; not part of the revision.
+	AdoptRetained bool
 }
 
 // Claim is what a revision freezes of the state claim.

@@ -7,6 +7,7 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -88,6 +89,24 @@ func (e *Executor) ensureClaim(ctx context.Context, r *rollout) error {
 	}
 	if bad := claimMismatch(cur, want, agent); bad.what != "" {
 		return claimFailure(agent, cur.Name, want, bad, "")
+	}
+	if at := cur.Annotations[render.AnnotationRetained]; serving == 0 && at != "" {
+		// Kept by an earlier destroy of an agent of this name, from this
+		// configuration or any other: its sessions, pairings and memory
+		// are mounted only with the compute's consent.
+		st := r.c.Kubernetes().State
+		if st == nil || !st.AdoptRetained {
+			return &Failure{Code: executor.ResourceConflict, Agent: agent,
+				Summary: fmt.Sprintf("agent %q would mount the state an earlier agent of its name left", agent),
+				Reason: fmt.Sprintf("the state claim %s in namespace %s was kept by a destroy with state.retain_on_destroy (at %s); it holds that agent's sessions, channel pairings, memory and workspace, "+
+					"and this agent may belong to another configuration", cur.Name, cur.Namespace, at),
+				Next: fmt.Sprintf("To continue that state, set state.adopt_retained = true on the compute and apply again; to start empty, delete the claim (kubectl delete pvc %s -n %s) and apply again. Nothing was written.", cur.Name, cur.Namespace)}
+		}
+		patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]any{render.AnnotationRetained: nil}}})
+		if _, err := pvcs.Patch(ctx, cur.Name, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: render.FieldManager}); err != nil {
+			return claimFailure(agent, cur.Name, want, claimProblem{what: "the retained claim cannot be taken on"}, err.Error())
+		}
+		e.log.Print("mounting the state an earlier destroy retained (state.adopt_retained)", map[string]any{"work.operation": "apply", "claim": cur.Name, "retained_at": at})
 	}
 	have := cur.Spec.Resources.Requests[corev1.ResourceStorage]
 	size := (*want.Spec.Resources.Requests)[corev1.ResourceStorage]
@@ -233,4 +252,34 @@ func (e *Executor) watchClaim(ctx context.Context, want *corev1ac.PersistentVolu
 		// gate still ends at its deadline, naming the claim (gateState).
 		e.log.Print("cannot watch the state claim's Events: the provider's identity may not list Events (see the Kubernetes permissions guide)", map[string]any{"work.operation": "gate", "level": "warn"})
 	}
+}
+
+// markRetained marks the agent's kept state claim (render.AnnotationRetained)
+// so that a later agent of the name mounts it only with consent. A claim
+// that is not the agent's is never touched; an identity that may not
+// patch claims (a Role from before this mark) only warns.
+func (e *Executor) markRetained(ctx context.Context, ns, agent string) error {
+	name := render.StateClaimName(agent)
+	pvcs := e.Client.CoreV1().PersistentVolumeClaims(ns)
+	cur, err := pvcs.Get(ctx, name, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		return nil
+	case err != nil:
+		return fmt.Errorf("read the state claim %s to keep it: %w", name, err)
+	case !ownedBy(cur, agent):
+		return nil
+	}
+	at := time.Now().UTC().Format(time.RFC3339)
+	patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{render.AnnotationRetained: at}}})
+	_, err = pvcs.Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: render.FieldManager})
+	if apierrors.IsForbidden(err) {
+		e.log.Print("kept the state claim, but cannot mark it retained: the provider's identity may not patch claims (see the Kubernetes permissions guide)", map[string]any{"work.operation": "delete", "claim": name, "level": "warn"})
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("mark the kept state claim %s: %w", name, err)
+	}
+	e.log.Print("kept the state claim (retain_on_destroy)", map[string]any{"work.operation": "delete", "claim": name, "retained_at": at})
+	return nil
 }

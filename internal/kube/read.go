@@ -185,8 +185,7 @@ func (e *Executor) DeleteAgent(ctx context.Context, ns, agent string, sandboxed,
 		return err
 	}
 	if keepClaim {
-		e.log.Print("kept the state claim (retain_on_destroy)", map[string]any{"work.operation": "delete", "claim": render.StateClaimName(agent)})
-		return nil
+		return e.markRetained(ctx, ns, agent)
 	}
 	// By label, as the Services: only a claim the provider made for this
 	// agent, never one that merely bears the name.

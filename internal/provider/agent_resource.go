@@ -603,7 +603,7 @@ func (r *agentResource) Delete(ctx context.Context, req resource.DeleteRequest, 
 	if a.RetainsState() { // a Kubernetes compute's state.retain_on_destroy
 		resp.Diagnostics.AddWarning("The agent's state claim was kept",
 			fmt.Sprintf("Agent %q was destroyed, but its compute sets state.retain_on_destroy, so its PersistentVolumeClaim %s in namespace %s and the state in it (sessions, channel pairings, memory, workspace) were kept. "+
-				"An agent of the same name in this namespace mounts it again; delete the claim yourself when its state is no longer needed (kubectl delete pvc %s -n %s).",
+				"An agent of the same name in this namespace mounts it again only when its compute sets state.adopt_retained = true; delete the claim yourself when its state is no longer needed (kubectl delete pvc %s -n %s).",
 				a.Name, render.StateClaimName(a.Name), a.Compute.Kubernetes().Namespace, render.StateClaimName(a.Name), a.Compute.Kubernetes().Namespace))
 	}
 }

@@ -63,6 +63,7 @@ type stateModel struct {
 	StorageClass    types.String `tfsdk:"storage_class"`
 	AccessMode      types.String `tfsdk:"access_mode"`
 	RetainOnDestroy types.Bool   `tfsdk:"retain_on_destroy"`
+	AdoptRetained   types.Bool   `tfsdk:"adopt_retained"`
 }
 
 type tolerationModel struct {
@@ -139,7 +140,7 @@ func kubernetesBlockSchema() schema.SingleNestedAttribute {
 				Optional: true, Computed: true,
 				Default: objectdefault.StaticValue(types.ObjectValueMust(stateAttrTypes, map[string]attr.Value{
 					"enabled": types.BoolValue(true), "size": types.StringValue(defaultStateSize), "storage_class": types.StringNull(),
-					"access_mode": types.StringValue(string(corev1.ReadWriteOnce)), "retain_on_destroy": types.BoolValue(false)})),
+					"access_mode": types.StringValue(string(corev1.ReadWriteOnce)), "retain_on_destroy": types.BoolValue(false), "adopt_retained": types.BoolValue(false)})),
 				MarkdownDescription: "Each agent's gateway state on a PersistentVolumeClaim of its own, `NAME-state`: the state directory (sessions, transcripts, channel pairings, memory) and the main workspace, all of `/home/node`. " +
 					"The claim belongs to the agent, not to a revision: every revision and every Pod restart or reschedule mounts the same claim. On by default (`" + defaultStateSize + "`, the cluster's default StorageClass, `ReadWriteOnce`); " +
 					"`enabled = false` keeps the state on an emptyDir that every new revision, restart and reschedule wipes. " +
@@ -158,7 +159,9 @@ func kubernetesBlockSchema() schema.SingleNestedAttribute {
 						Validators:          []validator.String{oneOfValues(string(corev1.ReadWriteOnce), string(corev1.ReadWriteOncePod), string(corev1.ReadWriteMany))},
 						MarkdownDescription: "`ReadWriteOnce` (default), `ReadWriteOncePod` or `ReadWriteMany`. One gateway runs at a time (rule AC1), so `ReadWriteOnce` is enough. Fixed once the claim exists."},
 					"retain_on_destroy": schema.BoolAttribute{Optional: true, Computed: true, Default: booldefault.StaticBool(false),
-						MarkdownDescription: "Keep the claim when the agent is destroyed (destroy says so in a warning); a later agent of the same name in this namespace mounts it again. Default `false`: destroy deletes the claim and the state in it. Not part of the revision."},
+						MarkdownDescription: "Keep the claim when the agent is destroyed (destroy says so in a warning, and marks the claim retained). A later agent of the same name in this namespace, from this configuration or another, mounts it again only with `adopt_retained = true`; without it, its create fails with `RESOURCE_CONFLICT` before anything is written. Default `false`: destroy deletes the claim and the state in it. Not part of the revision."},
+					"adopt_retained": schema.BoolAttribute{Optional: true, Computed: true, Default: booldefault.StaticBool(false),
+						MarkdownDescription: "Let a new agent mount the state claim an earlier destroy of an agent of the same name kept (`retain_on_destroy`): its sessions, channel pairings, memory and workspace. Default `false`: such a claim fails the create with `RESOURCE_CONFLICT`, naming the claim, so that no agent continues another's state unasked. Not part of the revision."},
 				},
 			},
 			"pod_labels": schema.MapAttribute{Optional: true, ElementType: types.StringType, Validators: []validator.Map{labelMap{platform: true}},
@@ -273,7 +276,7 @@ func kubernetesComputeFrom(ctx context.Context, k kubernetesModel, diags *diag.D
 	}
 	if st, ok := decodeObject[stateModel](ctx, k.State, diags); ok && st.Enabled.ValueBool() {
 		c.State = &admission.State{Size: st.Size.ValueString(), StorageClass: st.StorageClass.ValueString(),
-			AccessMode: st.AccessMode.ValueString(), RetainOnDestroy: st.RetainOnDestroy.ValueBool()}
+			AccessMode: st.AccessMode.ValueString(), RetainOnDestroy: st.RetainOnDestroy.ValueBool(), AdoptRetained: st.AdoptRetained.ValueBool()}
 	}
 	podSettingsFromModel(ctx, k, &c, diags)
 	c.LoggingOwnership, c.LoggingLevel = admission.LoggingPlatform, "info"

@@ -131,7 +131,7 @@ const (
 var loggingAttrTypes = map[string]attr.Type{"ownership": types.StringType, "level": types.StringType}
 
 var stateAttrTypes = map[string]attr.Type{"enabled": types.BoolType, "size": types.StringType, "storage_class": types.StringType,
-	"access_mode": types.StringType, "retain_on_destroy": types.BoolType}
+	"access_mode": types.StringType, "retain_on_destroy": types.BoolType, "adopt_retained": types.BoolType}
 
 // defaultStateSize is the state claim's default size: what the OpenClaw
 // Kubernetes operator users compare with gives its instances.

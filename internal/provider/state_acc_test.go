@@ -142,8 +142,9 @@ func TestAccAgent_StateClaimAcrossRevisions(t *testing.T) {
 }
 
 // TestAccAgent_StateClaimRetainedOnDestroy: with retain_on_destroy the
-// agent's destroy keeps its claim, and a later agent of the same name
-// mounts the same claim; without it, destroy removes it.
+// agent's destroy keeps its claim, marked retained; a later agent of the
+// same name mounts the same claim only with adopt_retained; without
+// retain_on_destroy, destroy removes it.
 func TestAccAgent_StateClaimRetainedOnDestroy(t *testing.T) {
 	env := newKubeEnv(t)
 	env.secret(t, "llm", "api-key", testSentinel)
@@ -166,11 +167,45 @@ func TestAccAgent_StateClaimRetainedOnDestroy(t *testing.T) {
 					if string(c.UID) != uid || c.DeletionTimestamp != nil {
 						return errors.New("the retained claim was replaced or is being deleted")
 					}
+					if c.Annotations[render.AnnotationRetained] == "" {
+						return errors.New("the retained claim is not marked retained")
+					}
 					return nil
 				},
 			},
-			// A new agent of the same name mounts the kept claim.
-			{Config: kubeAgentConfig(env, retain, anthropicDoc, ""), Check: claimIs(env, "10Gi", &uid)},
+			// Issue 27: a new agent of the same name (it may be another
+			// configuration's) does not mount the kept state unasked: its
+			// create fails before any write, naming the claim and the ways
+			// out, and the claim stays as it was.
+			{
+				Config:      kubeAgentConfig(env, retain, anthropicDoc, ""),
+				ExpectError: regexp.MustCompile(`RESOURCE_CONFLICT[\s\S]*support-state[\s\S]*retain_on_destroy[\s\S]*state\.adopt_retained\s+=\s+true[\s\S]*kubectl\s+delete\s+pvc\s+support-state`),
+			},
+			{
+				Config: noAgent,
+				Check: func(*terraform.State) error {
+					c, err := claimOf(env)
+					if err != nil || string(c.UID) != uid || c.Annotations[render.AnnotationRetained] == "" {
+						return fmt.Errorf("after the refused create the claim is %v (%v), want the kept one, still marked retained", c, err)
+					}
+					d, err := env.cluster.Clientset.AppsV1().Deployments(env.ns).List(context.Background(), metav1.ListOptions{LabelSelector: render.LabelAgent + "=support"})
+					if err != nil || len(d.Items) != 0 {
+						return fmt.Errorf("the refused create wrote %d Deployments (%v)", len(d.Items), err)
+					}
+					return nil
+				},
+			},
+			// With the compute's consent it mounts the kept claim, which is
+			// no longer marked.
+			{
+				Config: kubeAgentConfig(env, `, state = { retain_on_destroy = true, adopt_retained = true }`, anthropicDoc, ""),
+				Check: resource.ComposeAggregateTestCheckFunc(claimIs(env, "10Gi", &uid), func(*terraform.State) error {
+					if c, err := claimOf(env); err != nil || c.Annotations[render.AnnotationRetained] != "" {
+						return fmt.Errorf("the adopted claim is still marked retained (%v)", err)
+					}
+					return nil
+				}),
+			},
 			// Not retained any more (no new revision): destroy removes it.
 			{Config: kubeAgentConfig(env, "", anthropicDoc, ""), Check: claimIs(env, "10Gi", &uid)},
 		},

@@ -42,6 +42,10 @@ const (
 	// AnnotationCompute names, on a namespace the provider created, the
 	// compute it was created for (its destroy deletes it again).
 	AnnotationCompute = "occ-platform.io/compute"
+	// AnnotationRetained marks, with the time, a state claim that an
+	// agent's destroy kept (state.retain_on_destroy): a later agent of the
+	// name mounts it only when its compute says so (state.adopt_retained).
+	AnnotationRetained = "occ-platform.io/retained-at"
 
 	ComponentGateway = "gateway"
 	ComponentHarness = "harness"
