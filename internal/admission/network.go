@@ -15,7 +15,16 @@ type NetworkPolicy struct {
 	// ExtraEgress are egress rules every component gets beside the
 	// defaults (DNS, HTTPS, its own agent's peers).
 	ExtraEgress []EgressRule
+	// NoHTTPSEgress leaves out the default rule to TCP 443 anywhere: model
+	// endpoints and channels are then named in ExtraEgress.
+	NoHTTPSEgress bool
+	// DNSNamespace is the namespace whose Pods serve the cluster DNS, the
+	// only ones reached on port 53; "": DefaultDNSNamespace.
+	DNSNamespace string
 }
+
+// DefaultDNSNamespace is where the cluster DNS runs (CoreDNS, kube-dns).
+const DefaultDNSNamespace = "kube-system"
 
 // NetworkPeer is a Kubernetes NetworkPolicyPeer: Pods matched by labels
 // (in namespaces matched by labels), or an IP block.

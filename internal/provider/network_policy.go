@@ -10,6 +10,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/diag"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/booldefault"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/stringdefault"
 	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 
@@ -25,6 +26,8 @@ type networkPolicyModel struct {
 	Enabled     types.Bool         `tfsdk:"enabled"`
 	IngressFrom []networkPeerModel `tfsdk:"ingress_from"`
 	ExtraEgress []egressRuleModel  `tfsdk:"extra_egress"`
+	HTTPSEgress types.Bool         `tfsdk:"https_egress"`
+	DNSNS       types.String       `tfsdk:"dns_namespace"`
 }
 
 type networkPeerModel struct {
@@ -54,7 +57,7 @@ func networkPolicySchema() schema.SingleNestedAttribute {
 		MarkdownDescription: "Network isolation of every Agent on this compute: one Kubernetes NetworkPolicy per component of each Agent, named like the component " +
 			"(`NAME-gateway`, `NAME-harness`) and labelled with the Agent. Unset, it is enabled with the defaults: the gateway accepts connections on its port " +
 			fmt.Sprintf("(%d) only from Pods of the Agent's namespace; a dedicated Codex harness (port %d) only from its own Agent's gateway; ", render.GatewayPort, render.AppServerPort) +
-			"every component may reach the cluster DNS (UDP and TCP 53) and TCP 443 anywhere, the gateway its own harness, and a sandboxed " +
+			"every component may reach the cluster DNS (UDP and TCP 53 on the Pods of `dns_namespace`) and TCP 443 anywhere (`https_egress`), the gateway its own harness, and a sandboxed " +
 			"harness the sandbox driver's gateway namespace (the egress proxy). The policies are applied on every deploy, before the workloads, and are not part " +
 			"of the revision: changing them gives no Agent a new revision and restarts nothing. They take effect only on a cluster whose CNI enforces NetworkPolicy " +
 			"(Calico, Cilium, …); see Network isolation in the Revisions guide.",
@@ -65,6 +68,11 @@ func networkPolicySchema() schema.SingleNestedAttribute {
 				Validators: []validator.List{listvalidator.SizeAtLeast(1)},
 				MarkdownDescription: "Who may connect to the gateway's port, replacing the default (every Pod of the Agent's namespace). Each entry is a Kubernetes NetworkPolicyPeer: " +
 					"`namespace_selector` and/or `pod_selector`, or an `ip_block`."},
+			"https_egress": schema.BoolAttribute{Optional: true, Computed: true, Default: booldefault.StaticBool(true),
+				MarkdownDescription: "Let every component reach TCP 443 on any address (model providers, channels). Default `true`; `false` removes the rule, and then every endpoint the Agents call (the model's `baseUrl`, channels, a proxy) must be named in `extra_egress`."},
+			"dns_namespace": schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString(admission.DefaultDNSNamespace),
+				Validators:          []validator.String{dnsLabel()},
+				MarkdownDescription: "The namespace whose Pods serve the cluster DNS: DNS egress (UDP and TCP 53) reaches only them, not any Pod that listens on 53. Default `" + admission.DefaultDNSNamespace + "` (CoreDNS, kube-dns)."},
 			"extra_egress": schema.ListNestedAttribute{Optional: true,
 				MarkdownDescription: "Egress rules every component gets beside the defaults, shaped like a Kubernetes NetworkPolicyEgressRule: for example a model endpoint or proxy on a port other than 443.",
 				NestedObject: schema.NestedAttributeObject{Attributes: map[string]schema.Attribute{
@@ -113,7 +121,8 @@ func networkPolicyFrom(ctx context.Context, o types.Object, diags *diag.Diagnost
 	if !ok {
 		return admission.NetworkPolicy{}
 	}
-	np := admission.NetworkPolicy{Disabled: !m.Enabled.IsNull() && !m.Enabled.ValueBool(), IngressFrom: peersFrom(m.IngressFrom)}
+	np := admission.NetworkPolicy{Disabled: !m.Enabled.IsNull() && !m.Enabled.ValueBool(), IngressFrom: peersFrom(m.IngressFrom),
+		NoHTTPSEgress: !m.HTTPSEgress.IsNull() && !m.HTTPSEgress.ValueBool(), DNSNamespace: m.DNSNS.ValueString()}
 	for _, r := range m.ExtraEgress {
 		rule := admission.EgressRule{To: peersFrom(r.To)}
 		for _, p := range r.Ports {

@@ -42,8 +42,9 @@ func NetworkPolicyName(agent, component string) string {
 //     Pods (np.IngressFrom, when set, replaces that default);
 //   - the dedicated Codex harness accepts connections only from its own
 //     agent's gateway, on AppServerPort;
-//   - every component may reach the cluster DNS (UDP and TCP 53, in any
-//     namespace) and TCP 443 anywhere (model providers, channels); the
+//   - every component may reach the cluster DNS (UDP and TCP 53, Pods of
+//     np.DNSNamespace only) and, unless np.NoHTTPSEgress, TCP 443 anywhere
+//     (model providers, channels); the
 //     gateway its dedicated Codex harness on AppServerPort; a sandboxed
 //     component the sandbox driver's gateway namespace driverNamespace on
 //     any port (the egress proxy, which inserts a Credential Gateway's
@@ -77,7 +78,7 @@ func NetworkPolicies(rev *admission.Revision, np admission.NetworkPolicy, driver
 		gwIngress.WithFrom(peers(np.IngressFrom)...)
 	}
 	ingress := []*networkingv1ac.NetworkPolicyIngressRuleApplyConfiguration{gwIngress}
-	egress := defaultEgress()
+	egress := defaultEgress(np)
 	if peer == ComponentHarness {
 		egress = append(egress, networkingv1ac.NetworkPolicyEgressRule().WithTo(own(ComponentHarness)).WithPorts(tcp(AppServerPort)))
 	}
@@ -88,7 +89,7 @@ func NetworkPolicies(rev *admission.Revision, np admission.NetworkPolicy, driver
 	// The dedicated harness: reached only by its gateway.
 	if peer != "" {
 		in := networkingv1ac.NetworkPolicyIngressRule().WithFrom(own(ComponentGateway))
-		eg := defaultEgress()
+		eg := defaultEgress(np)
 		if peer == ComponentHarness {
 			in.WithPorts(tcp(AppServerPort))
 		}
@@ -110,15 +111,23 @@ func spec(sel map[string]string, in []*networkingv1ac.NetworkPolicyIngressRuleAp
 		WithEgress(eg...)
 }
 
-// defaultEgress is what every component may reach: the cluster DNS in any
-// namespace, and HTTPS anywhere.
-func defaultEgress() []*networkingv1ac.NetworkPolicyEgressRuleApplyConfiguration {
-	return []*networkingv1ac.NetworkPolicyEgressRuleApplyConfiguration{
-		networkingv1ac.NetworkPolicyEgressRule().
-			WithTo(networkingv1ac.NetworkPolicyPeer().WithNamespaceSelector(metav1ac.LabelSelector())).
-			WithPorts(port(corev1.ProtocolUDP, DNSPort), port(corev1.ProtocolTCP, DNSPort)),
-		networkingv1ac.NetworkPolicyEgressRule().WithPorts(tcp(443)),
+// defaultEgress is what every component may reach: the cluster DNS (the
+// Pods of the DNS namespace, never any Pod that listens on 53), and HTTPS
+// anywhere unless the compute turns it off.
+func defaultEgress(np admission.NetworkPolicy) []*networkingv1ac.NetworkPolicyEgressRuleApplyConfiguration {
+	dnsNS := np.DNSNamespace
+	if dnsNS == "" {
+		dnsNS = admission.DefaultDNSNamespace
 	}
+	out := []*networkingv1ac.NetworkPolicyEgressRuleApplyConfiguration{
+		networkingv1ac.NetworkPolicyEgressRule().
+			WithTo(networkingv1ac.NetworkPolicyPeer().WithNamespaceSelector(metav1ac.LabelSelector().WithMatchLabels(map[string]string{LabelNamespaceName: dnsNS}))).
+			WithPorts(port(corev1.ProtocolUDP, DNSPort), port(corev1.ProtocolTCP, DNSPort)),
+	}
+	if !np.NoHTTPSEgress {
+		out = append(out, networkingv1ac.NetworkPolicyEgressRule().WithPorts(tcp(443)))
+	}
+	return out
 }
 
 func extraEgress(rules []admission.EgressRule) []*networkingv1ac.NetworkPolicyEgressRuleApplyConfiguration {

@@ -105,7 +105,7 @@ func pods(agent, component string) string {
 }
 
 var (
-	dns   = "ns{} -> UDP/53,TCP/53"
+	dns   = "ns{" + LabelNamespaceName + "=kube-system} -> UDP/53,TCP/53"
 	https = "anywhere -> TCP/443"
 )
 
@@ -239,6 +239,36 @@ func TestNetworkPolicy_ExtraEgressReachesEveryComponent(t *testing.T) {
 				if !slices.Contains(eg, want) {
 					t.Errorf("%s: %s egress %q lacks %q", tc.name, c, eg, want)
 				}
+			}
+		}
+	}
+}
+
+// Issue 27: DNS egress reaches only the DNS namespace's Pods (not any Pod
+// that listens on 53), and the rule to TCP 443 anywhere can be removed;
+// nothing else changes with either.
+func TestNetworkPolicy_DNSNamespaceAndHTTPSEgress(t *testing.T) {
+	np := admission.NetworkPolicy{NoHTTPSEgress: true, DNSNamespace: "dns-system",
+		ExtraEgress: []admission.EgressRule{{To: []admission.NetworkPeer{{IPBlock: &admission.IPBlock{CIDR: "192.0.2.10/32"}}}, Ports: []admission.NetworkPort{{Port: 8443}}}}}
+	for _, tc := range topologyCases(t) {
+		for c, p := range policiesOf(t, tc.rev, np, "openshell") {
+			_, eg := rules(p)
+			if !slices.Contains(eg, "ns{"+LabelNamespaceName+"=dns-system} -> UDP/53,TCP/53") {
+				t.Errorf("%s: %s egress %q lacks DNS to the dns-system namespace only", tc.name, c, eg)
+			}
+			for _, e := range eg {
+				if strings.Contains(e, "TCP/443") || strings.HasPrefix(e, "ns{} ") {
+					t.Errorf("%s: %s egress still has %q", tc.name, c, e)
+				}
+			}
+			if !slices.Contains(eg, "ip:192.0.2.10/32- -> TCP/8443") {
+				t.Errorf("%s: %s egress %q lacks the extra rule", tc.name, c, eg)
+			}
+		}
+		// The defaults: kube-system's Pods on 53, and HTTPS anywhere.
+		for c, p := range policiesOf(t, tc.rev, admission.NetworkPolicy{}, "openshell") {
+			if _, eg := rules(p); !slices.Contains(eg, dns) || !slices.Contains(eg, https) {
+				t.Errorf("%s: %s default egress %q", tc.name, c, eg)
 			}
 		}
 	}
