@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hashicorp/terraform-plugin-framework/providerserver"
+	"github.com/hashicorp/terraform-plugin-go/tfprotov6"
 	"github.com/hashicorp/terraform-plugin-testing/helper/resource"
 )
 
@@ -54,29 +56,35 @@ func TestAccAgent_RefreshHasADeadline(t *testing.T) {
 	env := newKubeEnv(t)
 	env.secret(t, "llm", "api-key", testSentinel)
 	silent, requests := silentAPIServer(t)
-	// The agent alone goes through the aliased provider: its compute and
-	// credential source keep refreshing from the real cluster.
+	// The agent alone goes through a second provider, occsilent, the same
+	// provider served separately: its compute and credential source keep
+	// refreshing from the real cluster. (Not an alias of occ: the
+	// in-process test server is one per provider name, so aliases would
+	// share one configured provider.)
 	config := func(agentProvider string) string {
 		c := faultAgentConfig(env, "", fixedDoc, "support")
 		c = strings.Replace(c, `delete = "60s" }`, `delete = "60s", read = "3s" }`, 1)
 		c = strings.Replace(c, `resource "occ_agent" "a" {`, `resource "occ_agent" "a" {
   provider      = `+agentProvider, 1)
 		return c + fmt.Sprintf(`
-provider "occ" {
-  alias      = "silent"
+provider "occsilent" {
   kubernetes = { config_path = %q }
 }
 `, silent)
 	}
+	factories := map[string]func() (tfprotov6.ProviderServer, error){
+		"occ":       providerserver.NewProtocol6WithError(New("test", "test")()),
+		"occsilent": providerserver.NewProtocol6WithError(New("test", "test")()),
+	}
 	var started time.Time
 	resource.Test(t, resource.TestCase{
 		PreCheck:                 func() { testAccPreCheck(t) },
-		ProtoV6ProviderFactories: testAccProtoV6ProviderFactories,
+		ProtoV6ProviderFactories: factories,
 		Steps: []resource.TestStep{
 			{Config: config("occ"), Check: resource.TestCheckResourceAttr("occ_agent.a", "status", "active")},
 			{
 				PreConfig:   func() { started = time.Now() },
-				Config:      config("occ.silent"),
+				Config:      config("occsilent"),
 				ExpectError: regexp.MustCompile(`UNAVAILABLE: cannot refresh the agent[\s\S]*(deadline|context)`),
 			},
 			{
