@@ -134,12 +134,12 @@ type KubernetesCompute struct {
 	// storage (logs, writable layer) and each of its Pods' emptyDirs;
 	// "": DefaultEphemeralStorageLimit.
 	EphemeralStorageLimit string
-	ImagePullSecrets  []string
-	ImagePullPolicy   string // "": Kubernetes' default
-	LoggingOwnership  string
-	LoggingLevel      string
-	SandboxDriver     *SandboxDriver
-	CredentialGateway *CredentialGateway
+	ImagePullSecrets      []string
+	ImagePullPolicy       string // "": Kubernetes' default
+	LoggingOwnership      string
+	LoggingLevel          string
+	SandboxDriver         *SandboxDriver
+	CredentialGateway     *CredentialGateway
 	// State is the gateway's persistent state claim; nil keeps the state
 	// on an emptyDir (throwaway agents).
 	State *State

@@ -270,7 +270,7 @@ func (e *Executor) markRetained(ctx context.Context, ns, agent string) error {
 	case !ownedBy(cur, agent):
 		return nil
 	}
-	at := time.Now().UTC().Format(time.RFC3339)
+	at := e.now().UTC().Format(time.RFC3339)
 	patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{render.AnnotationRetained: at}}})
 	_, err = pvcs.Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: render.FieldManager})
 	if apierrors.IsForbidden(err) {

@@ -125,7 +125,7 @@ func (e *Executor) poll() time.Duration {
 // must hold only what the provider writes: a directory of the host's own
 // (config_dir /usr and agent bin) is never taken over. It prints the
 // host's clock.
-const preflightScript = `unit=$1 port=$2 envfile=$3 configdir=$4 agentdir=$5
+const preflightScript = agentDirFuncs + `unit=$1 port=$2 envfile=$3 configdir=$4 agentdir=$5
 command -v systemctl >/dev/null 2>&1 || { echo "systemctl not found: the host must run systemd" >&2; exit 69; }
 [ -d /run/systemd/system ] || { echo "systemd is not the running init system" >&2; exit 69; }
 v=$(systemctl --version 2>/dev/null | awk 'NR == 1 { print $2 }')
@@ -175,7 +175,7 @@ if [ -n "$configdir" ]; then
 		exit 75
 	fi
 	if [ -d "$agentdir" ]; then
-		other=$(find "$agentdir" -mindepth 1 -maxdepth 1 ! -name 'r[0-9]*' ! -name current ! -name .current.tmp ! -name .lock ! -name .activate.sh ! -name .activate.out ! -name '.occ-upload.*' ! -name ` + render.GatewayTokenFile + ` -print 2>/dev/null | head -n 1)
+		other=$(foreign_entry "$agentdir")
 		if [ -n "$other" ]; then
 			echo "$agentdir, the agent's directory in config_dir, holds $other, which the provider did not write: it is not an agent directory" >&2
 			echo "choose another config_dir or agent name; nothing was changed" >&2
@@ -238,7 +238,7 @@ chmod 0600 -- "$tok"
 // directory and the service user are one per agent name on a host) and,
 // when that is another directory (another config_dir), what that one
 // selects.
-const guardScript = `agentdir=$1 unitpath=$2
+const guardScript = agentDirFuncs + `agentdir=$1 unitpath=$2
 selected() {
 	cur=$(readlink -- "$2/current" 2>/dev/null || true)
 	echo "${1}current=$cur"
@@ -249,9 +249,9 @@ selected() {
 	fi
 }
 selected "" "$agentdir"
-unitdir=$(sed -n 's/^` + render.UnitKeyAgentDir + `=//p' "$unitpath" 2>/dev/null | head -n 1 | sed 's/%%/%/g')
+unitdir=$(unit_agent_dir "$unitpath")
 # The same directory by another path (a config_dir through a link) is the agent's own.
-[ -z "$unitdir" ] || [ "$(readlink -f -- "$unitdir")" != "$(readlink -f -- "$agentdir")" ] || unitdir=$agentdir
+[ -z "$unitdir" ] || ! same_dir "$unitdir" "$agentdir" || unitdir=$agentdir
 echo "unit_dir=$unitdir"
 [ -z "$unitdir" ] || [ "$unitdir" = "$agentdir" ] || selected unit_ "$unitdir"
 `
@@ -456,7 +456,7 @@ func (e *Executor) deploy(ctx context.Context, d executor.Deployment, t Target, 
 		// The compute's config_dir changed: the unit now runs from the new
 		// agent directory, and the old one is what the provider wrote
 		// there.
-		if r, err := run("remove "+movedFrom, removeAgentDirFunc+`remove_agent_dir "$1"`, movedFrom); err != nil {
+		if r, err := run("remove "+movedFrom, agentDirFuncs+`remove_agent_dir "$1"`, movedFrom); err != nil {
 			log.Print("removing the agent's directory in the earlier config_dir failed: "+err.Error(), executor.Fields(phase("prune"), map[string]any{"work.outcome": "failed"}))
 		} else if s := strings.TrimSpace(r.Stderr); s != "" {
 			log.Print(s, phase("prune"))

@@ -47,10 +47,10 @@ type hostView struct {
 // systemd's view of the unit, the current link, the sha256 of the current
 // configuration, its activation record and the revision directories. It
 // reads nothing else (never the credentials file).
-const readScript = `unit=$1 unitpath=$2 agentdir=$3
+const readScript = agentDirFuncs + `unit=$1 unitpath=$2 agentdir=$3
 if [ -f "$unitpath" ]; then
 	echo "unit_file=present"
-	[ -n "$agentdir" ] || agentdir=$(sed -n 's/^X-OCC-Agent-Dir=//p' "$unitpath" | head -n 1 | sed 's/%%/%/g')
+	[ -n "$agentdir" ] || agentdir=$(unit_agent_dir "$unitpath")
 else
 	echo "unit_file=absent"
 fi
@@ -210,17 +210,37 @@ func drift(o hostView, current string) (executor.DriftReason, string) {
 	return executor.DriftNone, ""
 }
 
-// removeAgentDirFunc defines remove_agent_dir DIR: it removes what the
-// provider writes in an agent directory (its revisions, current link,
-// gateway token, lock, activation job and interrupted uploads), then the directory when
-// nothing else is left in it.
-const removeAgentDirFunc = `remove_agent_dir() {
+// agentDirFuncs are the shell functions of an agent's files on a host,
+// with the one list of what the provider writes in an agent directory
+// beside its rN revision directories and its .occ-upload.* uploads:
+//
+//   - remove_agent_dir DIR removes what the provider writes there, then
+//     the directory when nothing else is left in it;
+//   - foreign_entry DIR prints the first entry the provider did not write;
+//   - unit_agent_dir UNITPATH prints the agent directory a unit file runs
+//     from (its render.UnitKeyAgentDir, unescaped; "" without one);
+//   - same_dir A B: A and B are one directory, through links too.
+const agentDirFuncs = `agent_dir_files='` + render.CurrentLink + ` .current.tmp .lock .activate.sh .activate.out ` + render.GatewayTokenFile + `'
+remove_agent_dir() {
 	for d in "$1"/r[0-9]*; do
 		case "${d##*/}" in r*[!0-9]*) continue ;; esac
 		[ -d "$d" ] && rm -rf -- "$d"
 	done
-	rm -f -- "$1/current" "$1/.current.tmp" "$1"/.occ-upload.* "$1/.lock" "$1/.activate.sh" "$1/.activate.out" "$1/` + render.GatewayTokenFile + `"
+	for f in $agent_dir_files; do rm -f -- "$1/$f"; done
+	rm -f -- "$1"/.occ-upload.*
 	rmdir -- "$1" 2>/dev/null || echo "kept $1: it holds files the provider did not write" >&2
+}
+foreign_entry() {
+	find "$1" -mindepth 1 -maxdepth 1 ! -name 'r[0-9]*' ! -name '.occ-upload.*' -print 2>/dev/null | while IFS= read -r p; do
+		case " $agent_dir_files " in *" ${p##*/} "*) ;; *) echo "$p"; break ;; esac
+	done
+}
+unit_agent_dir() {
+	[ -f "$1" ] && sed -n 's/^` + render.UnitKeyAgentDir + `=//p' "$1" | head -n 1 | sed 's/%%/%/g'
+	return 0
+}
+same_dir() {
+	[ "$(readlink -f -- "$1")" = "$(readlink -f -- "$2")" ]
 }
 `
 
@@ -231,11 +251,10 @@ const removeAgentDirFunc = `remove_agent_dir() {
 // agent from another agent directory than the compute's (another
 // config_dir: another configuration's agent of this name) is left with
 // its state and user; only this compute's agent directory goes.
-const deleteScript = removeAgentDirFunc + `set -u
+const deleteScript = agentDirFuncs + `set -u
 agent=$1 unit=$2 unitpath=$3 agentdir=$4 statedir=$5 user=$6
-unitdir=
-[ -f "$unitpath" ] && unitdir=$(sed -n 's/^` + render.UnitKeyAgentDir + `=//p' "$unitpath" | head -n 1 | sed 's/%%/%/g')
-if [ -n "$agentdir" ] && [ -n "$unitdir" ] && [ "$(readlink -f -- "$unitdir")" != "$(readlink -f -- "$agentdir")" ]; then
+unitdir=$(unit_agent_dir "$unitpath")
+if [ -n "$agentdir" ] && [ -n "$unitdir" ] && ! same_dir "$unitdir" "$agentdir"; then
 	# The unit runs an agent of this name from another config_dir:
 	# another configuration's, whose unit, state and user stay.
 	[ -d "$agentdir" ] && [ ! -L "$agentdir" ] && remove_agent_dir "$agentdir"
