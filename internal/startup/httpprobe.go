@@ -260,6 +260,8 @@ func (st *probeState) readStream(resp *http.Response) error {
 		return nil
 	case s.done:
 		return &probeError{failure(ClassProtocol, "empty_output", "no_text")}
+	case errors.Is(err, errStreamTooLarge):
+		return &probeError{failure(ClassProtocol, "protocol", "stream_error")}
 	case err != nil:
 		o := transportOutcome(err)
 		if o.Class == ClassNetwork {
@@ -270,11 +272,43 @@ func (st *probeState) readStream(resp *http.Response) error {
 	return &probeError{failure(ClassNetwork, "transport", "stream_incomplete")} // the stream ended early: a dropped connection
 }
 
+// The probe reads at most maxSSEStream bytes of a streamed answer, and
+// at most maxSSEEvent of one event's data (a line is bounded alike): an
+// answer of a few hundred tokens is a few kilobytes, and an endpoint that
+// streams without end must not hold the probe's memory.
+const (
+	maxSSEEvent  = 4 << 20
+	maxSSEStream = 32 << 20
+)
+
+// errStreamTooLarge is a stream past maxSSEStream, an event past
+// maxSSEEvent or a line past it.
+var errStreamTooLarge = errors.New("the model's stream is larger than the startup probe reads")
+
+// capReader fails past n bytes.
+type capReader struct {
+	r io.Reader
+	n int64
+}
+
+func (c *capReader) Read(p []byte) (int, error) {
+	if c.n <= 0 {
+		return 0, errStreamTooLarge
+	}
+	if int64(len(p)) > c.n {
+		p = p[:c.n]
+	}
+	n, err := c.r.Read(p)
+	c.n -= int64(n)
+	return n, err
+}
+
 // readSSE calls fn for each server-sent event; it stops when fn returns
-// false. It returns the read error, if any (nil at a clean end).
+// false. It returns the read error, if any (nil at a clean end;
+// errStreamTooLarge past the bounds above).
 func readSSE(r io.Reader, fn func(event string, data []byte) bool) error {
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 64*1024), 4<<20)
+	sc := bufio.NewScanner(&capReader{r: r, n: maxSSEStream})
+	sc.Buffer(make([]byte, 64*1024), maxSSEEvent)
 	var event string
 	var data bytes.Buffer
 	for sc.Scan() {
@@ -293,12 +327,21 @@ func readSSE(r io.Reader, fn func(event string, data []byte) bool) error {
 		case bytes.HasPrefix(line, []byte("data:")):
 			data.Write(bytes.TrimPrefix(line[5:], []byte(" ")))
 			data.WriteByte('\n')
+			if data.Len() > maxSSEEvent {
+				return errStreamTooLarge
+			}
 		}
+	}
+	if err := sc.Err(); err != nil {
+		if errors.Is(err, bufio.ErrTooLong) {
+			return errStreamTooLarge
+		}
+		return err
 	}
 	if data.Len() > 0 {
 		fn(event, bytes.TrimSuffix(data.Bytes(), []byte("\n")))
 	}
-	return sc.Err()
+	return nil
 }
 
 // streamState interprets the events of one API.
