@@ -340,6 +340,7 @@ func (e *Executor) stopEarlier(ctx context.Context, ns, agent string, n int64) e
 	req, _ := labels.NewRequirement(render.LabelRevision, selection.NotEquals, []string{strconv.FormatInt(n, 10)})
 	agentReq, _ := labels.NewRequirement(render.LabelAgent, selection.Equals, []string{agent})
 	sel := labels.NewSelector().Add(*agentReq, *req).String()
+	var backoff relist
 	for {
 		pods, err := e.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: sel})
 		if err != nil {
@@ -352,8 +353,12 @@ func (e *Executor) stopEarlier(ctx context.Context, ns, agent string, n int64) e
 		if err != nil {
 			return fmt.Errorf("watch earlier Pods: %w", err)
 		}
-		gone := len(pods.Items)
+		gone, events := len(pods.Items), 0
 		for ev := range w.ResultChan() {
+			if ev.Type == watch.Error {
+				break
+			}
+			events++
 			if ev.Type == watch.Deleted {
 				gone--
 			}
@@ -362,6 +367,11 @@ func (e *Executor) stopEarlier(ctx context.Context, ns, agent string, n int64) e
 			}
 		}
 		w.Stop()
+		if events > 0 {
+			backoff.news()
+		} else if err := backoff.wait(ctx); err != nil {
+			return fmt.Errorf("waiting for earlier revisions to stop: %w", err)
+		}
 		if ctx.Err() != nil {
 			return fmt.Errorf("waiting for earlier revisions to stop: %w", ctx.Err())
 		}

@@ -93,6 +93,7 @@ func gatewayReady(slices []discoveryv1.EndpointSlice, ns, svc string) (bool, str
 func (e *Executor) WaitForDriver(ctx context.Context, d *admission.SandboxDriver) error {
 	ns, svc := render.DriverGateway(d)
 	sel := metav1.ListOptions{LabelSelector: sandboxapi.LabelServiceName + "=" + svc}
+	var backoff relist
 	for {
 		list, err := e.Client.DiscoveryV1().EndpointSlices(ns).List(ctx, sel)
 		if err != nil {
@@ -111,12 +112,13 @@ func (e *Executor) WaitForDriver(ctx context.Context, d *admission.SandboxDriver
 		for _, s := range list.Items {
 			current[s.Name] = s
 		}
-		ready := false
+		ready, events := false, 0
 		for ev := range w.ResultChan() {
 			s, ok := ev.Object.(*discoveryv1.EndpointSlice)
 			if !ok {
 				break // an error event: list again
 			}
+			events++
 			if ev.Type == watch.Deleted {
 				delete(current, s.Name)
 			} else {
@@ -133,6 +135,11 @@ func (e *Executor) WaitForDriver(ctx context.Context, d *admission.SandboxDriver
 		w.Stop()
 		if ready {
 			return nil
+		}
+		if events > 0 {
+			backoff.news()
+		} else if err := backoff.wait(ctx); err != nil {
+			return err
 		}
 		if ctx.Err() != nil {
 			return ctx.Err()

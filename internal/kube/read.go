@@ -10,6 +10,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/watch"
 
 	"github.com/occ-platform/terraform-provider-occ/internal/executor"
 	"github.com/occ-platform/terraform-provider-occ/internal/render"
@@ -240,6 +241,7 @@ func (e *Executor) waitClaimGone(ctx context.Context, ns, agent string) error {
 // without one (a watch that missed the last deletion).
 func waitGone(ctx context.Context, what string, opts metav1.ListOptions,
 	list func(context.Context, metav1.ListOptions) (string, int, error), open watchFunc) error {
+	var backoff relist
 	for {
 		rv, n, err := list(ctx, opts)
 		if err != nil {
@@ -255,13 +257,20 @@ func waitGone(ctx context.Context, what string, opts metav1.ListOptions,
 			return fmt.Errorf("watch %s: %w", what, err)
 		}
 		timer := time.NewTimer(30 * time.Second)
+		news := true
 		select {
 		case <-ctx.Done():
-		case <-w.ResultChan():
+		case ev, open := <-w.ResultChan():
+			news = open && ev.Type != watch.Error
 		case <-timer.C:
 		}
 		w.Stop()
 		timer.Stop()
+		if news {
+			backoff.news()
+		} else if backoff.wait(ctx) == nil {
+			continue
+		}
 		if ctx.Err() != nil {
 			return fmt.Errorf("waiting for %s to go: %w", what, ctx.Err())
 		}

@@ -61,8 +61,9 @@ func watchUntil(ctx context.Context, open watchFunc, opts metav1.ListOptions, co
 			}
 			continue
 		}
-		restart := false
+		restart, events := false, 0
 		for ev := range w.ResultChan() {
+			events++
 			if ev.Type == watch.Error {
 				err := apierrors.FromObject(ev.Object)
 				switch {
@@ -89,7 +90,9 @@ func watchUntil(ctx context.Context, open watchFunc, opts metav1.ListOptions, co
 			}
 		}
 		w.Stop()
-		if restart {
+		if restart || events == 0 {
+			// an error, or a watch the server closed at once: not again
+			// straight away
 			if err := pause(); err != nil {
 				return err
 			}
@@ -112,3 +115,25 @@ func transient(err error) bool {
 	return apierrors.IsServiceUnavailable(err) || apierrors.IsInternalError(err) || apierrors.IsTimeout(err) ||
 		apierrors.IsServerTimeout(err) || apierrors.IsTooManyRequests(err) || apierrors.IsUnexpectedServerError(err)
 }
+
+// relist spaces out the rounds of a list-then-watch loop whose watch ended
+// without news (closed at once by a proxy or a restarting API server, or
+// an error event): 200 ms, doubling to 5 s, so that such a loop never
+// spins on the API server; news (an event) resets it.
+type relist struct{ delay time.Duration }
+
+const relistMin, relistMax = 200 * time.Millisecond, 5 * time.Second
+
+// wait pauses before the next round, or returns ctx's error.
+func (b *relist) wait(ctx context.Context) error {
+	b.delay = min(max(2*b.delay, relistMin), relistMax)
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(b.delay):
+		return nil
+	}
+}
+
+// news resets the backoff after an event.
+func (b *relist) news() { b.delay = 0 }

@@ -95,3 +95,37 @@ type netError struct{ errno syscall.Errno }
 
 func (e *netError) Error() string { return "dial tcp 127.0.0.1:6443: " + e.errno.Error() }
 func (e *netError) Unwrap() error { return e.errno }
+
+// closedWatch is a watch a proxy or a restarting API server closes at
+// once, without an event.
+func closedWatch(context.Context, metav1.ListOptions) (watch.Interface, error) {
+	w := watch.NewFake()
+	w.Stop()
+	return w, nil
+}
+
+// Issue 27: a list-then-watch loop whose watch keeps closing at once backs
+// off (200 ms doubling to 5 s) instead of spinning on the API server: in
+// 1.5 s, at most 4 rounds (before the fix, thousands).
+func TestRelist_WatchClosedAtOnceBacksOff(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 1500*time.Millisecond)
+	defer cancel()
+	opens := 0
+	open := func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+		opens++
+		return closedWatch(ctx, o)
+	}
+	err := watchUntil(ctx, open, metav1.ListOptions{}, func(watch.Event) (bool, error) { return false, nil })
+	if !errors.Is(err, context.DeadlineExceeded) || opens > 4 || opens < 2 {
+		t.Errorf("watchUntil: %d watches opened in 1.5 s (%v), want 2 to 4", opens, err)
+	}
+
+	ctx2, cancel2 := context.WithTimeout(context.Background(), 1500*time.Millisecond)
+	defer cancel2()
+	lists := 0
+	list := func(context.Context, metav1.ListOptions) (string, int, error) { lists++; return "1", 1, nil }
+	err = waitGone(ctx2, "Pods", metav1.ListOptions{}, list, closedWatch)
+	if err == nil || lists > 4 || lists < 2 {
+		t.Errorf("waitGone: %d lists in 1.5 s (%v), want 2 to 4", lists, err)
+	}
+}
