@@ -194,6 +194,7 @@ func Admit(in Input) (*Revision, Errors) {
 	}
 	errs = append(errs, CheckSandbox(mode, in.Compute)...)
 	errs = append(errs, CheckLoggingOwnership(in.Compute)...)
+	errs = append(errs, checkEgress(admitted, res.Primary, in.Compute)...)
 
 	primaryProvider := ""
 	if res.Primary != nil {

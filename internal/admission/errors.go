@@ -44,6 +44,9 @@ type Error struct {
 }
 
 func (e *Error) Error() string {
+	if e.Rule == "" {
+		return fmt.Sprintf("%s: %s", e.Class, e.Detail())
+	}
 	return fmt.Sprintf("%s: %s (rule %s)", e.Class, e.Detail(), e.Rule)
 }
 

@@ -53,7 +53,12 @@ func detail(e *admission.Error) string {
 		fmt.Fprintf(&b, "In the configuration document at %s: ", e.DocPath.String())
 	}
 	b.WriteString(e.Message)
-	fmt.Fprintf(&b, "\n\nRule %s, answered as %s (%d).", e.Rule, e.Class, e.Class.HTTPStatus())
+	if e.Rule == "" {
+		// A check of the provider's own, where the rules are silent.
+		fmt.Fprintf(&b, "\n\nAnswered as %s (%d).", e.Class, e.Class.HTTPStatus())
+	} else {
+		fmt.Fprintf(&b, "\n\nRule %s, answered as %s (%d).", e.Rule, e.Class, e.Class.HTTPStatus())
+	}
 	return b.String()
 }
 

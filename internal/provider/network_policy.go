@@ -56,8 +56,9 @@ func networkPolicySchema() schema.SingleNestedAttribute {
 		Optional: true,
 		MarkdownDescription: "Network isolation of every Agent on this compute: one Kubernetes NetworkPolicy per component of each Agent, named like the component " +
 			"(`NAME-gateway`, `NAME-harness`) and labelled with the Agent. Unset, it is enabled with the defaults: the gateway accepts connections on its port " +
-			fmt.Sprintf("(%d) only from Pods of the Agent's namespace; a dedicated Codex harness (port %d) only from its own Agent's gateway; ", render.GatewayPort, render.AppServerPort) +
-			"every component may reach the cluster DNS (UDP and TCP 53 on the Pods of `dns_namespace`) and TCP 443 anywhere (`https_egress`), the gateway its own harness, and a sandboxed " +
+			fmt.Sprintf("(%d) only from the Pods of the Agent's namespace labelled as its clients (`%s = \"true\"`, NAME the Agent's name); a dedicated Codex harness (port %d) only from its own Agent's gateway; ", render.GatewayPort, render.GatewayClientLabel("NAME"), render.AppServerPort) +
+			"every component may reach the cluster DNS (UDP and TCP 53 on the Pods of `dns_namespace`) and TCP 443 anywhere (`https_egress`), with it each model endpoint the Agent's document names on another port " +
+			"(a provider's `baseUrl`: TCP to that port, to the address alone when the host is an IP), the gateway its own harness, and a sandboxed " +
 			"harness the sandbox driver's gateway namespace (the egress proxy). The policies are applied on every deploy, before the workloads, and are not part " +
 			"of the revision: changing them gives no Agent a new revision and restarts nothing. They take effect only on a cluster whose CNI enforces NetworkPolicy " +
 			"(Calico, Cilium, …); see Network isolation in the Revisions guide.",
@@ -66,10 +67,10 @@ func networkPolicySchema() schema.SingleNestedAttribute {
 				MarkdownDescription: "Render the policies. Default `true`; `false` deletes the Agents' policies on their next apply (without a new revision)."},
 			"ingress_from": schema.ListNestedAttribute{Optional: true, NestedObject: networkPeerSchema(),
 				Validators: []validator.List{listvalidator.SizeAtLeast(1)},
-				MarkdownDescription: "Who may connect to the gateway's port, replacing the default (every Pod of the Agent's namespace). Each entry is a Kubernetes NetworkPolicyPeer: " +
+				MarkdownDescription: "Who may connect to the gateway's port, replacing the default (the Pods of the Agent's namespace labelled `" + render.GatewayClientLabel("NAME") + " = \"true\"`). Each entry is a Kubernetes NetworkPolicyPeer: " +
 					"`namespace_selector` and/or `pod_selector`, or an `ip_block`."},
 			"https_egress": schema.BoolAttribute{Optional: true, Computed: true, Default: booldefault.StaticBool(true),
-				MarkdownDescription: "Let every component reach TCP 443 on any address (model providers, channels). Default `true`; `false` removes the rule, and then every endpoint the Agents call (the model's `baseUrl`, channels, a proxy) must be named in `extra_egress`."},
+				MarkdownDescription: "Let every component reach TCP 443 on any address (model providers, channels), and each model endpoint its document names on another port. Default `true`; `false` removes both, and then every endpoint the Agents call (the model's `baseUrl`, channels, a proxy) must be named in `extra_egress`: the plan refuses an Agent whose model endpoint no `extra_egress` rule reaches."},
 			"dns_namespace": schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString(admission.DefaultDNSNamespace),
 				Validators:          []validator.String{dnsLabel()},
 				MarkdownDescription: "The namespace whose Pods serve the cluster DNS: DNS egress (UDP and TCP 53) reaches only them, not any Pod that listens on 53. Default `" + admission.DefaultDNSNamespace + "` (CoreDNS, kube-dns)."},

@@ -1,6 +1,7 @@
 package provider
 
 import (
+	"maps"
 	"context"
 	"fmt"
 	"slices"
@@ -49,9 +50,9 @@ func TestAccAgent_KubernetesNetworkPolicy(t *testing.T) {
 			return fmt.Errorf("labels %v: want the agent's and component's, no revision", p.Labels)
 		}
 		if len(p.Spec.Ingress) != 1 || len(p.Spec.Ingress[0].From) != 1 || p.Spec.Ingress[0].From[0].PodSelector == nil ||
-			len(p.Spec.Ingress[0].From[0].PodSelector.MatchLabels) != 0 || p.Spec.Ingress[0].From[0].NamespaceSelector != nil ||
-			p.Spec.Ingress[0].Ports[0].Port.IntValue() != render.GatewayPort {
-			return fmt.Errorf("ingress %+v: want the namespace's Pods on port %d", p.Spec.Ingress, render.GatewayPort)
+			!maps.Equal(p.Spec.Ingress[0].From[0].PodSelector.MatchLabels, map[string]string{render.GatewayClientLabel("support"): "true"}) ||
+			p.Spec.Ingress[0].From[0].NamespaceSelector != nil || p.Spec.Ingress[0].Ports[0].Port.IntValue() != render.GatewayPort {
+			return fmt.Errorf("ingress %+v: want the namespace's Pods labelled as the agent's clients, on port %d", p.Spec.Ingress, render.GatewayPort)
 		}
 		if len(p.Spec.Egress) != 2 || !slices.Equal(p.Spec.PolicyTypes, []networkingv1.PolicyType{"Ingress", "Egress"}) {
 			return fmt.Errorf("egress %+v, types %v: want DNS and HTTPS, both directions", p.Spec.Egress, p.Spec.PolicyTypes)

@@ -5,6 +5,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
 	networkingv1ac "k8s.io/client-go/applyconfigurations/networking/v1"
+	"slices"
 
 	"github.com/occ-platform/terraform-provider-occ/internal/admission"
 )
@@ -38,8 +39,9 @@ func NetworkPolicyName(agent, component string) string {
 // Pods of every revision (agent and component labels) and isolates them
 // both ways:
 //
-//   - the gateway accepts connections on GatewayPort from its namespace's
-//     Pods (np.IngressFrom, when set, replaces that default);
+//   - the gateway accepts connections on GatewayPort only from the Pods
+//     of its namespace labelled as its clients (GatewayClientLabel = "true";
+//     np.IngressFrom, when set, replaces that default);
 //   - the dedicated Codex harness accepts connections only from its own
 //     agent's gateway, on AppServerPort;
 //   - every component may reach the cluster DNS (UDP and TCP 53, Pods of
@@ -48,7 +50,9 @@ func NetworkPolicyName(agent, component string) string {
 //     gateway its dedicated Codex harness on AppServerPort; a sandboxed
 //     component the sandbox driver's gateway namespace driverNamespace on
 //     any port (the egress proxy, which inserts a Credential Gateway's
-//     key, runs there: AU3); and every component np.ExtraEgress.
+//     key, runs there: AU3); and every component np.ExtraEgress and, with
+//     HTTPS egress on, TCP to each model endpoint the document names on
+//     another port (np.EndpointEgress).
 func NetworkPolicies(rev *admission.Revision, np admission.NetworkPolicy, driverNamespace string) []*networkingv1ac.NetworkPolicyApplyConfiguration {
 	if np.Disabled {
 		return nil
@@ -73,7 +77,8 @@ func NetworkPolicies(rev *admission.Revision, np admission.NetworkPolicy, driver
 	// The gateway.
 	gwIngress := networkingv1ac.NetworkPolicyIngressRule().WithPorts(tcp(GatewayPort))
 	if len(np.IngressFrom) == 0 {
-		gwIngress.WithFrom(networkingv1ac.NetworkPolicyPeer().WithPodSelector(metav1ac.LabelSelector()))
+		gwIngress.WithFrom(networkingv1ac.NetworkPolicyPeer().WithPodSelector(metav1ac.LabelSelector().
+			WithMatchLabels(map[string]string{GatewayClientLabel(a): "true"})))
 	} else {
 		gwIngress.WithFrom(peers(np.IngressFrom)...)
 	}
@@ -83,7 +88,7 @@ func NetworkPolicies(rev *admission.Revision, np admission.NetworkPolicy, driver
 		egress = append(egress, networkingv1ac.NetworkPolicyEgressRule().WithTo(own(ComponentHarness)).WithPorts(tcp(AppServerPort)))
 	}
 	out := []*networkingv1ac.NetworkPolicyApplyConfiguration{
-		base(ComponentGateway).WithSpec(spec(Selector(a, ComponentGateway), ingress, append(egress, extraEgress(np.ExtraEgress)...))),
+		base(ComponentGateway).WithSpec(spec(Selector(a, ComponentGateway), ingress, append(egress, extraEgress(append(slices.Clone(np.ExtraEgress), np.EndpointEgress(admission.ModelEndpoints(rev.AdmittedDocument, rev.PrimaryModel))...))...))),
 	}
 
 	// The dedicated harness: reached only by its gateway.
@@ -98,10 +103,17 @@ func NetworkPolicies(rev *admission.Revision, np admission.NetworkPolicy, driver
 				WithNamespaceSelector(metav1ac.LabelSelector().WithMatchLabels(map[string]string{LabelNamespaceName: driverNamespace}))))
 		}
 		out = append(out, base(peer).WithSpec(spec(Selector(a, peer),
-			[]*networkingv1ac.NetworkPolicyIngressRuleApplyConfiguration{in}, append(eg, extraEgress(np.ExtraEgress)...))))
+			[]*networkingv1ac.NetworkPolicyIngressRuleApplyConfiguration{in}, append(eg, extraEgress(append(slices.Clone(np.ExtraEgress), np.EndpointEgress(admission.ModelEndpoints(rev.AdmittedDocument, rev.PrimaryModel))...))...))))
 	}
 	return out
 }
+
+// GatewayClientLabel is the label key ("client.occ-platform.io/NAME",
+// value "true") of the Pods in an Agent's namespace that its gateway's
+// default NetworkPolicy lets connect: any other Pod, a neighbour's
+// included, is refused until it is labelled so, or until the compute's
+// network_policy.ingress_from names it.
+func GatewayClientLabel(agent string) string { return "client.occ-platform.io/" + agent }
 
 func spec(sel map[string]string, in []*networkingv1ac.NetworkPolicyIngressRuleApplyConfiguration, eg []*networkingv1ac.NetworkPolicyEgressRuleApplyConfiguration) *networkingv1ac.NetworkPolicySpecApplyConfiguration {
 	return networkingv1ac.NetworkPolicySpec().

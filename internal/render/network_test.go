@@ -11,8 +11,10 @@ import (
 
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/occ-platform/terraform-provider-occ/internal/admission"
+	"github.com/occ-platform/terraform-provider-occ/internal/occconfig"
 )
 
 // policiesOf renders a revision's NetworkPolicies as the API objects they
@@ -104,6 +106,10 @@ func pods(agent, component string) string {
 	return fmt.Sprintf("pod{%s=%s,%s=%s}", LabelAgent, agent, LabelComponent, component)
 }
 
+// clients is the default peer of an agent's gateway: only the Pods of its
+// namespace labelled as its clients (issue 27: not every Pod there).
+func clients(agent string) string { return "pod{client.occ-platform.io/" + agent + "=true}" }
+
 var (
 	dns   = "ns{" + LabelNamespaceName + "=kube-system} -> UDP/53,TCP/53"
 	https = "anywhere -> TCP/443"
@@ -120,14 +126,14 @@ func TestNetworkPolicy_RulesOfEveryTopology(t *testing.T) {
 		want map[string]want
 	}{
 		{"embedded", embeddedInput(t, "anthropic/claude-sonnet-4-5"), map[string]want{
-			ComponentGateway: {ingress: []string{"pod{} -> " + gw}, egress: []string{dns, https}},
+			ComponentGateway: {ingress: []string{clients("support") + " -> " + gw}, egress: []string{dns, https}},
 		}},
 		{"dedicated codex", codexInput(t, admission.MethodAPIKey), map[string]want{
-			ComponentGateway: {ingress: []string{"pod{} -> " + gw}, egress: []string{dns, https, pods("coder", ComponentHarness) + " -> " + app}},
+			ComponentGateway: {ingress: []string{clients("coder") + " -> " + gw}, egress: []string{dns, https, pods("coder", ComponentHarness) + " -> " + app}},
 			ComponentHarness: {ingress: []string{pods("coder", ComponentGateway) + " -> " + app}, egress: []string{dns, https}},
 		}},
 		{"sandboxed codex", sandboxedCodexInput(t), map[string]want{
-			ComponentGateway: {ingress: []string{"pod{} -> " + gw}, egress: []string{dns, https, pods("coder", ComponentHarness) + " -> " + app}},
+			ComponentGateway: {ingress: []string{clients("coder") + " -> " + gw}, egress: []string{dns, https, pods("coder", ComponentHarness) + " -> " + app}},
 			// The Credential Gateway's egress proxy runs in the driver's namespace (AU3).
 			ComponentHarness: {ingress: []string{pods("coder", ComponentGateway) + " -> " + app}, egress: []string{dns, driver, https}},
 		}},
@@ -211,7 +217,7 @@ func TestNetworkPolicy_IngressFromReplacesTheDefault(t *testing.T) {
 	for _, tc := range topologyCases(t) {
 		got := policiesOf(t, tc.rev, np, "openshell")
 		in, _ := rules(got[ComponentGateway])
-		if !slices.Contains(in, "ns{team=edge}&pod{app=ingress}|ip:10.0.0.0/8-10.1.0.0/16 -> "+gw) || slices.Contains(in, "pod{} -> "+gw) {
+		if !slices.Contains(in, "ns{team=edge}&pod{app=ingress}|ip:10.0.0.0/8-10.1.0.0/16 -> "+gw) || slices.Contains(in, clients(tc.rev.Agent)+" -> "+gw) {
 			t.Errorf("%s: gateway ingress %q: ingress_from must replace the namespace default", tc.name, in)
 		}
 		// The harness and node stay reachable only from their own gateway.
@@ -313,6 +319,45 @@ func TestHM4_NetworkPolicyNamesNeverCollide(t *testing.T) {
 				t.Errorf("NetworkPolicy %s is both %s's and %s/%s's", name, o, a, c)
 			}
 			owner[name] = a + "/" + c
+		}
+	}
+}
+
+// Issue 27: a model endpoint the document names on a port other than 443
+// is reached by every component's policy (to its address when the host is
+// an IP literal); with HTTPS egress off no such rule is added (admission
+// refuses the endpoint unless extra_egress reaches it).
+func TestNetworkPolicy_ModelEndpointOnAnotherPort(t *testing.T) {
+	for _, tc := range topologyCases(t) {
+		rev := *tc.rev
+		rev.AdmittedDocument = occconfig.Clone(rev.AdmittedDocument)
+		occconfig.Set(rev.AdmittedDocument, occconfig.Keys("models", "providers", "openai", "baseUrl"), "http://10.1.2.3:8080/v1")
+		occconfig.Set(rev.AdmittedDocument, occconfig.Keys("models", "providers", "local", "baseUrl"), "https://llm.internal:8443")
+		for c, p := range policiesOf(t, &rev, admission.NetworkPolicy{}, "openshell") {
+			_, eg := rules(p)
+			for _, want := range []string{"ip:10.1.2.3/32- -> TCP/8080", "anywhere -> TCP/8443", https} {
+				if !slices.Contains(eg, want) {
+					t.Errorf("%s: %s egress %q lacks %q", tc.name, c, eg, want)
+				}
+			}
+		}
+		for c, p := range policiesOf(t, &rev, admission.NetworkPolicy{NoHTTPSEgress: true}, "openshell") {
+			_, eg := rules(p)
+			for _, e := range eg {
+				if strings.Contains(e, "8080") || strings.Contains(e, "8443") {
+					t.Errorf("%s: %s with HTTPS egress off has %q", tc.name, c, e)
+				}
+			}
+		}
+	}
+}
+
+// The gateway's client label is a valid label key for every agent name the
+// provider accepts, the longest included.
+func TestGatewayClientLabel_ValidForEveryName(t *testing.T) {
+	for _, name := range []string{"a", "support", strings.Repeat("a", MaxAgentNameLength())} {
+		if errs := validation.IsQualifiedName(GatewayClientLabel(name)); len(errs) > 0 {
+			t.Errorf("%s: %v", GatewayClientLabel(name), errs)
 		}
 	}
 }
