@@ -1,9 +1,9 @@
 package provider
 
 import (
-	"maps"
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"testing"
 
