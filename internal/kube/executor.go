@@ -155,6 +155,9 @@ func (e *Executor) prepare(ctx context.Context, c admission.Compute) (created bo
 		}
 	}
 	if created, err = e.EnsureNamespace(ctx, c.Kubernetes().Namespace, c.Name); err != nil {
+		if created {
+			_ = e.DeleteNamespace(ctx, c.Kubernetes().Namespace)
+		}
 		return false, err
 	}
 	err = e.CheckPermissions(ctx, c.Kubernetes().Namespace)
@@ -193,7 +196,7 @@ func prepareFailure(c admission.Compute, err error) error {
 			f.Code, f.Summary = executor.ResourceConflict, "missing permissions in namespace "+c.Kubernetes().Namespace
 			f.Reason = fmt.Sprintf("the provider's Kubernetes identity lacks %d permission(s)", len(mp.Missing))
 			f.LinesTitle, f.Lines = "The provider's Kubernetes identity may not:", lines
-			f.Next = "Grant them with the Role in the provider documentation (Kubernetes permissions), then apply again."
+			f.Next = "Grant them with the Role in the provider documentation (Kubernetes permissions); in a namespace the compute created, install its ClusterRole " + ProviderClusterRole + ", which the provider binds there. Then apply again."
 		}})
 }
 

@@ -5,8 +5,10 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+	authnv1 "k8s.io/api/authentication/v1"
 	authzv1 "k8s.io/api/authorization/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -16,6 +18,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
 
 	"github.com/occ-platform/terraform-provider-occ/internal/render"
@@ -37,20 +40,44 @@ var RequiredRules = []rbacv1.PolicyRule{
 	{APIGroups: []string{"networking.k8s.io"}, Resources: []string{"networkpolicies"}, Verbs: []string{"get", "list", "create", "patch", "delete"}},
 }
 
-// NamespaceLifecycleRules are what the provider needs at cluster scope,
-// beside RequiredRules there, to create the tenant namespace of a compute
-// and, on the compute's destroy, to judge and delete it: reading, creating,
-// deleting and waiting for the namespace, and listing what is left in it
-// (Occupants). Bound with a ClusterRole (a Role cannot exist in a
-// namespace before it does); docs render it from here.
-var NamespaceLifecycleRules = []rbacv1.PolicyRule{
-	{APIGroups: []string{""}, Resources: []string{"namespaces"}, Verbs: []string{"get", "list", "watch", "create", "delete"}},
-	{APIGroups: []string{""}, Resources: []string{"secrets", "configmaps", "persistentvolumeclaims"}, Verbs: []string{"list"}},
+// OccupantRules are what the provider lists, beside RequiredRules, in a
+// namespace it created, when its compute is destroyed: whatever is left
+// there (Occupants), by metadata, so that a namespace that still holds
+// someone's objects is kept. Granted only inside the computes' namespaces:
+// ProviderClusterRole, which NamespaceRoleBinding binds there.
+var OccupantRules = []rbacv1.PolicyRule{
+	{APIGroups: []string{""}, Resources: []string{"secrets", "serviceaccounts"}, Verbs: []string{"list"}},
 	{APIGroups: []string{"apps"}, Resources: []string{"statefulsets", "daemonsets", "replicasets"}, Verbs: []string{"list"}},
 	{APIGroups: []string{"batch"}, Resources: []string{"jobs", "cronjobs"}, Verbs: []string{"list"}},
 	{APIGroups: []string{"networking.k8s.io"}, Resources: []string{"ingresses"}, Verbs: []string{"list"}},
 	{APIGroups: []string{"rbac.authorization.k8s.io"}, Resources: []string{"roles", "rolebindings"}, Verbs: []string{"list"}},
 	{APIGroups: []string{sandboxapi.GVR.Group}, Resources: []string{sandboxapi.GVR.Resource}, Verbs: []string{"list"}},
+}
+
+// ProviderClusterRole names the ClusterRole that holds what the provider
+// does inside a compute's namespace (RequiredRules and OccupantRules). It
+// is bound in no namespace of its own accord: a namespace the provider
+// creates gets a RoleBinding of it (NamespaceRoleBinding) to the provider's
+// identity, so its rights reach only the computes' namespaces.
+const ProviderClusterRole = "occ-provider"
+
+// NamespaceRoleBinding names the RoleBinding of ProviderClusterRole the
+// provider writes in a namespace it creates.
+const NamespaceRoleBinding = "occ-provider"
+
+// NamespaceLifecycleRules are the small ClusterRole
+// (occ-provider-namespaces) a provider that creates its computes'
+// namespaces holds at cluster scope, apart from what it does inside them:
+// reading, creating, deleting and waiting for a namespace, and binding
+// ProviderClusterRole, and only it, in a namespace it created. It grants no
+// read of a Secret and no write of a workload anywhere; the namespace
+// policy (examples/kubernetes-role/namespace-policy.yaml) holds its
+// deletes and bindings to the namespaces the provider created. Docs render
+// it from here.
+var NamespaceLifecycleRules = []rbacv1.PolicyRule{
+	{APIGroups: []string{""}, Resources: []string{"namespaces"}, Verbs: []string{"get", "list", "watch", "create", "delete"}},
+	{APIGroups: []string{"rbac.authorization.k8s.io"}, Resources: []string{"rolebindings"}, Verbs: []string{"create"}},
+	{APIGroups: []string{"rbac.authorization.k8s.io"}, Resources: []string{"clusterroles"}, Verbs: []string{"bind"}, ResourceNames: []string{ProviderClusterRole}},
 }
 
 // SandboxRules are what the provider needs in a tenant namespace beside
@@ -116,11 +143,18 @@ func (e *MissingPermissions) Error() string {
 }
 
 // EnsureNamespace creates ns when it is missing, labelled as the provider's
-// and annotated with the compute it is for, and reports whether it did.
+// and annotated with the compute it is for, and reports whether it did. In
+// a namespace created for the compute it gives the provider its rights
+// there (grantInNamespace).
 func (e *Executor) EnsureNamespace(ctx context.Context, ns, compute string) (bool, error) {
-	_, err := e.Client.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
+	got, err := e.Client.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
 	switch {
 	case err == nil:
+		if got.Labels[render.LabelManagedBy] == render.ManagedBy && compute != "" && got.Annotations[render.AnnotationCompute] == compute {
+			// Created for this compute, perhaps before the provider bound
+			// its rights in the namespaces it creates: bound now if missing.
+			return false, e.grantInNamespace(ctx, ns, compute)
+		}
 		return false, nil
 	case apierrors.IsForbidden(err):
 		// A namespaced identity cannot read namespaces; its Role proves the
@@ -140,7 +174,69 @@ func (e *Executor) EnsureNamespace(ctx context.Context, ns, compute string) (boo
 	if err != nil {
 		return false, fmt.Errorf("create namespace %s: %w", ns, err)
 	}
-	return true, nil
+	return true, e.grantInNamespace(ctx, ns, compute)
+}
+
+// grantInNamespace gives the provider its rights inside a namespace it has
+// just created. An identity that already holds them there (a cluster-wide
+// grant) gets nothing more. Otherwise it binds ProviderClusterRole, and
+// only it, to itself in that namespace (what NamespaceLifecycleRules allow)
+// and waits, up to 10 s, until the API server's authorizer sees the binding
+// (RBAC is served from informer caches). An identity that may not bind
+// writes nothing: the permission check that follows lists what it lacks.
+func (e *Executor) grantInNamespace(ctx context.Context, ns, compute string) error {
+	holds := func(ctx context.Context) (bool, error) {
+		review := &authzv1.SelfSubjectAccessReview{Spec: authzv1.SelfSubjectAccessReviewSpec{
+			ResourceAttributes: &authzv1.ResourceAttributes{Namespace: ns, Verb: "create", Group: "apps", Resource: "deployments"},
+		}}
+		got, err := e.Client.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx, review, metav1.CreateOptions{})
+		if err != nil {
+			return false, fmt.Errorf("check permissions in namespace %s: %w", ns, err)
+		}
+		return got.Status.Allowed, nil
+	}
+	if ok, err := holds(ctx); err != nil || ok {
+		return err
+	}
+	self, err := e.Client.AuthenticationV1().SelfSubjectReviews().Create(ctx, &authnv1.SelfSubjectReview{}, metav1.CreateOptions{})
+	if apierrors.IsForbidden(err) || apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("read the provider's own identity: %w", err)
+	}
+	binding := &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: NamespaceRoleBinding, Namespace: ns,
+			Labels:      map[string]string{render.LabelManagedBy: render.ManagedBy},
+			Annotations: map[string]string{render.AnnotationCompute: compute}},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: ProviderClusterRole},
+		Subjects: []rbacv1.Subject{SubjectOf(self.Status.UserInfo.Username)},
+	}
+	_, err = e.Client.RbacV1().RoleBindings(ns).Create(ctx, binding, metav1.CreateOptions{FieldManager: render.FieldManager})
+	switch {
+	case apierrors.IsForbidden(err):
+		return nil
+	case err != nil && !apierrors.IsAlreadyExists(err):
+		return fmt.Errorf("bind ClusterRole %s in namespace %s: %w", ProviderClusterRole, ns, err)
+	}
+	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	err = wait.PollUntilContextCancel(wctx, 50*time.Millisecond, true, holds)
+	if err != nil && ctx.Err() != nil {
+		return err
+	}
+	return nil // past 10 s, the permission check says what is missing
+}
+
+// SubjectOf is the RBAC subject of an authenticated user name: a
+// ServiceAccount for system:serviceaccount:NAMESPACE:NAME, a User otherwise.
+func SubjectOf(username string) rbacv1.Subject {
+	if rest, ok := strings.CutPrefix(username, "system:serviceaccount:"); ok {
+		if ns, name, ok := strings.Cut(rest, ":"); ok && ns != "" && name != "" {
+			return rbacv1.Subject{Kind: rbacv1.ServiceAccountKind, Namespace: ns, Name: name}
+		}
+	}
+	return rbacv1.Subject{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: username}
 }
 
 // CreatedFor reports whether ns is a namespace the provider created for the
@@ -165,8 +261,9 @@ func (e *Executor) CreatedFor(ctx context.Context, ns, compute string) (bool, er
 // Agent and credential source of its own configuration, and their deletes
 // leave nothing behind). The CA bundle ConfigMap, the default ServiceAccount
 // and its token Secrets every namespace gets, and Pods, ReplicaSets and
-// Jobs a controller owns, are not counted. Workloads of every built-in
-// kind, Ingresses, NetworkPolicies, Roles, RoleBindings and Sandboxes are.
+// Jobs a controller owns, are not counted. ServiceAccounts, workloads of
+// every built-in kind, Ingresses, NetworkPolicies, Roles, RoleBindings and
+// Sandboxes are.
 func (e *Executor) Occupants(ctx context.Context, ns string) ([]string, error) {
 	var left []string
 	add := func(kind, name string, l map[string]string) {
@@ -268,6 +365,12 @@ func (e *Executor) Occupants(ctx context.Context, ns string) ([]string, error) {
 			if len(o.OwnerReferences) > 0 && k.owned {
 				continue
 			}
+			if k.kind == "ServiceAccount" && o.Name == "default" {
+				continue // every namespace has it
+			}
+			if k.kind == "RoleBinding" && o.Name == NamespaceRoleBinding && o.Labels[render.LabelManagedBy] == render.ManagedBy && o.Annotations[render.AnnotationCompute] != "" {
+				continue // the provider's own rights in the namespace it created go with it
+			}
 			add(k.kind, o.Name, o.Labels)
 		}
 	}
@@ -283,6 +386,7 @@ var occupantKinds = []struct {
 	gvr   schema.GroupVersionResource
 	owned bool
 }{
+	{"ServiceAccount", corev1.SchemeGroupVersion.WithResource("serviceaccounts"), false},
 	{"StatefulSet", appsv1.SchemeGroupVersion.WithResource("statefulsets"), false},
 	{"DaemonSet", appsv1.SchemeGroupVersion.WithResource("daemonsets"), false},
 	{"ReplicaSet", appsv1.SchemeGroupVersion.WithResource("replicasets"), true},
@@ -308,6 +412,7 @@ func (e *Executor) DeleteNamespace(ctx context.Context, ns string) error {
 		return fmt.Errorf("delete namespace %s: %w", ns, err)
 	}
 	sel := fields.OneTermEqualSelector("metadata.name", ns).String()
+	var backoff relist
 	for {
 		list, err := nss.List(ctx, metav1.ListOptions{FieldSelector: sel})
 		if err != nil {
@@ -320,8 +425,12 @@ func (e *Executor) DeleteNamespace(ctx context.Context, ns string) error {
 		if err != nil {
 			return fmt.Errorf("wait for namespace %s to be deleted: %w", ns, err)
 		}
-		gone := false
+		gone, events := false, 0
 		for ev := range w.ResultChan() {
+			if ev.Type == watch.Error {
+				break
+			}
+			events++
 			if ev.Type == watch.Deleted {
 				gone = true
 				break
@@ -330,6 +439,11 @@ func (e *Executor) DeleteNamespace(ctx context.Context, ns string) error {
 		w.Stop()
 		if gone {
 			return nil
+		}
+		if events > 0 {
+			backoff.news()
+		} else if err := backoff.wait(ctx); err != nil {
+			return fmt.Errorf("namespace %s is still terminating: %w", ns, err)
 		}
 		if ctx.Err() != nil {
 			return fmt.Errorf("namespace %s is still terminating: %w", ns, ctx.Err())

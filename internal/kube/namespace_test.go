@@ -27,21 +27,67 @@ func TestRequiredRulesMatchDocumentedRole(t *testing.T) {
 	}
 }
 
-// The documented ClusterRole for namespace lifecycle is RequiredRules and
-// NamespaceLifecycleRules, cluster-wide.
+// The documented ClusterRoles: occ-provider is RequiredRules and
+// OccupantRules (bound by the provider in the namespaces it creates),
+// occ-provider-namespaces is NamespaceLifecycleRules, and the namespace
+// policy holds the same identity its binding names.
 func TestNamespaceLifecycleRulesMatchDocumentedClusterRole(t *testing.T) {
 	b, err := os.ReadFile("../../examples/kubernetes-role/clusterrole.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
-	first, _, _ := strings.Cut(string(b), "\n---")
-	var role rbacv1.ClusterRole
-	if err := yaml.Unmarshal([]byte(first), &role); err != nil {
+	docs := strings.Split(string(b), "\n---")
+	if len(docs) != 3 {
+		t.Fatalf("clusterrole.yaml has %d documents, want 3", len(docs))
+	}
+	for i, want := range []struct {
+		name  string
+		rules []rbacv1.PolicyRule
+	}{
+		{ProviderClusterRole, append(append([]rbacv1.PolicyRule{}, RequiredRules...), OccupantRules...)},
+		{"occ-provider-namespaces", NamespaceLifecycleRules},
+	} {
+		var role rbacv1.ClusterRole
+		if err := yaml.Unmarshal([]byte(docs[i]), &role); err != nil {
+			t.Fatal(err)
+		}
+		if role.Kind != "ClusterRole" || role.Name != want.name || !reflect.DeepEqual(role.Rules, want.rules) {
+			t.Errorf("clusterrole.yaml document %d (%s %s) differs from %s:\n%+v\n%+v", i+1, role.Kind, role.Name, want.name, role.Rules, want.rules)
+		}
+	}
+	var binding rbacv1.ClusterRoleBinding
+	if err := yaml.Unmarshal([]byte(docs[2]), &binding); err != nil {
 		t.Fatal(err)
 	}
-	want := append(append([]rbacv1.PolicyRule{}, RequiredRules...), NamespaceLifecycleRules...)
-	if role.Kind != "ClusterRole" || !reflect.DeepEqual(role.Rules, want) {
-		t.Errorf("examples/kubernetes-role/clusterrole.yaml rules differ from RequiredRules + NamespaceLifecycleRules:\n%+v\n%+v", role.Rules, want)
+	if binding.RoleRef.Name != "occ-provider-namespaces" || len(binding.Subjects) != 1 {
+		t.Fatalf("clusterrole.yaml binds %+v to %+v", binding.RoleRef, binding.Subjects)
+	}
+	p, err := os.ReadFile("../../examples/kubernetes-role/namespace-policy.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := binding.Subjects[0]
+	user := "system:serviceaccount:" + s.Namespace + ":" + s.Name
+	if SubjectOf(user) != s || !strings.Contains(string(p), `request.userInfo.username == "`+user+`"`) {
+		t.Errorf("namespace-policy.yaml does not match the identity clusterrole.yaml binds, %s", user)
+	}
+}
+
+// The provider binds its ClusterRole in a namespace it created to the
+// identity the API server says it is.
+func TestSubjectOf(t *testing.T) {
+	for _, c := range []struct {
+		user string
+		want rbacv1.Subject
+	}{
+		{"system:serviceaccount:ci:terraform", rbacv1.Subject{Kind: "ServiceAccount", Namespace: "ci", Name: "terraform"}},
+		{"system:serviceaccount:ci", rbacv1.Subject{Kind: "User", APIGroup: rbacv1.GroupName, Name: "system:serviceaccount:ci"}},
+		{"system:serviceaccount::x", rbacv1.Subject{Kind: "User", APIGroup: rbacv1.GroupName, Name: "system:serviceaccount::x"}},
+		{"alice@example.com", rbacv1.Subject{Kind: "User", APIGroup: rbacv1.GroupName, Name: "alice@example.com"}},
+	} {
+		if got := SubjectOf(c.user); got != c.want {
+			t.Errorf("SubjectOf(%q) = %+v, want %+v", c.user, got, c.want)
+		}
 	}
 }
 

@@ -9,13 +9,9 @@ import (
 	"github.com/hashicorp/terraform-plugin-testing/helper/resource"
 	"github.com/hashicorp/terraform-plugin-testing/plancheck"
 	"github.com/hashicorp/terraform-plugin-testing/terraform"
-	corev1 "k8s.io/api/core/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/occ-platform/terraform-provider-occ/internal/kube"
 	"github.com/occ-platform/terraform-provider-occ/internal/render"
-	"github.com/occ-platform/terraform-provider-occ/internal/testenv/kubeenv"
 )
 
 // faultAgentConfig is one embedded agent named name whose update deadline
@@ -255,64 +251,4 @@ func TestAccFault_TenAgentsOneNamespace(t *testing.T) {
 			{Config: manyAgentsConfig(env, rest), PlanOnly: true},
 		},
 	})
-}
-
-// RBAC: with exactly the documented ClusterRole (RequiredRules and
-// NamespaceLifecycleRules, examples/kubernetes-role/clusterrole.yaml), a
-// compute creates its namespace, an agent runs in it, and destroy removes
-// the agent and then the namespace; a namespace that still holds another
-// configuration's object is kept, with its warning.
-func TestAccCompute_NamespaceLifecycleWithTheDocumentedClusterRole(t *testing.T) {
-	c := kubeenv.Shared(t)
-	ctx := context.Background()
-	id, err := c.ClusterIdentity(ctx, c.TestNamespace(t), append(append([]rbacv1.PolicyRule{}, kube.RequiredRules...), kube.NamespaceLifecycleRules...))
-	if err != nil {
-		t.Fatal(err)
-	}
-	env := kubeEnv{cluster: c, provider: fmt.Sprintf(`
-provider "occ" {
-  kubernetes = { config_path = %q }
-}
-`, id.KubeconfigPath)}
-	cs := c.Clientset.CoreV1()
-	t.Setenv("TF_VAR_key", testSentinel) // the write-only key, as CI would pass it
-	for _, keep := range []bool{false, true} {
-		ns := env.freshNamespace(t)
-		env.ns = ns
-		resource.Test(t, resource.TestCase{
-			PreCheck:                 func() { testAccPreCheck(t) },
-			ProtoV6ProviderFactories: testAccProtoV6ProviderFactories,
-			CheckDestroy: func(*terraform.State) error {
-				got, err := cs.Namespaces().Get(ctx, ns, metav1.GetOptions{})
-				switch {
-				case keep && (err != nil || got.DeletionTimestamp != nil):
-					return fmt.Errorf("namespace %s holding another configuration's object was deleted: %v", ns, err)
-				case !keep && err == nil:
-					return fmt.Errorf("namespace %s the compute created was kept", ns)
-				}
-				return nil
-			},
-			Steps: []resource.TestStep{{
-				Config: env.provider + env.compute("") + writeOnlyKeySource("anthropic") + fmt.Sprintf(`
-resource "occ_configuration" "c" {
-  name     = "support"
-  document = jsonencode(%s)
-}
-resource "occ_agent" "a" {
-  name          = "support"
-  compute       = occ_compute.k
-  configuration = occ_configuration.c
-  harness_auth  = { source = occ_credential_source.s }
-  timeouts      = { create = "90s", delete = "60s" }
-}`, anthropicDoc),
-				Check: func(*terraform.State) error {
-					if !keep {
-						return nil
-					}
-					_, err := cs.Secrets(ns).Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "someone-elses"}}, metav1.CreateOptions{})
-					return err
-				},
-			}},
-		})
-	}
 }

@@ -99,6 +99,27 @@ func (c *Cluster) ClusterIdentity(ctx context.Context, home string, rules []rbac
 	return c.identity(ctx, home, name, rules)
 }
 
+// BoundIdentity is a ServiceAccount in home bound, by a
+// ClusterRoleBinding of its own, to the existing ClusterRole clusterRole,
+// whose rules are rules (waited for as NamespacedIdentity does). Cleanup
+// is the caller's: the ClusterRoleBinding is named like the ServiceAccount.
+func (c *Cluster) BoundIdentity(ctx context.Context, home, clusterRole string, rules []rbacv1.PolicyRule) (*Identity, error) {
+	name := "occ-test-" + rand.String(5)
+	if _, err := c.Clientset.CoreV1().ServiceAccounts(home).Create(ctx, &corev1.ServiceAccount{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+	}, metav1.CreateOptions{}); err != nil {
+		return nil, fmt.Errorf("testenv/kubeenv: create ServiceAccount %s/%s: %w", home, name, err)
+	}
+	if _, err := c.Clientset.RbacV1().ClusterRoleBindings().Create(ctx, &rbacv1.ClusterRoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: clusterRole},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: name, Namespace: home}},
+	}, metav1.CreateOptions{}); err != nil {
+		return nil, fmt.Errorf("testenv/kubeenv: create ClusterRoleBinding %s: %w", name, err)
+	}
+	return c.identity(ctx, home, name, rules)
+}
+
 // identity waits until the ServiceAccount namespace/name holds rules and
 // returns a client with a token for it.
 func (c *Cluster) identity(ctx context.Context, namespace, name string, rules []rbacv1.PolicyRule) (*Identity, error) {
