@@ -74,6 +74,75 @@ func TestConformance(t *testing.T) {
 	})
 	t.Run("HostFilesAreRootsAlone", func(t *testing.T) { hostFilesAreRootsAlone(t, h, exec, compute) })
 	t.Run("OneAgentOfANamePerHost", func(t *testing.T) { oneAgentOfANamePerHost(t, h, exec, compute) })
+	t.Run("HostileNeighbours", func(t *testing.T) { hostileNeighbours(t, h, exec, compute) })
+}
+
+// Issue 27, the hostile-neighbour test on SSH: the host holds, put there
+// by other hands, a unit file of the agent's name (a plain one, and a
+// masked one: a link to /dev/null) and another user's process listening
+// on the agent's port. (Another configuration's agent of the same name is
+// OneAgentOfANamePerHost.) Each deploy is refused before any write, naming
+// what is in the way; the refused agent's destroy leaves the neighbour's
+// unit as it was; the neighbour's process keeps running.
+func hostileNeighbours(t *testing.T, h *sshhost.Host, exec *Executor, compute admission.Compute) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	for i, plant := range []string{
+		"printf '[Unit]\\nDescription=someone else\\n[Service]\\nExecStart=/bin/sleep 3600\\n' > %s",
+		"ln -sfn /dev/null %s",
+	} {
+		name := fmt.Sprintf("squat%d", i)
+		unit := render.UnitPath(name)
+		hostRun(t, h, fmt.Sprintf(plant, unit)+" && systemctl daemon-reload", "")
+		t.Cleanup(func() { hostRun(t, h, "rm -f -- "+unit+" && systemctl daemon-reload", "") })
+		snapshot := func() string {
+			return hostRun(t, h, "stat -c '%N %s %Y' -- "+unit+"; sha256sum -- "+unit+" 2>&1; ls -d -- "+render.AgentDir(DefaultConfigDir, name)+" "+render.StateDir(name)+" 2>&1; id "+render.ServiceUser(name)+" 2>&1 || true", "")
+		}
+		before := snapshot()
+		_, err := exec.Deploy(ctx, executor.Deployment{Revision: sshRevision(t, name, compute, fakeGatewayAs(conformance.Ready, 1), freeLoopbackPort(t)), Compute: compute, N: 1})
+		var f *executor.Failure
+		if !errors.As(err, &f) || f.Code != executor.ResourceConflict || f.Wrote {
+			t.Fatalf("deploy over a unit file someone else wrote (%s): %v; want RESOURCE_CONFLICT before any write", plant, err)
+		}
+		for _, w := range []string{unit, "another name", "Nothing on the host was touched"} {
+			if !strings.Contains(f.Error()+" "+f.Next, w) {
+				t.Errorf("the refusal does not say %q: %v %s", w, f, f.Next)
+			}
+		}
+		if after := snapshot(); after != before {
+			t.Fatalf("the refused deploy changed the host:\n%s\nthen\n%s", before, after)
+		}
+		var logged []string
+		if err := exec.Delete(ctx, executor.Agent{Name: name, Compute: &compute, Log: func(msg string, _ map[string]any) { logged = append(logged, msg) }}); err != nil {
+			t.Fatalf("delete: %v", err)
+		}
+		if after := snapshot(); after != before {
+			t.Fatalf("the destroy changed the neighbour's unit:\n%s\nthen\n%s", before, after)
+		}
+		if !strings.Contains(strings.Join(logged, "\n"), "kept "+unit) {
+			t.Errorf("the destroy does not say it kept %s: %q", unit, logged)
+		}
+	}
+
+	// Another user's process on the agent's port (held in a global: a
+	// socket nothing refers to is closed at once; and no "$" in the
+	// command, which systemd would expand).
+	port := freeLoopbackPort(t)
+	neighbour := fmt.Sprintf("occ-neighbour-%d", port)
+	hostRun(t, h, fmt.Sprintf(`systemd-run --quiet --unit=%s --uid=65534 /usr/bin/perl -MIO::Socket::INET -e 'push @::held, IO::Socket::INET->new(LocalAddr => "127.0.0.1:%d", Listen => 5, ReuseAddr => 1) || die; sleep 3600'
+for i in $(seq 100); do ss -ltnH "sport = :%d" | grep -q . && exit 0; sleep 0.1; done
+echo "the neighbour does not listen on %d" >&2; systemctl status --no-pager -- %s >&2; journalctl --no-pager -u %s | tail -n 5 >&2; exit 1`, neighbour, port, port, port, neighbour, neighbour), "")
+	t.Cleanup(func() { hostRun(t, h, "systemctl stop -- "+neighbour+" 2>/dev/null || true", "") })
+	const name = "porter"
+	_, err := exec.Deploy(ctx, executor.Deployment{Revision: sshRevision(t, name, compute, fakeGatewayAs(conformance.Ready, 1), port), Compute: compute, N: 1})
+	var f *executor.Failure
+	if !errors.As(err, &f) || f.Wrote || !strings.Contains(err.Error(), fmt.Sprintf("port %d on the host's loopback is taken by another process", port)) ||
+		!strings.Contains(err.Error(), "set gateway.port") {
+		t.Fatalf("deploy on a port another user's process listens on: %v; want a refusal before any write naming the port and the fix", err)
+	}
+	if got := hostRun(t, h, "systemctl is-active -- "+neighbour+"; ls -d -- "+render.UnitPath(name)+" "+render.AgentDir(DefaultConfigDir, name)+" 2>/dev/null || true", ""); got != "active\n" {
+		t.Fatalf("after the refused deploy the host has %q; want the neighbour running and nothing of agent %s", got, name)
+	}
 }
 
 // Issue 27, rule AC3: a host has one unit, one state directory and one

@@ -238,7 +238,8 @@ chmod 0600 -- "$tok"
 // directory and the service user are one per agent name on a host) and,
 // when that is another directory (another config_dir), what that one
 // selects.
-const guardScript = agentDirFuncs + `agentdir=$1 unitpath=$2
+const guardScript = agentDirFuncs + `agentdir=$1 unitpath=$2 agent=$3
+! foreign_unit "$unitpath" "$agent" || echo "unit_foreign=1"
 selected() {
 	cur=$(readlink -- "$2/current" 2>/dev/null || true)
 	echo "${1}current=$cur"
@@ -382,7 +383,7 @@ func (e *Executor) deploy(ctx context.Context, d executor.Deployment, t Target, 
 	}
 	// Judged before the first write: a newer revision selected (AC3), or
 	// on create another configuration's agent under this name.
-	g, err := conn.RunOK(ctx, "read the selected revision", guardScript, nil, h.AgentDir, h.UnitPath)
+	g, err := conn.RunOK(ctx, "read the selected revision", guardScript, nil, h.AgentDir, h.UnitPath, rev.Agent)
 	if err != nil {
 		return executor.Result{}, err
 	}
@@ -749,6 +750,9 @@ type selected struct {
 	Activation *render.Activation
 	UnitDir    string
 	Unit       *selected
+	// UnitForeign: a unit file of the agent's name that the provider did
+	// not write for it (foreign_unit).
+	UnitForeign bool
 }
 
 // parseSelected reads guardScript's output.
@@ -756,6 +760,7 @@ func parseSelected(out string) selected {
 	kv := keyValues(out)
 	sel := selectedOf(kv, "")
 	sel.UnitDir = kv["unit_dir"]
+	sel.UnitForeign = kv["unit_foreign"] == "1"
 	if _, ok := kv["unit_current"]; ok {
 		u := selectedOf(kv, "unit_")
 		sel.Unit = &u
@@ -787,8 +792,18 @@ func selectedOf(kv map[string]string, prefix string) selected {
 // agent of the same name (one host has one unit, one state directory and
 // one service user per name), RESOURCE_CONFLICT too, unless it selects
 // the very revision this agent serves: the agent's compute moved to
-// another config_dir, and moved reports the directory it leaves.
+// another config_dir, and moved reports the directory it leaves. A unit
+// file of the name the provider did not write for the agent is someone
+// else's: RESOURCE_CONFLICT, whatever else holds.
 func guardVerdict(agent, addr, agentDir string, n, serving int64, id string, sel selected) (moved string, err error) {
+	if sel.UnitForeign {
+		return "", &executor.Failure{Code: executor.ResourceConflict, Agent: agent,
+			Summary: fmt.Sprintf("unit %s on %s is not agent %q's", render.UnitName(agent), addr, agent),
+			Reason: fmt.Sprintf("the unit file %s exists, and the provider did not write it for agent %q (it has no %s=%s line, or is a link such as a masked unit): "+
+				"it belongs to someone else on the host, and an agent's deploy never replaces it", render.UnitPath(agent), agent, render.UnitKeyAgent, agent),
+			Next: fmt.Sprintf("Give this agent another name, or remove or rename the other unit on the host (systemctl disable --now %s; rm %s), then apply again. Nothing on the host was touched.",
+				render.UnitName(agent), render.UnitPath(agent))}
+	}
 	if sel.UnitDir != "" && sel.UnitDir != agentDir {
 		if serving > 0 && sel.Unit != nil && sel.Unit.Revision == serving {
 			return sel.UnitDir, nil

@@ -14,7 +14,7 @@ import (
 // deploy from another config_dir take over the unit of an agent of the
 // same name (one unit, state directory and user per name on a host),
 // unless that unit selects the revision this agent serves (its compute's
-// config_dir moved).
+// config_dir moved); nor a unit file of the name someone else wrote.
 func TestAC3_SSHGuardVerdict(t *testing.T) {
 	const dir = "/etc/openclaw/support"
 	rec := `activation={"agent":"support","revision":3,"revision_id":"aaaa","digest":"d","activated_at":"2026-12-01T00:00:00Z","endpoint":"http://127.0.0.1:18789"}` + "\n"
@@ -39,6 +39,8 @@ func TestAC3_SSHGuardVerdict(t *testing.T) {
 		{"create while a unit of another config_dir has nothing activated", "current=\nunit_dir=/srv/a/support\nunit_current=\n", 1, 0, "bbbb", executor.ResourceConflict, ""},
 		{"update while another config_dir's unit serves another revision", "current=r2\nunit_dir=/srv/a/support\nunit_current=r5\n", 3, 2, "bbbb", executor.ResourceConflict, ""},
 		{"update after the compute's config_dir moved", "current=\nunit_dir=/srv/a/support\nunit_current=r3\nunit_" + rec, 4, 3, "bbbb", "", "/srv/a/support"},
+		{"create over a unit file someone else wrote", "unit_foreign=1\ncurrent=\nunit_dir=\n", 1, 0, "bbbb", executor.ResourceConflict, ""},
+		{"update while someone replaced the unit file", "unit_foreign=1\ncurrent=r3\n" + rec + "unit_dir=\n", 4, 3, "bbbb", executor.ResourceConflict, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			moved, err := guardVerdict("support", "10.0.0.5:22", dir, tc.n, tc.serving, tc.id, parseSelected(tc.out))

@@ -219,6 +219,9 @@ func drift(o hostView, current string) (executor.DriftReason, string) {
 //   - foreign_entry DIR prints the first entry the provider did not write;
 //   - unit_agent_dir UNITPATH prints the agent directory a unit file runs
 //     from (its render.UnitKeyAgentDir, unescaped; "" without one);
+//   - foreign_unit UNITPATH AGENT: a unit file (or link: systemctl mask's
+//     included) is there that the provider did not write for AGENT (no
+//     render.UnitKeyAgent line naming it);
 //   - same_dir A B: A and B are one directory, through links too.
 const agentDirFuncs = `agent_dir_files='` + render.CurrentLink + ` .current.tmp .lock .activate.sh .activate.out ` + render.GatewayTokenFile + `'
 remove_agent_dir() {
@@ -242,6 +245,11 @@ unit_agent_dir() {
 same_dir() {
 	[ "$(readlink -f -- "$1")" = "$(readlink -f -- "$2")" ]
 }
+foreign_unit() {
+	[ -e "$1" ] || [ -L "$1" ] || return 1
+	[ ! -L "$1" ] && [ -f "$1" ] && [ "$(sed -n 's/^` + render.UnitKeyAgent + `=//p' "$1" | head -n 1)" = "$2" ] && return 1
+	return 0
+}
 `
 
 // deleteScript stops and disables the unit, removes it, the agent's
@@ -253,6 +261,13 @@ same_dir() {
 // its state and user; only this compute's agent directory goes.
 const deleteScript = agentDirFuncs + `set -u
 agent=$1 unit=$2 unitpath=$3 agentdir=$4 statedir=$5 user=$6
+if foreign_unit "$unitpath" "$agent"; then
+	# A unit file of this name the provider did not write for this agent:
+	# someone else's, kept with the state directory and the user.
+	[ -n "$agentdir" ] && [ -d "$agentdir" ] && [ ! -L "$agentdir" ] && remove_agent_dir "$agentdir"
+	echo "kept $unitpath, the state directory and the user: the unit file is not one the provider wrote for agent $agent" >&2
+	exit 0
+fi
 unitdir=$(unit_agent_dir "$unitpath")
 if [ -n "$agentdir" ] && [ -n "$unitdir" ] && ! same_dir "$unitdir" "$agentdir"; then
 	# The unit runs an agent of this name from another config_dir:
