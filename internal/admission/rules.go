@@ -43,7 +43,7 @@ var Rules = []Rule{
 	{"HM4", "Kubernetes, dedicated: the gateway and the harness are separate Pods with their own ServiceAccount and storage; embedded OpenClaw is one workload, untrusted as a whole."},
 	{"HM5", "A dedicated revision owns exactly one harness shared by all its sessions; the sandbox contains the whole revision."},
 	{"HM6", "A native OpenClaw node host admits a configurable number of session-owned workers (Kubernetes default 8); further sessions are refused while all are taken. No admitted Agent runs one (ND6)."},
-	{"HM7", "Concurrent top-level turns are `agents.defaults.maxConcurrent`, or max(8, 4 × the CPU limit rounded up) when the configuration does not set it."},
+	{"HM7", "Dedicated Codex: concurrent top-level turns are `agents.defaults.maxConcurrent`, or, when the configuration does not set it, max(8, 4 × the CPU limit in whole cores, rounded down and at least 1), frozen into the admitted document. Other topologies keep the document's value."},
 	{"MR1", "A model reference is `provider/model`, split at the first `/`; the model id may hold further slashes; empty parts are invalid."},
 	{"MR2", "Catalog ids are accepted with or without the provider prefix."},
 	{"MR3", "`agentRuntime.id` is `openclaw` or `codex`; model, Agent-entry and provider runtime policies are checked together and explicit conflicts are refused."},

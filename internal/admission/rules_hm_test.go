@@ -1,6 +1,7 @@
 package admission
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/occ-platform/terraform-provider-occ/internal/occconfig"
@@ -223,6 +224,25 @@ func TestHM7_MaxConcurrentDefault(t *testing.T) {
 		if got := MaxConcurrent(tc.explicit, tc.cpuMillis); got != tc.want {
 			t.Errorf("MaxConcurrent(%d, %d) = %d, want %d", tc.explicit, tc.cpuMillis, got, tc.want)
 		}
+	}
+}
+
+// rule HM7: the rules page says what the code does (issue 30): the
+// default is for dedicated Codex only, and the CPU limit is rounded down.
+func TestHM7_RulesPageMatchesTheCode(t *testing.T) {
+	r, _ := LookupRule("HM7")
+	text := r.Summary
+	for _, w := range []string{"Dedicated Codex", "rounded down and at least 1", "Other topologies keep the document's value"} {
+		if !strings.Contains(text, w) {
+			t.Errorf("the HM7 text %q does not say %q", text, w)
+		}
+	}
+	// Rounded down (4.5 CPUs: 4 × 4), at least 1 (0.5 CPU: max(8, 4)).
+	if MaxConcurrent(0, 4500) != 16 || MaxConcurrent(0, 500) != 8 {
+		t.Errorf("MaxConcurrent(0, 4500) = %d, MaxConcurrent(0, 500) = %d: not what the rules page says", MaxConcurrent(0, 4500), MaxConcurrent(0, 500))
+	}
+	if n := admitMaxConcurrent(modelDoc(anthropicModel), HarnessOpenClaw, ModeEmbedded, 4500); n != 0 {
+		t.Errorf("embedded OpenClaw gets maxConcurrent %d; the rules page says the document's value stands", n)
 	}
 }
 

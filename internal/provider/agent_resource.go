@@ -157,9 +157,10 @@ func agentSchema(ctx context.Context) schema.Schema {
 					"max(8, 4 × available parallelism), where the parallelism honours the compute's CPU quota: `cpu_limit` in whole CPUs, rounded down, at least 1 " +
 					"(`2` and `2.5` give 8, `3` gives 12); the default is written into `admitted_document`. Other topologies (embedded OpenClaw, SSH): " +
 					"the configuration's value when it sets one, else null: the document keeps no value and the runtime applies its own default."},
-			"status": computed("The revision's status: `active` once activated. A refresh that finds what runs is not the activated revision says `drifted: …` " +
-				"(the plan deploys a new revision), or `unretired: …` when the activated revision runs but the apply that activated it stopped before retiring " +
-				"earlier revisions (the plan is an in-place update that finishes the retirement and deploys nothing)."),
+			"status": computed("The revision's status, one of five: `active` once activated. A refresh that finds what runs is not the activated revision says `" + statusDrifted + "…` " +
+				"(the plan deploys a new revision); `" + statusUnretired + "…` when the activated revision runs but the apply that activated it stopped before retiring " +
+				"earlier revisions (the plan is an in-place update that finishes the retirement and deploys nothing); `" + statusNetworkPolicy + "…` when a NetworkPolicy the compute asks for " +
+				"was deleted, and `" + statusExposure + "…` when the Service lacks the compute's `service` exposure (the next apply writes them back, without a new revision)."),
 			"activated_at":   computed("When the current revision was activated (RFC 3339)."),
 			"startup_phases": startupPhasesSchema(),
 			"endpoint": computed("Where the Agent's gateway answers. On Kubernetes: the in-cluster URL of its Service (`http://NAME.NAMESPACE.svc:18789`, which only the cluster's Pods resolve), " +
@@ -673,8 +674,12 @@ func observedStatus(obs executor.Observed) (status string, drifted bool) {
 	case executor.DriftExposure:
 		return statusExposure + obs.DriftDetail, false
 	}
-	return "drifted: " + obs.DriftDetail, true
+	return statusDrifted + obs.DriftDetail, true
 }
+
+// statusDrifted starts the status of an agent whose running workload is
+// not the activated revision: the plan deploys a new one.
+const statusDrifted = "drifted: "
 
 // statusNetworkPolicy starts the status of an agent whose activated
 // revision runs while a NetworkPolicy its compute asks for was deleted

@@ -222,7 +222,9 @@ func (p *occProvider) Schema(_ context.Context, _ provider.SchemaRequest, resp *
 						MarkdownDescription: "How long a TCP connect and SSH handshake may take, per hop (`30s`, `2m`). Default `30s`; an operation's own timeout may end it earlier."},
 					"agent": schema.BoolAttribute{Optional: true, MarkdownDescription: "Authenticate with the SSH agent: at `SSH_AUTH_SOCK` (a Unix socket, or on Windows a named pipe), or, on Windows without it, the Windows OpenSSH agent service's pipe `\\\\.\\pipe\\openssh-ssh-agent`. It also logs in to a compute's `bastion`."},
 					"known_hosts_file": schema.StringAttribute{Optional: true,
-						MarkdownDescription: "A known_hosts file that verifies hosts whose compute is not in state yet: only `terraform import` of an agent uses it. Default `~/.ssh/known_hosts`."},
+						MarkdownDescription: "A known_hosts file that verifies a host reached by an agent's id rather than by a compute in state: `terraform import` of an agent, " +
+							"the refreshes of an imported agent until its configuration sets `compute`, the `occ_agent` data source looked up by `id`, and the `occ_agent` list resource (`terraform query`). " +
+							"Default `~/.ssh/known_hosts`."},
 				},
 			},
 		},
