@@ -367,9 +367,7 @@ func (e *Executor) stopEarlier(ctx context.Context, ns, agent string, n int64) e
 			}
 		}
 		w.Stop()
-		if events > 0 {
-			backoff.news()
-		} else if err := backoff.wait(ctx); err != nil {
+		if err := backoff.after(ctx, events); err != nil {
 			return fmt.Errorf("waiting for earlier revisions to stop: %w", err)
 		}
 		if ctx.Err() != nil {

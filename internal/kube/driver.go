@@ -136,9 +136,7 @@ func (e *Executor) WaitForDriver(ctx context.Context, d *admission.SandboxDriver
 		if ready {
 			return nil
 		}
-		if events > 0 {
-			backoff.news()
-		} else if err := backoff.wait(ctx); err != nil {
+		if err := backoff.after(ctx, events); err != nil {
 			return err
 		}
 		if ctx.Err() != nil {

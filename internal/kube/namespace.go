@@ -108,14 +108,11 @@ func (e *Executor) CheckRules(ctx context.Context, ns string, rules []rbacv1.Pol
 		for _, res := range rule.Resources {
 			resource, sub, _ := strings.Cut(res, "/")
 			for _, verb := range rule.Verbs {
-				review := &authzv1.SelfSubjectAccessReview{Spec: authzv1.SelfSubjectAccessReviewSpec{
-					ResourceAttributes: &authzv1.ResourceAttributes{Namespace: ns, Verb: verb, Group: rule.APIGroups[0], Resource: resource, Subresource: sub},
-				}}
-				got, err := e.Client.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx, review, metav1.CreateOptions{})
+				allowed, err := e.allowed(ctx, authzv1.ResourceAttributes{Namespace: ns, Verb: verb, Group: rule.APIGroups[0], Resource: resource, Subresource: sub})
 				if err != nil {
-					return fmt.Errorf("check permissions in namespace %s: %w", ns, err)
+					return err
 				}
-				if !got.Status.Allowed {
+				if !allowed {
 					group := rule.APIGroups[0]
 					if group == "" {
 						group = "core"
@@ -130,6 +127,17 @@ func (e *Executor) CheckRules(ctx context.Context, ns string, rules []rbacv1.Pol
 		return &MissingPermissions{Namespace: ns, Missing: missing}
 	}
 	return nil
+}
+
+// allowed asks the API server, with one SelfSubjectAccessReview, whether
+// the provider's identity may do what attrs say.
+func (e *Executor) allowed(ctx context.Context, attrs authzv1.ResourceAttributes) (bool, error) {
+	review := &authzv1.SelfSubjectAccessReview{Spec: authzv1.SelfSubjectAccessReviewSpec{ResourceAttributes: &attrs}}
+	got, err := e.Client.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx, review, metav1.CreateOptions{})
+	if err != nil {
+		return false, fmt.Errorf("check permissions in namespace %s: %w", attrs.Namespace, err)
+	}
+	return got.Status.Allowed, nil
 }
 
 // MissingPermissions lists what the provider's identity may not do.
@@ -150,7 +158,7 @@ func (e *Executor) EnsureNamespace(ctx context.Context, ns, compute string) (boo
 	got, err := e.Client.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
 	switch {
 	case err == nil:
-		if got.Labels[render.LabelManagedBy] == render.ManagedBy && compute != "" && got.Annotations[render.AnnotationCompute] == compute {
+		if compute != "" && createdFor(got, compute) {
 			// Created for this compute, perhaps before the provider bound
 			// its rights in the namespaces it creates: bound now if missing.
 			return false, e.grantInNamespace(ctx, ns, compute)
@@ -186,14 +194,7 @@ func (e *Executor) EnsureNamespace(ctx context.Context, ns, compute string) (boo
 // writes nothing: the permission check that follows lists what it lacks.
 func (e *Executor) grantInNamespace(ctx context.Context, ns, compute string) error {
 	holds := func(ctx context.Context) (bool, error) {
-		review := &authzv1.SelfSubjectAccessReview{Spec: authzv1.SelfSubjectAccessReviewSpec{
-			ResourceAttributes: &authzv1.ResourceAttributes{Namespace: ns, Verb: "create", Group: "apps", Resource: "deployments"},
-		}}
-		got, err := e.Client.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx, review, metav1.CreateOptions{})
-		if err != nil {
-			return false, fmt.Errorf("check permissions in namespace %s: %w", ns, err)
-		}
-		return got.Status.Allowed, nil
+		return e.allowed(ctx, authzv1.ResourceAttributes{Namespace: ns, Verb: "create", Group: "apps", Resource: "deployments"})
 	}
 	if ok, err := holds(ctx); err != nil || ok {
 		return err
@@ -251,7 +252,13 @@ func (e *Executor) CreatedFor(ctx context.Context, ns, compute string) (bool, er
 	case err != nil:
 		return false, fmt.Errorf("read namespace %s: %w", ns, err)
 	}
-	return got.Labels[render.LabelManagedBy] == render.ManagedBy && got.Annotations[render.AnnotationCompute] == compute, nil
+	return createdFor(got, compute), nil
+}
+
+// createdFor reports whether the provider created ns for the compute named
+// compute: labelled as the provider's, annotated with the compute.
+func createdFor(ns *corev1.Namespace, compute string) bool {
+	return ns.Labels[render.LabelManagedBy] == render.ManagedBy && ns.Annotations[render.AnnotationCompute] == compute
 }
 
 // Occupants lists what is left in ns (kind/name) that would go with the
@@ -440,9 +447,7 @@ func (e *Executor) DeleteNamespace(ctx context.Context, ns string) error {
 		if gone {
 			return nil
 		}
-		if events > 0 {
-			backoff.news()
-		} else if err := backoff.wait(ctx); err != nil {
+		if err := backoff.after(ctx, events); err != nil {
 			return fmt.Errorf("namespace %s is still terminating: %w", ns, err)
 		}
 		if ctx.Err() != nil {

@@ -257,21 +257,18 @@ func waitGone(ctx context.Context, what string, opts metav1.ListOptions,
 			return fmt.Errorf("watch %s: %w", what, err)
 		}
 		timer := time.NewTimer(30 * time.Second)
-		news := true
+		events := 1 // a change, the timer, or ctx's end
 		select {
 		case <-ctx.Done():
 		case ev, open := <-w.ResultChan():
-			news = open && ev.Type != watch.Error
+			if !open || ev.Type == watch.Error {
+				events = 0
+			}
 		case <-timer.C:
 		}
 		w.Stop()
 		timer.Stop()
-		if news {
-			backoff.news()
-		} else if backoff.wait(ctx) == nil {
-			continue
-		}
-		if ctx.Err() != nil {
+		if backoff.after(ctx, events) != nil || ctx.Err() != nil {
 			return fmt.Errorf("waiting for %s to go: %w", what, ctx.Err())
 		}
 	}

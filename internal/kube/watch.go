@@ -29,17 +29,7 @@ type watchFunc func(ctx context.Context, opts metav1.ListOptions) (watch.Interfa
 // request per deploy; a watch without a resourceVersion already starts
 // with the current objects, and re-listing is exactly this restart from "".
 func watchUntil(ctx context.Context, open watchFunc, opts metav1.ListOptions, condition func(watch.Event) (bool, error)) error {
-	const minDelay, maxDelay = 200 * time.Millisecond, 5 * time.Second
-	delay := minDelay
-	pause := func() error {
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(delay):
-		}
-		delay = min(2*delay, maxDelay)
-		return nil
-	}
+	var backoff relist
 	opts.AllowWatchBookmarks = true
 	for {
 		if ctx.Err() != nil {
@@ -56,7 +46,7 @@ func watchUntil(ctx context.Context, open watchFunc, opts metav1.ListOptions, co
 			case !transient(err):
 				return err
 			}
-			if err := pause(); err != nil {
+			if err := backoff.wait(ctx); err != nil {
 				return err
 			}
 			continue
@@ -76,7 +66,7 @@ func watchUntil(ctx context.Context, open watchFunc, opts metav1.ListOptions, co
 				restart = true
 				break
 			}
-			delay = minDelay
+			backoff.news()
 			if m, err := meta.Accessor(ev.Object); err == nil && m.GetResourceVersion() != "" {
 				opts.ResourceVersion = m.GetResourceVersion()
 			}
@@ -93,7 +83,7 @@ func watchUntil(ctx context.Context, open watchFunc, opts metav1.ListOptions, co
 		if restart || events == 0 {
 			// an error, or a watch the server closed at once: not again
 			// straight away
-			if err := pause(); err != nil {
+			if err := backoff.wait(ctx); err != nil {
 				return err
 			}
 		}
@@ -116,7 +106,8 @@ func transient(err error) bool {
 		apierrors.IsServerTimeout(err) || apierrors.IsTooManyRequests(err) || apierrors.IsUnexpectedServerError(err)
 }
 
-// relist spaces out the rounds of a list-then-watch loop whose watch ended
+// relist spaces out the rounds of a watch loop (watchUntil, and each
+// list-then-watch loop) whose watch ended
 // without news (closed at once by a proxy or a restarting API server, or
 // an error event): 200 ms, doubling to 5 s, so that such a loop never
 // spins on the API server; news (an event) resets it.
@@ -137,3 +128,12 @@ func (b *relist) wait(ctx context.Context) error {
 
 // news resets the backoff after an event.
 func (b *relist) news() { b.delay = 0 }
+
+// after ends a round that saw events (news) or none (a pause first).
+func (b *relist) after(ctx context.Context, events int) error {
+	if events > 0 {
+		b.news()
+		return nil
+	}
+	return b.wait(ctx)
+}
