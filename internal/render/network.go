@@ -83,12 +83,15 @@ func NetworkPolicies(rev *admission.Revision, np admission.NetworkPolicy, driver
 		gwIngress.WithFrom(peers(np.IngressFrom)...)
 	}
 	ingress := []*networkingv1ac.NetworkPolicyIngressRuleApplyConfiguration{gwIngress}
+	// Every component's extra egress: the compute's, and the model
+	// endpoints' on ports other than 443.
+	extra := append(slices.Clone(np.ExtraEgress), np.EndpointEgress(admission.ModelEndpoints(rev.AdmittedDocument, rev.PrimaryModel))...)
 	egress := defaultEgress(np)
 	if peer == ComponentHarness {
 		egress = append(egress, networkingv1ac.NetworkPolicyEgressRule().WithTo(own(ComponentHarness)).WithPorts(tcp(AppServerPort)))
 	}
 	out := []*networkingv1ac.NetworkPolicyApplyConfiguration{
-		base(ComponentGateway).WithSpec(spec(Selector(a, ComponentGateway), ingress, append(egress, extraEgress(append(slices.Clone(np.ExtraEgress), np.EndpointEgress(admission.ModelEndpoints(rev.AdmittedDocument, rev.PrimaryModel))...))...))),
+		base(ComponentGateway).WithSpec(spec(Selector(a, ComponentGateway), ingress, append(egress, extraEgress(extra)...))),
 	}
 
 	// The dedicated harness: reached only by its gateway.
@@ -103,7 +106,7 @@ func NetworkPolicies(rev *admission.Revision, np admission.NetworkPolicy, driver
 				WithNamespaceSelector(metav1ac.LabelSelector().WithMatchLabels(map[string]string{LabelNamespaceName: driverNamespace}))))
 		}
 		out = append(out, base(peer).WithSpec(spec(Selector(a, peer),
-			[]*networkingv1ac.NetworkPolicyIngressRuleApplyConfiguration{in}, append(eg, extraEgress(append(slices.Clone(np.ExtraEgress), np.EndpointEgress(admission.ModelEndpoints(rev.AdmittedDocument, rev.PrimaryModel))...))...))))
+			[]*networkingv1ac.NetworkPolicyIngressRuleApplyConfiguration{in}, append(eg, extraEgress(extra)...))))
 	}
 	return out
 }
