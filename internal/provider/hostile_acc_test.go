@@ -38,22 +38,9 @@ provider "occ" {
 	env.ns = env.freshNamespace(t)
 	ns := env.ns
 	t.Setenv("TF_VAR_key", testSentinel)
-	base := env.provider + env.compute("") + writeOnlyKeySource("anthropic") + fmt.Sprintf(`
-resource "occ_configuration" "c" {
-  name     = "support"
-  document = jsonencode(%s)
-}
-`, anthropicDoc)
-	agent := func(name string) string {
-		return base + fmt.Sprintf(`
-resource "occ_agent" "a" {
-  name          = %q
-  compute       = occ_compute.k
-  configuration = occ_configuration.c
-  harness_auth  = { source = occ_credential_source.s }
-  timeouts      = { create = "90s", delete = "60s" }
-}`, name)
-	}
+	const model = "anthropic/claude-sonnet-4-5"
+	base := documentedRolesConfig(env, model, "")
+	agent := func(name string) string { return documentedRolesConfig(env, model, name) }
 	objects := kubeenv.NeighbourObjects(ns, "web")
 	keys := slices.Sorted(maps.Keys(objects))
 	var before map[string]string

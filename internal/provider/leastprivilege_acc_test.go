@@ -177,6 +177,29 @@ func confined(ctx context.Context, id *kubeenv.Identity, own string, others ...s
 	return nil
 }
 
+// documentedRolesConfig is what the documented-roles tests apply: the
+// compute (which creates env.ns), a write-only key source, configuration
+// "support" with model, and, unless agent is "", an agent of that name.
+func documentedRolesConfig(env kubeEnv, model, agent string) string {
+	config := env.provider + env.compute("") + writeOnlyKeySource("anthropic") + fmt.Sprintf(`
+resource "occ_configuration" "c" {
+  name     = "support"
+  document = jsonencode({ agents = { defaults = { model = %q } } })
+}
+`, model)
+	if agent == "" {
+		return config
+	}
+	return config + fmt.Sprintf(`
+resource "occ_agent" "a" {
+  name          = %q
+  compute       = occ_compute.k
+  configuration = occ_configuration.c
+  harness_auth  = { source = occ_credential_source.s }
+  timeouts      = { create = "90s", update = "90s", delete = "60s" }
+}`, agent)
+}
+
 // TestAccCompute_LeastPrivilege (issue 27): under exactly the documented
 // ClusterRoles and namespace policy (examples/kubernetes-role), a compute
 // creates its namespace and binds occ-provider in it, an agent is created,
@@ -198,20 +221,7 @@ provider "occ" {
 `, id.KubeconfigPath)}
 	cs := c.Clientset
 	t.Setenv("TF_VAR_key", testSentinel) // the write-only key, as CI would pass it
-	config := func(model string) string {
-		return env.provider + env.compute("") + writeOnlyKeySource("anthropic") + fmt.Sprintf(`
-resource "occ_configuration" "c" {
-  name     = "support"
-  document = jsonencode({ agents = { defaults = { model = %q } } })
-}
-resource "occ_agent" "a" {
-  name          = "support"
-  compute       = occ_compute.k
-  configuration = occ_configuration.c
-  harness_auth  = { source = occ_credential_source.s }
-  timeouts      = { create = "90s", update = "90s", delete = "60s" }
-}`, model)
-	}
+	config := func(model string) string { return documentedRolesConfig(env, model, "support") }
 	for _, keep := range []bool{false, true} {
 		ns := env.freshNamespace(t)
 		env.ns = ns

@@ -80,23 +80,10 @@ func (c *Cluster) NamespacedIdentity(ctx context.Context, namespace string, rule
 // The ServiceAccount lives in home.
 func (c *Cluster) ClusterIdentity(ctx context.Context, home string, rules []rbacv1.PolicyRule) (*Identity, error) {
 	name := "occ-test-" + rand.String(5)
-	if _, err := c.Clientset.CoreV1().ServiceAccounts(home).Create(ctx, &corev1.ServiceAccount{
-		ObjectMeta: metav1.ObjectMeta{Name: name},
-	}, metav1.CreateOptions{}); err != nil {
-		return nil, fmt.Errorf("testenv/kubeenv: create ServiceAccount %s/%s: %w", home, name, err)
-	}
-	rbac := c.Clientset.RbacV1()
-	if _, err := rbac.ClusterRoles().Create(ctx, &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: name}, Rules: rules}, metav1.CreateOptions{}); err != nil {
+	if _, err := c.Clientset.RbacV1().ClusterRoles().Create(ctx, &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: name}, Rules: rules}, metav1.CreateOptions{}); err != nil {
 		return nil, fmt.Errorf("testenv/kubeenv: create ClusterRole %s: %w", name, err)
 	}
-	if _, err := rbac.ClusterRoleBindings().Create(ctx, &rbacv1.ClusterRoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: name},
-		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: name},
-		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: name, Namespace: home}},
-	}, metav1.CreateOptions{}); err != nil {
-		return nil, fmt.Errorf("testenv/kubeenv: create ClusterRoleBinding %s: %w", name, err)
-	}
-	return c.identity(ctx, home, name, rules)
+	return c.boundIdentity(ctx, home, name, name, rules)
 }
 
 // BoundIdentity is a ServiceAccount in home bound, by a
@@ -104,7 +91,12 @@ func (c *Cluster) ClusterIdentity(ctx context.Context, home string, rules []rbac
 // whose rules are rules (waited for as NamespacedIdentity does). Cleanup
 // is the caller's: the ClusterRoleBinding is named like the ServiceAccount.
 func (c *Cluster) BoundIdentity(ctx context.Context, home, clusterRole string, rules []rbacv1.PolicyRule) (*Identity, error) {
-	name := "occ-test-" + rand.String(5)
+	return c.boundIdentity(ctx, home, "occ-test-"+rand.String(5), clusterRole, rules)
+}
+
+// boundIdentity creates ServiceAccount home/name and a ClusterRoleBinding
+// name of clusterRole to it.
+func (c *Cluster) boundIdentity(ctx context.Context, home, name, clusterRole string, rules []rbacv1.PolicyRule) (*Identity, error) {
 	if _, err := c.Clientset.CoreV1().ServiceAccounts(home).Create(ctx, &corev1.ServiceAccount{
 		ObjectMeta: metav1.ObjectMeta{Name: name},
 	}, metav1.CreateOptions{}); err != nil {
