@@ -97,6 +97,44 @@ type Executor interface {
 	// ParseImportID recognises an import id of this kind; ok is false for
 	// ids of other kinds, err set for an id of this kind that is malformed.
 	ParseImportID(id string) (name string, ok bool, err error)
+	// Preflight reads, and writes nothing, what a deploy of d (revision N
+	// in ModeActivate) would meet on the target, so that the plan shows
+	// it: each certain failure as the *Failure the deploy would return
+	// (its code and next step; Op OpPreflight), each probable one as a
+	// warning. It reads what does not depend on the agent once per target
+	// per executor and shares it between agents. err is a preflight that
+	// could not look (the target does not answer): the plan then says
+	// that it was not checked, and the apply decides.
+	Preflight(ctx context.Context, d Deployment) (Preflighted, error)
+}
+
+// Preflighted is what a Preflight found.
+type Preflighted struct {
+	// Refusals are the failures the deploy would certainly meet, each as
+	// the deploy would word it: a *Failure, or an admission refusal of
+	// what the target offers (admission.Errors).
+	Refusals []error
+	// Warnings are what the deploy may meet (capacity another apply may
+	// take first), and the checks the preflight could not make.
+	Warnings []Warning
+}
+
+// Refuse adds a certain failure; a *Failure is worded as a preflight's
+// (Op OpPreflight, nothing written, agent and revision named).
+func (p *Preflighted) Refuse(err error, agent string, n int64) {
+	var f *Failure
+	if errors.As(err, &f) {
+		f.Op, f.Wrote = OpPreflight, false
+		if f.Agent == "" || f.Revision == 0 {
+			f.Agent, f.Revision = agent, n
+		}
+	}
+	p.Refusals = append(p.Refusals, err)
+}
+
+// Warn adds a probable failure or a check not made.
+func (p *Preflighted) Warn(summary, detail string) {
+	p.Warnings = append(p.Warnings, Warning{Summary: summary, Detail: detail})
 }
 
 // Log receives an operation's phase messages; never secrets. Each

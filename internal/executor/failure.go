@@ -20,6 +20,9 @@ const (
 	OpImport  Op = "import"
 	OpList    Op = "list"
 	OpTurn    Op = "turn"
+	// OpPreflight is a plan's read-only look at the target (Preflight):
+	// its failures are those a deploy would meet.
+	OpPreflight Op = "preflight"
 )
 
 // Failure is an operation that did not succeed: its code from the catalog,
@@ -86,6 +89,8 @@ func (f *Failure) SummaryText() string {
 		return f.Summary
 	case f.Op == OpDeploy && f.Agent != "":
 		return fmt.Sprintf("agent %q revision %d did not activate", f.Agent, f.Revision)
+	case f.Op == OpPreflight && f.Agent != "":
+		return fmt.Sprintf("agent %q revision %d would not activate", f.Agent, f.Revision)
 	case f.Op == OpTurn && f.Agent != "":
 		return fmt.Sprintf("agent %q did not answer the turn", f.Agent)
 	case f.Agent != "":
@@ -194,6 +199,9 @@ func (f *Failure) Detail(revisionID string) string {
 	}
 	if !f.Wrote && (f.Op == OpDeploy || f.Op == OpPrepare) {
 		b.WriteString("Nothing was written.\n")
+	}
+	if f.Op == OpPreflight {
+		b.WriteString("Found by the plan's preflight, which reads the target and writes nothing; the apply would fail with this code (provider setting preflight = false plans without it).\n")
 	}
 	return strings.TrimRight(b.String(), "\n")
 }

@@ -65,6 +65,9 @@ type Executor struct {
 	// cfg is the connection, for the streams client-go's typed clients do
 	// not make (a turn's port-forward); nil: none.
 	cfg *rest.Config
+	// preflight is what the plan's preflights read once and share
+	// (preflight.go); nil: each preflight reads for itself.
+	preflight *preflightCache
 }
 
 func (e *Executor) now() time.Time {

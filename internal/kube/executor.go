@@ -40,7 +40,7 @@ func New(cfg *rest.Config) (*Executor, error) {
 	if err != nil {
 		return nil, fmt.Errorf("kubernetes metadata client: %w", err)
 	}
-	return &Executor{Client: client, Dynamic: dyn, Metadata: meta, prepared: &preparedSet{done: map[string]bool{}}, cfg: cfg}, nil
+	return &Executor{Client: client, Dynamic: dyn, Metadata: meta, prepared: &preparedSet{done: map[string]bool{}}, cfg: cfg, preflight: newPreflightCache()}, nil
 }
 
 // MarkWrites wraps a client's transport so that every request that may
@@ -71,6 +71,9 @@ func isWrite(req *http.Request) bool {
 	switch req.Method {
 	case http.MethodGet, http.MethodHead, http.MethodOptions:
 		return false
+	}
+	if req.URL.Query().Get("dryRun") != "" {
+		return false // a preflight's dry run stores nothing
 	}
 	return !strings.HasPrefix(req.URL.Path, "/apis/authorization.k8s.io/")
 }

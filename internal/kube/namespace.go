@@ -135,7 +135,11 @@ func (e *Executor) allowed(ctx context.Context, attrs authzv1.ResourceAttributes
 	review := &authzv1.SelfSubjectAccessReview{Spec: authzv1.SelfSubjectAccessReviewSpec{ResourceAttributes: &attrs}}
 	got, err := e.Client.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx, review, metav1.CreateOptions{})
 	if err != nil {
-		return false, fmt.Errorf("check permissions in namespace %s: %w", attrs.Namespace, err)
+		where := " in namespace " + attrs.Namespace
+		if attrs.Namespace == "" {
+			where = " cluster-wide"
+		}
+		return false, fmt.Errorf("check permissions%s: %w", where, err)
 	}
 	return got.Status.Allowed, nil
 }
@@ -178,6 +182,10 @@ func (e *Executor) EnsureNamespace(ctx context.Context, ns, compute string) (boo
 	_, err = e.Client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: meta}, metav1.CreateOptions{FieldManager: render.FieldManager})
 	if apierrors.IsAlreadyExists(err) {
 		return false, nil
+	}
+	if apierrors.IsForbidden(err) {
+		// As the plan's preflight words it (preflight.go).
+		return false, &MissingPermissions{Namespace: ns, Missing: []string{"create namespaces (core), cluster-wide: the namespace does not exist"}}
 	}
 	if err != nil {
 		return false, fmt.Errorf("create namespace %s: %w", ns, err)

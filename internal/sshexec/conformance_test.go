@@ -2,6 +2,8 @@ package sshexec
 
 import (
 	"context"
+	"crypto/ed25519"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"io"
@@ -14,6 +16,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"golang.org/x/crypto/ssh"
 
 	"github.com/occ-platform/terraform-provider-occ/internal/admission"
 	"github.com/occ-platform/terraform-provider-occ/internal/executor"
@@ -99,7 +103,9 @@ func hostileNeighbours(t *testing.T, h *sshhost.Host, exec *Executor, compute ad
 			return hostRun(t, h, "stat -c '%N %s %Y' -- "+unit+"; sha256sum -- "+unit+" 2>&1; ls -d -- "+render.AgentDir(DefaultConfigDir, name)+" "+render.StateDir(name)+" 2>&1; id "+render.ServiceUser(name)+" 2>&1 || true", "")
 		}
 		before := snapshot()
-		_, err := exec.Deploy(ctx, executor.Deployment{Revision: sshRevision(t, name, compute, fakeGatewayAs(conformance.Ready, 1), freeLoopbackPort(t)), Compute: compute, N: 1})
+		d := executor.Deployment{Revision: sshRevision(t, name, compute, fakeGatewayAs(conformance.Ready, 1), freeLoopbackPort(t)), Compute: compute, N: 1}
+		preflightSays(t, exec, ctx, d, executor.ResourceConflict, unit)
+		_, err := exec.Deploy(ctx, d)
 		var f *executor.Failure
 		if !errors.As(err, &f) || f.Code != executor.ResourceConflict || f.Wrote {
 			t.Fatalf("deploy over a unit file someone else wrote (%s): %v; want RESOURCE_CONFLICT before any write", plant, err)
@@ -134,7 +140,12 @@ for i in $(seq 100); do ss -ltnH "sport = :%d" | grep -q . && exit 0; sleep 0.1;
 echo "the neighbour does not listen on %d" >&2; systemctl status --no-pager -- %s >&2; journalctl --no-pager -u %s | tail -n 5 >&2; exit 1`, neighbour, port, port, port, neighbour, neighbour), "")
 	t.Cleanup(func() { hostRun(t, h, "systemctl stop -- "+neighbour+" 2>/dev/null || true", "") })
 	const name = "porter"
-	_, err := exec.Deploy(ctx, executor.Deployment{Revision: sshRevision(t, name, compute, fakeGatewayAs(conformance.Ready, 1), port), Compute: compute, N: 1})
+	d := executor.Deployment{Revision: sshRevision(t, name, compute, fakeGatewayAs(conformance.Ready, 1), port), Compute: compute, N: 1}
+	code := preflightSays(t, exec, ctx, d, "", fmt.Sprintf("port %d on the host's loopback is taken by another process", port))
+	_, err := exec.Deploy(ctx, d)
+	if !errors.As(err, new(*executor.Failure)) || !strings.HasPrefix(err.Error(), string(code)+":") {
+		t.Errorf("the preflight said %s, the deploy %v", code, err)
+	}
 	var f *executor.Failure
 	if !errors.As(err, &f) || f.Wrote || !strings.Contains(err.Error(), fmt.Sprintf("port %d on the host's loopback is taken by another process", port)) ||
 		!strings.Contains(err.Error(), "set gateway.port") {
@@ -142,6 +153,60 @@ echo "the neighbour does not listen on %d" >&2; systemctl status --no-pager -- %
 	}
 	if got := hostRun(t, h, "systemctl is-active -- "+neighbour+"; ls -d -- "+render.UnitPath(name)+" "+render.AgentDir(DefaultConfigDir, name)+" 2>/dev/null || true", ""); got != "active\n" {
 		t.Fatalf("after the refused deploy the host has %q; want the neighbour running and nothing of agent %s", got, name)
+	}
+}
+
+// preflightSays runs the plan's preflight of d and fails the test unless
+// it refuses it with code (any code when ""), as a preflight's, wrote
+// nothing, and says what; it returns the code. The preflight runs the
+// deploy's own read-only checks, so the deploy that follows must give
+// the same code (issue 31).
+func preflightSays(t *testing.T, exec *Executor, ctx context.Context, d executor.Deployment, code executor.Code, says string) executor.Code {
+	t.Helper()
+	out, err := exec.Preflight(ctx, d)
+	if err != nil || len(out.Refusals) != 1 {
+		t.Fatalf("preflight: %v, refusals %v; want one refusal", err, out.Refusals)
+	}
+	var f *executor.Failure
+	if !errors.As(out.Refusals[0], &f) || (code != "" && f.Code != code) || f.Op != executor.OpPreflight || f.Wrote || !strings.Contains(f.Error(), says) {
+		t.Fatalf("preflight refusal %v; want %s saying %q", out.Refusals[0], code, says)
+	}
+	return f.Code
+}
+
+// Issue 31: the plan's preflight meets a host as the deploy would: a host
+// that presents another key than the compute pins is HOST_KEY_MISMATCH,
+// a config_dir another user can write is the deploy's refusal too; a
+// host that does not answer is not a refusal (the plan says it was not
+// checked).
+func TestPreflight_SSHHost(t *testing.T) {
+	h := sshhost.StartSystemdHostT(t, sshhost.SystemdHostOptions{})
+	pool := NewPool(Credentials{PrivateKey: string(h.ClientKey)}, Options{})
+	t.Cleanup(func() { _ = pool.Close() })
+	exec := &Executor{Pool: pool, User: "root"}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	compute := admission.Compute{ID: "edge", Name: "edge", Kind: admission.KindSSH, Settings: admission.SSHCompute{Host: "127.0.0.1", Port: int64(h.Port), HostKey: h.HostKey, User: "root"}}
+
+	other := compute.WithSSH(func(s *admission.SSHCompute) { s.HostKey = otherHostKey(t) })
+	d := executor.Deployment{Revision: sshRevision(t, "keyed", other, "/bin/true", freeLoopbackPort(t)), Compute: other, N: 1}
+	preflightSays(t, exec, ctx, d, executor.HostKeyMismatch, "presented")
+	if _, err := exec.Deploy(ctx, d); !strings.HasPrefix(fmt.Sprint(err), string(executor.HostKeyMismatch)) {
+		t.Fatalf("deploy to a host with another key: %v", err)
+	}
+
+	hostRun(t, h, "install -d -m 0777 /srv/occ-open", "")
+	open := compute.WithSSH(func(s *admission.SSHCompute) { s.ConfigDir = "/srv/occ-open" })
+	d = executor.Deployment{Revision: sshRevision(t, "opened", open, "/bin/true", freeLoopbackPort(t)), Compute: open, N: 1}
+	code := preflightSays(t, exec, ctx, d, "", "config_dir /srv/occ-open is not root's alone")
+	_, err := exec.Deploy(ctx, d)
+	if !strings.HasPrefix(fmt.Sprint(err), string(code)+":") || !strings.Contains(fmt.Sprint(err), "is not root's alone") {
+		t.Fatalf("the preflight said %s, the deploy %v", code, err)
+	}
+
+	plain := sshRevision(t, "plain", compute, "/bin/true", freeLoopbackPort(t))
+	if out, err := exec.Preflight(ctx, executor.Deployment{Revision: plain, Compute: compute, N: 1}); err != nil || len(out.Refusals) > 0 {
+		t.Fatalf("preflight of a revision the host runs: %v %v", err, out.Refusals)
 	}
 }
 
@@ -453,4 +518,19 @@ func freeLoopbackPort(t *testing.T) int {
 	}
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port
+}
+
+// otherHostKey is a fresh ed25519 public key, as an authorized_keys line:
+// a host key no test host has.
+func otherHostKey(t *testing.T) string {
+	t.Helper()
+	pub, _, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	k, err := ssh.NewPublicKey(pub)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.TrimSpace(string(ssh.MarshalAuthorizedKey(k)))
 }

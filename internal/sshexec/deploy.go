@@ -3,6 +3,7 @@ package sshexec
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"net/http"
@@ -324,6 +325,51 @@ func (e *Executor) Deploy(ctx context.Context, d executor.Deployment) (executor.
 	var writes executor.Writes
 	res, err := e.deploy(ctx, d, t, &writes)
 	return res, executor.Normalize(err, exit(executor.OpDeploy, d.Revision.Agent, d.N, t.Addr(), &writes))
+}
+
+// Preflight runs, reading only, what Deploy checks on the host before its
+// first write (preflightScript, then guardScript and its verdict): the
+// host answers with the pinned key and admits the provider's credentials,
+// its systemd is new enough, the gateway port is free or the agent's own,
+// the paths are usable, and no newer revision or other agent holds the
+// name. A host that does not answer is the error (the plan says it was
+// not checked); anything else it finds is a refusal with the deploy's code.
+func (e *Executor) Preflight(ctx context.Context, d executor.Deployment) (executor.Preflighted, error) {
+	var out executor.Preflighted
+	rev, n := d.Revision, d.N
+	t := e.target(d.Compute)
+	err := executor.Normalize(e.preflight(ctx, d, t), exit(executor.OpPreflight, rev.Agent, n, t.Addr(), nil))
+	var f *executor.Failure
+	switch {
+	case err == nil:
+	case errors.As(err, &f) && (f.Code == executor.Unavailable || f.Code == executor.Deadline):
+		return out, err
+	default:
+		out.Refuse(err, rev.Agent, n)
+	}
+	return out, nil
+}
+
+func (e *Executor) preflight(ctx context.Context, d executor.Deployment, t Target) error {
+	rev, n := d.Revision, d.N
+	h, err := render.Systemd(rev, n)
+	if err != nil {
+		return &executor.Failure{Code: executor.InvalidRequest, Summary: fmt.Sprintf("agent %q revision %d cannot be rendered for SSH", rev.Agent, n), Reason: err.Error(), Err: err}
+	}
+	d.Log.Print("checking the host", map[string]any{"work.operation": "preflight", "revision": n, "host": t.Addr()})
+	conn, err := e.Pool.Get(ctx, t)
+	if err != nil {
+		return err
+	}
+	if _, err := conn.RunOK(ctx, "preflight", preflightScript, nil, h.Unit, strconv.FormatInt(h.Port, 10), h.EnvironmentFile, path.Dir(h.AgentDir), h.AgentDir); err != nil {
+		return err
+	}
+	g, err := conn.RunOK(ctx, "read the selected revision", guardScript, nil, h.AgentDir, h.UnitPath, rev.Agent)
+	if err != nil {
+		return err
+	}
+	_, err = guardVerdict(rev.Agent, t.Addr(), h.AgentDir, n, d.Serving, h.RevisionID, parseSelected(g.Stdout))
+	return err
 }
 
 func (e *Executor) deploy(ctx context.Context, d executor.Deployment, t Target, writes *executor.Writes) (executor.Result, error) {

@@ -2,6 +2,7 @@ package conformance
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -27,6 +28,7 @@ var Cases = []Case{
 	{"DeleteLeavesNothing", deleteLeavesNothing},
 	{"KilledOperationConverges", killedOperationConverges},
 	{"WritesMarked", writesMarked},
+	{"PreflightReadsOnly", preflightReadsOnly},
 }
 
 // longName is an agent name of 30 characters: on SSH its service user
@@ -339,4 +341,37 @@ func writesMarked(r *R) {
 	if l := r.Leftovers("unwritten"); len(l) > 0 {
 		r.Errorf("left on the target by two deploys that wrote nothing: %q", l)
 	}
+}
+
+// preflightReadsOnly: a plan's preflight of a revision the target would
+// run refuses nothing and leaves nothing of the agent; after the agent
+// runs, a preflight of its next revision is clear too, and the agent still
+// runs unchanged; a target that does not answer is the preflight's error
+// (the plan says it was not checked), never a refusal. The contract:
+// executor.Executor.Preflight (issue 31).
+func preflightReadsOnly(r *R) {
+	rev := r.rev("preflighted", 1, Ready)
+	d := deployment(rev, r.Place.Compute, 1, 0, r.log("preflighted"))
+	out, err := r.Kind.Executor.Preflight(r.Ctx, d)
+	if err != nil || len(out.Refusals) > 0 {
+		r.Fatalf("preflight of a revision the target runs: %v, refusals %v", err, out.Refusals)
+	}
+	if l := r.Leftovers("preflighted"); len(l) > 0 {
+		r.Fatalf("left on the target by a preflight: %q", l)
+	}
+	r.MustDeploy(rev, 1, 0)
+	next := r.rev("preflighted", 2, Ready)
+	out, err = r.Kind.Executor.Preflight(r.Ctx, deployment(next, r.Place.Compute, 2, 1, r.log("preflighted")))
+	if err != nil || len(out.Refusals) > 0 {
+		r.Fatalf("preflight of the next revision: %v, refusals %v", err, out.Refusals)
+	}
+	r.Activated("preflighted", 1, rev)
+
+	ex, c := r.Place.Unreachable(r.T)
+	out, err = ex.Preflight(r.Ctx, deployment(r.rev("unreached", 1, Ready), c, 1, 0, r.log("unreached")))
+	var f *executor.Failure
+	if len(out.Refusals) > 0 || !errors.As(err, &f) || f.Code != executor.Unavailable || f.Op != executor.OpPreflight {
+		r.Fatalf("preflight of a target that does not answer: %v, refusals %v; want an UNAVAILABLE preflight error", err, out.Refusals)
+	}
+	r.Logf("a preflight of a target that does not answer: %v", err)
 }

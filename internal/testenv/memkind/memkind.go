@@ -196,6 +196,30 @@ func (e *Executor) Release(context.Context, executor.Release) (executor.Released
 	return executor.Released{}, nil
 }
 
+// Preflight judges, writing nothing, what Deploy judges before its first
+// write: a target that does not answer, an entry the provider did not
+// write, a newer activated revision, a runtime path it cannot run.
+func (e *Executor) Preflight(_ context.Context, d executor.Deployment) (executor.Preflighted, error) {
+	var out executor.Preflighted
+	rev, n, name := d.Revision, d.N, d.Revision.Agent
+	t, err := e.target(settingsOf(d.Compute).Target)
+	if err != nil {
+		return out, executor.Normalize(err, executor.Exit{Op: executor.OpPreflight, Agent: name, Revision: n})
+	}
+	if _, err := behaviourOf(frozenOf(rev.ComputeSettings).Runtime); err != nil {
+		out.Refuse(&executor.Failure{Code: executor.InvalidRequest, Reason: err.Error()}, name, n)
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	switch a := t.agents[name]; {
+	case a != nil && !a.managed:
+		out.Refuse(&executor.Failure{Code: executor.ResourceConflict, Reason: fmt.Sprintf("an entry named %s was not written by the provider", name)}, name, n)
+	case a != nil && a.activated > n:
+		out.Refuse(&executor.Failure{Code: executor.Stale, Reason: fmt.Sprintf("revision %d is activated; revision %d is older", a.activated, n)}, name, n)
+	}
+	return out, nil
+}
+
 // Deploy writes revision N, starts it as its runtime path says, and
 // activates it once ready; the revision that served keeps serving until
 // then (AC1). A repeat of the activated revision keeps its activation
