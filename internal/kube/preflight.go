@@ -115,9 +115,7 @@ type namespaceView struct {
 	// dryRunPods: the identity may create Pods here (with dryRun=All).
 	dryRunPods  bool
 	quotas      []corev1.ResourceQuota
-	quotasRead  bool
 	limits      []corev1.LimitRange
-	limitsRead  bool
 	mu          sync.Mutex
 	planned     corev1.ResourceList // quota usage by the agents preflighted in this process
 	pullSecrets map[string]bool
@@ -183,7 +181,7 @@ func (e *Executor) Preflight(ctx context.Context, d executor.Deployment) (execut
 				refuse(err)
 			}
 		}
-		for _, err := range op.dryRun(ctx, objs, d.Serving == 0) {
+		for _, err := range op.dryRun(ctx, objs, rev.Agent, d.Serving == 0) {
 			refuse(err)
 		}
 	}
@@ -418,7 +416,7 @@ func (e *Executor) readNamespace(ctx context.Context, nv *namespaceView, c admis
 		if err != nil {
 			return fmt.Errorf("list resource quotas in %s: %w", ns, err)
 		}
-		nv.quotas, nv.quotasRead = list.Items, true
+		nv.quotas = list.Items
 	} else {
 		nv.skipped = append(nv.skipped, "the namespace's ResourceQuotas (list resourcequotas)")
 	}
@@ -429,7 +427,7 @@ func (e *Executor) readNamespace(ctx context.Context, nv *namespaceView, c admis
 		if err != nil {
 			return fmt.Errorf("list limit ranges in %s: %w", ns, err)
 		}
-		nv.limits, nv.limitsRead = list.Items, true
+		nv.limits = list.Items
 	} else {
 		nv.skipped = append(nv.skipped, "the namespace's LimitRanges (list limitranges)")
 	}
@@ -463,7 +461,7 @@ func (e *Executor) warnSkipped(cache *preflightCache, cv *clusterView, nv *names
 // server validates, defaults and admits each (quota on object counts,
 // immutable fields, admission webhooks and policies) and stores nothing.
 // Each refusal is worded as the deploy's write of it would be.
-func (e *Executor) dryRun(ctx context.Context, objs *render.Objects, create bool) []error {
+func (e *Executor) dryRun(ctx context.Context, objs *render.Objects, agent string, create bool) []error {
 	ns := objs.Namespace
 	dry := metav1.ApplyOptions{FieldManager: render.FieldManager, Force: true, DryRun: []string{metav1.DryRunAll}}
 	var errs []error
@@ -472,8 +470,7 @@ func (e *Executor) dryRun(ctx context.Context, objs *render.Objects, create bool
 			errs = append(errs, fmt.Errorf("apply %s %s: %w", what, name, err))
 		}
 	}
-	agent := objs.Service.Labels[render.LabelAgent]
-	if create && agent != "" {
+	if create {
 		s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: render.GatewayTokenSecret(agent), Namespace: ns, Labels: render.AgentLabels(agent, render.ComponentGateway)},
 			Type: corev1.SecretTypeOpaque, StringData: map[string]string{render.GatewayTokenKey: "preflight"}}
 		_, err := e.Client.CoreV1().Secrets(ns).Create(ctx, s, metav1.CreateOptions{FieldManager: render.FieldManager, DryRun: []string{metav1.DryRunAll}})
