@@ -123,11 +123,22 @@ type Preflighted struct {
 // (Op OpPreflight, nothing written, agent and revision named).
 func (p *Preflighted) Refuse(err error, agent string, n int64) {
 	var f *Failure
-	if errors.As(err, &f) {
-		f.Op, f.Wrote = OpPreflight, false
-		if f.Agent == "" || f.Revision == 0 {
-			f.Agent, f.Revision = agent, n
-		}
+	var es admission.Errors
+	var one *admission.Error
+	switch {
+	case errors.As(err, &f):
+	case errors.As(err, &es) || errors.As(err, &one):
+		p.Refusals = append(p.Refusals, err) // admission's own words
+		return
+	default:
+		// A write the target's dry run refused: what the deploy says of
+		// the same refusal.
+		f = &Failure{Code: DeploymentFailed, Reason: err.Error(), Err: err, Next: "Fix what the quoted error names and plan again."}
+		err = f
+	}
+	f.Op, f.Wrote = OpPreflight, false
+	if f.Agent == "" || f.Revision == 0 {
+		f.Agent, f.Revision = agent, n
 	}
 	p.Refusals = append(p.Refusals, err)
 }

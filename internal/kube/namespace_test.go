@@ -1,6 +1,7 @@
 package kube
 
 import (
+	"context"
 	"os"
 	"reflect"
 	"strings"
@@ -11,7 +12,8 @@ import (
 	"sigs.k8s.io/yaml"
 )
 
-// The documented Role is the one the provider checks for: they cannot drift.
+// The documented Role is the one the provider checks for, and what its
+// plan preflight asks: they cannot drift.
 func TestRequiredRulesMatchDocumentedRole(t *testing.T) {
 	b, err := os.ReadFile("../../examples/kubernetes-role/role.yaml")
 	if err != nil {
@@ -22,13 +24,14 @@ func TestRequiredRulesMatchDocumentedRole(t *testing.T) {
 	if err := yaml.Unmarshal([]byte(first), &role); err != nil {
 		t.Fatal(err)
 	}
-	if !reflect.DeepEqual(role.Rules, RequiredRules) {
-		t.Errorf("examples/kubernetes-role/role.yaml rules differ from kube.RequiredRules:\n%+v\n%+v", role.Rules, RequiredRules)
+	want := append(append([]rbacv1.PolicyRule{}, RequiredRules...), PreflightRules...)
+	if !reflect.DeepEqual(role.Rules, want) {
+		t.Errorf("examples/kubernetes-role/role.yaml rules differ from kube.RequiredRules and PreflightRules:\n%+v\n%+v", role.Rules, want)
 	}
 }
 
-// The documented ClusterRoles: occ-provider is RequiredRules and
-// OccupantRules (bound by the provider in the namespaces it creates),
+// The documented ClusterRoles: occ-provider is RequiredRules,
+// OccupantRules and PreflightRules (bound by the provider in the namespaces it creates),
 // occ-provider-namespaces is NamespaceLifecycleRules, and the namespace
 // policy holds the same identity its binding names.
 func TestNamespaceLifecycleRulesMatchDocumentedClusterRole(t *testing.T) {
@@ -44,7 +47,7 @@ func TestNamespaceLifecycleRulesMatchDocumentedClusterRole(t *testing.T) {
 		name  string
 		rules []rbacv1.PolicyRule
 	}{
-		{ProviderClusterRole, append(append([]rbacv1.PolicyRule{}, RequiredRules...), OccupantRules...)},
+		{ProviderClusterRole, append(append(append([]rbacv1.PolicyRule{}, RequiredRules...), OccupantRules...), PreflightRules...)},
 		{"occ-provider-namespaces", NamespaceLifecycleRules},
 	} {
 		var role rbacv1.ClusterRole
@@ -88,6 +91,34 @@ func TestSubjectOf(t *testing.T) {
 		if got := SubjectOf(c.user); got != c.want {
 			t.Errorf("SubjectOf(%q) = %+v, want %+v", c.user, got, c.want)
 		}
+	}
+}
+
+// The documented preflight ClusterRole is what the preflight reads across
+// the cluster, bound to the identity the other examples bind.
+func TestPreflightClusterRulesMatchDocumentedClusterRole(t *testing.T) {
+	b, err := os.ReadFile("../../examples/kubernetes-role/preflight-role.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	docs := strings.Split(string(b), "\n---")
+	if len(docs) != 2 {
+		t.Fatalf("preflight-role.yaml has %d documents, want 2", len(docs))
+	}
+	var role rbacv1.ClusterRole
+	if err := yaml.Unmarshal([]byte(docs[0]), &role); err != nil {
+		t.Fatal(err)
+	}
+	if role.Kind != "ClusterRole" || role.Name != PreflightClusterRole || !reflect.DeepEqual(role.Rules, PreflightClusterRules) {
+		t.Errorf("preflight-role.yaml's ClusterRole (%s %s) differs from PreflightClusterRules:\n%+v\n%+v", role.Kind, role.Name, role.Rules, PreflightClusterRules)
+	}
+	var binding rbacv1.ClusterRoleBinding
+	if err := yaml.Unmarshal([]byte(docs[1]), &binding); err != nil {
+		t.Fatal(err)
+	}
+	want := rbacv1.Subject{Kind: "ServiceAccount", Namespace: "ci", Name: "terraform"}
+	if binding.RoleRef.Name != PreflightClusterRole || len(binding.Subjects) != 1 || binding.Subjects[0] != want {
+		t.Errorf("preflight-role.yaml binds %+v to %+v", binding.RoleRef, binding.Subjects)
 	}
 }
 
@@ -143,6 +174,31 @@ func TestSandboxOwned(t *testing.T) {
 	} {
 		if got := sandboxOwned(c.refs); got != c.want {
 			t.Errorf("sandboxOwned(%+v) = %v, want %v", c.refs, got, c.want)
+		}
+	}
+}
+
+// rule issue 31: the preflight asks only what its documented rules grant;
+// a read outside them is refused before any request.
+func TestMayPreflight_OnlyTheDocumentedReads(t *testing.T) {
+	e := &Executor{} // no client: a request would panic
+	for _, c := range []struct{ ns, group, resource, verb string }{
+		{"occ-acme", "", "secrets", "list"},
+		{"occ-acme", "", "nodes", "list"},
+		{"", "", "pods", "create"},
+		{"", "storage.k8s.io", "storageclasses", "create"},
+	} {
+		if _, err := e.mayPreflight(context.Background(), c.ns, c.group, c.resource, c.verb); err == nil || !strings.Contains(err.Error(), "outside its documented rules") {
+			t.Errorf("mayPreflight(%+v) = %v, want a refusal", c, err)
+		}
+	}
+	for _, r := range PreflightRules {
+		for _, res := range r.Resources {
+			for _, v := range r.Verbs {
+				if !rulesGrant(PreflightRules, r.APIGroups[0], res, v) {
+					t.Errorf("rulesGrant misses %s %s", v, res)
+				}
+			}
 		}
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -176,13 +177,12 @@ func (e *Executor) Preflight(ctx context.Context, d executor.Deployment) (execut
 	}
 	pods := podsOf(objs)
 	if nv.exists {
-		if serving := d.Serving; serving == 0 {
-			if err := op.checkCreate(ctx, rev, objs.Namespace); err != nil {
+		if taken := op.takenName(ctx, rev, objs, d.Serving); taken != nil {
+			refuse(taken) // a name is another's: the deploy stops there, so nothing to dry-run
+		} else {
+			for _, err := range op.dryRun(ctx, objs, rev.Agent, d.Serving == 0) {
 				refuse(err)
 			}
-		}
-		for _, err := range op.dryRun(ctx, objs, rev.Agent, d.Serving == 0) {
-			refuse(err)
 		}
 	}
 	own := cv.ownPods(objs.Namespace, rev.Agent, d.Serving > 0)
@@ -260,7 +260,7 @@ func (e *Executor) clusterView(ctx context.Context, cache *preflightCache) (*clu
 
 func (e *Executor) readCluster(ctx context.Context, cv *clusterView) error {
 	may := func(group, res string) (bool, error) {
-		return e.allowed(ctx, authzv1.ResourceAttributes{Verb: "list", Group: group, Resource: res})
+		return e.mayPreflight(ctx, "", group, res, "list")
 	}
 	skip := func(what string) { cv.skipped = append(cv.skipped, what) }
 	ok, err := may("", "nodes")
@@ -343,6 +343,32 @@ func (e *Executor) readCluster(ctx context.Context, cv *clusterView) error {
 	return nil
 }
 
+// mayPreflight asks whether the identity may make one of the preflight's
+// reads: in namespace ns one of PreflightRules, cluster-wide (ns empty)
+// one of PreflightClusterRules. A read the rules do not list is refused
+// here, so that the documented roles, made from the same rules, always
+// grant everything the preflight asks.
+func (e *Executor) mayPreflight(ctx context.Context, ns, group, resource, verb string) (bool, error) {
+	rules := PreflightClusterRules
+	if ns != "" {
+		rules = PreflightRules
+	}
+	if !rulesGrant(rules, group, resource, verb) {
+		return false, fmt.Errorf("the preflight asks %s %s (%q) outside its documented rules", verb, resource, group)
+	}
+	return e.allowed(ctx, authzv1.ResourceAttributes{Namespace: ns, Verb: verb, Group: group, Resource: resource})
+}
+
+// rulesGrant says whether rules grant verb on group/resource.
+func rulesGrant(rules []rbacv1.PolicyRule, group, resource, verb string) bool {
+	for _, r := range rules {
+		if slices.Contains(r.APIGroups, group) && slices.Contains(r.Resources, resource) && slices.Contains(r.Verbs, verb) {
+			return true
+		}
+	}
+	return false
+}
+
 // namespaceView reads a compute's namespace once per cache.
 func (e *Executor) namespaceView(ctx context.Context, cache *preflightCache, c admission.Compute) (*namespaceView, error) {
 	ns := c.Kubernetes().Namespace
@@ -402,14 +428,14 @@ func (e *Executor) readNamespace(ctx context.Context, nv *namespaceView, c admis
 		nv.permissions = mp
 		return nil
 	}
-	ok, err := e.allowed(ctx, authzv1.ResourceAttributes{Namespace: ns, Verb: "create", Resource: "pods"})
+	ok, err := e.mayPreflight(ctx, ns, "", "pods", "create")
 	if err != nil {
 		return err
 	}
 	if nv.dryRunPods = ok; ok {
 		return nil // the API server judges the Pods itself
 	}
-	if ok, err := e.allowed(ctx, authzv1.ResourceAttributes{Namespace: ns, Verb: "list", Resource: "resourcequotas"}); err != nil {
+	if ok, err := e.mayPreflight(ctx, ns, "", "resourcequotas", "list"); err != nil {
 		return err
 	} else if ok {
 		list, err := e.Client.CoreV1().ResourceQuotas(ns).List(ctx, metav1.ListOptions{})
@@ -420,7 +446,7 @@ func (e *Executor) readNamespace(ctx context.Context, nv *namespaceView, c admis
 	} else {
 		nv.skipped = append(nv.skipped, "the namespace's ResourceQuotas (list resourcequotas)")
 	}
-	if ok, err := e.allowed(ctx, authzv1.ResourceAttributes{Namespace: ns, Verb: "list", Resource: "limitranges"}); err != nil {
+	if ok, err := e.mayPreflight(ctx, ns, "", "limitranges", "list"); err != nil {
 		return err
 	} else if ok {
 		list, err := e.Client.CoreV1().LimitRanges(ns).List(ctx, metav1.ListOptions{})
@@ -457,6 +483,75 @@ func (e *Executor) warnSkipped(cache *preflightCache, cv *clusterView, nv *names
 			" to check them at plan, or set the provider's preflight = false.")
 }
 
+// takenName reads, in the deploy's order, each name the revision would
+// write and returns the deploy's own refusal for the first that another
+// object holds (foreignObject, checkCreate, checkOwned); nil when every
+// name is free or the agent's. An error reading is the deploy's too.
+func (e *Executor) takenName(ctx context.Context, rev *admission.Revision, objs *render.Objects, serving int64) error {
+	ns, agent := objs.Namespace, rev.Agent
+	type getFunc func(context.Context, string) (metav1.Object, error)
+	type named struct {
+		kind, name string
+		get        getFunc
+	}
+	c, none := e.Client.CoreV1(), metav1.GetOptions{}
+	secret := getFunc(func(ctx context.Context, n string) (metav1.Object, error) { return c.Secrets(ns).Get(ctx, n, none) })
+	check := func(list []named) error {
+		for _, o := range list {
+			cur, err := o.get(ctx, o.name)
+			switch {
+			case apierrors.IsNotFound(err):
+			case err != nil:
+				return fmt.Errorf("read %s %s: %w", o.kind, o.name, err)
+			case !ours(cur, agent):
+				return foreignObject(o.kind, ns, cur, agent)
+			}
+		}
+		return nil
+	}
+	tokens := []named{{"Secret", render.GatewayTokenSecret(agent), secret}}
+	if rev.Harness == admission.HarnessCodex {
+		tokens = append(tokens, named{"Secret", render.AppServerTokenSecret(agent), secret})
+	}
+	if err := check(tokens); err != nil {
+		return err
+	}
+	if serving == 0 {
+		if err := e.checkCreate(ctx, rev, ns); err != nil {
+			return err
+		}
+	}
+	var rest []named
+	for _, sa := range objs.ServiceAccounts {
+		rest = append(rest, named{"ServiceAccount", *sa.Name, func(ctx context.Context, n string) (metav1.Object, error) {
+			return c.ServiceAccounts(ns).Get(ctx, n, none)
+		}})
+	}
+	for _, cm := range objs.ConfigMaps {
+		rest = append(rest, named{"ConfigMap", *cm.Name, func(ctx context.Context, n string) (metav1.Object, error) { return c.ConfigMaps(ns).Get(ctx, n, none) }})
+	}
+	for _, np := range objs.NetworkPolicies {
+		rest = append(rest, named{"NetworkPolicy", *np.Name, func(ctx context.Context, n string) (metav1.Object, error) {
+			return e.Client.NetworkingV1().NetworkPolicies(ns).Get(ctx, n, none)
+		}})
+	}
+	if err := check(rest); err != nil {
+		return err
+	}
+	if s := objs.HarnessService; s != nil {
+		if err := e.checkOwned(ctx, ns, *s.Name, agent); err != nil {
+			return err
+		}
+	}
+	var deps []named
+	for _, d := range objs.Deployments {
+		deps = append(deps, named{"Deployment", *d.Name, func(ctx context.Context, n string) (metav1.Object, error) {
+			return e.Client.AppsV1().Deployments(ns).Get(ctx, n, none)
+		}})
+	}
+	return check(deps)
+}
+
 // dryRun writes every object of the revision with dryRun=All: the API
 // server validates, defaults and admits each (quota on object counts,
 // immutable fields, admission webhooks and policies) and stores nothing.
@@ -483,8 +578,16 @@ func (e *Executor) dryRun(ctx context.Context, objs *render.Objects, agent strin
 		fail("ServiceAccount", *sa.Name, err)
 	}
 	for _, cm := range objs.ConfigMaps {
-		_, err := e.Client.CoreV1().ConfigMaps(ns).Apply(ctx, cm, dry)
-		fail("ConfigMap", *cm.Name, err)
+		// The deploy creates each immutable ConfigMap of the revision; one
+		// already under its name is an earlier attempt's, which the deploy
+		// keeps (same content) or replaces (applyConfigMap).
+		obj, err := asObject[corev1.ConfigMap](cm)
+		if err == nil {
+			_, err = e.Client.CoreV1().ConfigMaps(ns).Create(ctx, obj, metav1.CreateOptions{FieldManager: render.FieldManager, DryRun: []string{metav1.DryRunAll}})
+		}
+		if !apierrors.IsAlreadyExists(err) {
+			fail("ConfigMap", *cm.Name, err)
+		}
 	}
 	for _, np := range objs.NetworkPolicies {
 		_, err := e.Client.NetworkingV1().NetworkPolicies(ns).Apply(ctx, np, dry)

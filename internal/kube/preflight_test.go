@@ -159,8 +159,11 @@ func TestPreflight_ClearWritesNothingAndSharesItsReads(t *testing.T) {
 		t.Errorf("the second agent's preflight made %d requests, the first %d: the shared reads were made again", perAgent[1], perAgent[0])
 	}
 	for _, n := range perAgent[1:] {
-		if n > 12 {
-			t.Errorf("a further agent's preflight made %d requests; want only its own dry runs (%v)", n, perAgent)
+		// Its own reads: the names it would write (token Secret,
+		// ServiceAccount, ConfigMap, NetworkPolicy, Deployment, Service),
+		// then the dry runs of its objects and its Pod.
+		if n > 16 {
+			t.Errorf("a further agent's preflight made %d requests; want only its own reads and dry runs (%v)", n, perAgent)
 		}
 	}
 }
@@ -440,5 +443,37 @@ func TestFit_RoomNowPlannedAndOwn(t *testing.T) {
 	cordoned.nodes[0].Spec.Unschedulable = true
 	if err, _ := cordoned.fit("d", pod("1"), nil); !errors.As(err, &f) || !strings.Contains(f.Reason, "no node can run it: n1: cordoned") {
 		t.Fatalf("only a cordoned node: %v", err)
+	}
+}
+
+// rule issue 31: a name the revision would write held by another owner's
+// object (each kind the deploy writes, one at a time) is refused at plan
+// with the deploy's own RESOURCE_CONFLICT naming that object; the
+// neighbour's object is left as it was.
+func TestPreflight_NameTaken(t *testing.T) {
+	for _, key := range []string{"Secret/taken-gateway-token", "ServiceAccount/taken-gateway", "ConfigMap/taken-r1",
+		"NetworkPolicy/taken-gateway", "Deployment/taken-gateway", "Service/taken"} {
+		t.Run(key, func(t *testing.T) {
+			c, ex, comp, ctx := liveExecutor(t, 3*time.Minute)
+			ns := comp.Kubernetes().Namespace
+			obj, ok := kubeenv.NeighbourObjects(ns, "taken")[key]
+			if !ok {
+				t.Fatalf("no neighbour object %s", key)
+			}
+			if _, err := kubeenv.Plant(ctx, c.Clientset, obj); err != nil {
+				t.Fatal(err)
+			}
+			before, err := kubeenv.ResourceVersions(ctx, c.Clientset, ns, []string{key})
+			if err != nil {
+				t.Fatal(err)
+			}
+			rev, comp := admitOn(t, "taken", comp.Kubernetes())
+			kind, name, _ := strings.Cut(key, "/")
+			preflightAndDeploy(t, c, ex, ctx, rev, comp, executor.ResourceConflict, kind+" "+ns+"/"+name+` is not agent "taken"'s`)
+			after, err := kubeenv.ResourceVersions(ctx, c.Clientset, ns, []string{key})
+			if err != nil || after[key] != before[key] {
+				t.Fatalf("the neighbour's %s: %v, %s then %s", key, err, before[key], after[key])
+			}
+		})
 	}
 }
