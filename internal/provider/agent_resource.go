@@ -280,6 +280,11 @@ func (r *agentResource) ModifyPlan(ctx context.Context, req resource.ModifyPlanR
 		} else {
 			plan.RevisionReason = types.StringValue(reasonFirst)
 		}
+		// The plan deploys a new revision: what would the target say?
+		r.data.preflight(ctx, rev, in.Compute, plan.Revision.ValueInt64(), state.Revision.ValueInt64(), &resp.Diagnostics)
+		if resp.Diagnostics.HasError() {
+			return
+		}
 	}
 	tflog.Debug(ctx, "agent admitted at plan", map[string]any{"work.operation": "plan", "work.outcome": "admitted",
 		"revision": plan.Revision.ValueInt64(), "revision_id": rev.ID()})

@@ -101,17 +101,23 @@ func TestAccAgent_UnknownInputsDeferToApply(t *testing.T) {
 }
 
 // TestAccAgent_SSHApplyWithoutLoginWritesNothing: apply to an SSH compute
-// without an SSH user says so before connecting; nothing is written,
+// without an SSH user says so before connecting: the plan's preflight,
+// and with it off the apply, in the same words; nothing is written,
 // nothing is kept in state.
 func TestAccAgent_SSHApplyWithoutLoginWritesNothing(t *testing.T) {
-	resource.Test(t, resource.TestCase{
-		PreCheck:                 func() { testAccPreCheck(t) },
-		ProtoV6ProviderFactories: testAccProtoV6ProviderFactories,
-		Steps: []resource.TestStep{{
-			Config:      sshAgentConfig("127.0.0.1"),
-			ExpectError: mustRegexp(`INVALID_REQUEST: cannot connect to SSH host 127.0.0.1:22[\s\S]*no SSH user[\s\S]*Nothing was written`),
-		}},
-	})
+	for preflight, ends := range map[string]string{"true": foundByPreflight, "false": `Nothing\s+was\s+written`} {
+		t.Run("preflight="+preflight, func(t *testing.T) {
+			t.Setenv(preflightEnv, preflight)
+			resource.Test(t, resource.TestCase{
+				PreCheck:                 func() { testAccPreCheck(t) },
+				ProtoV6ProviderFactories: testAccProtoV6ProviderFactories,
+				Steps: []resource.TestStep{{
+					Config:      sshAgentConfig("127.0.0.1"),
+					ExpectError: mustRegexp(`INVALID_REQUEST: cannot connect to SSH host 127.0.0.1:22[\s\S]*no SSH user[\s\S]*` + ends),
+				}},
+			})
+		})
+	}
 }
 
 const testComputeGateway = `
@@ -284,7 +290,10 @@ resource "occ_agent" "a" {
 }
 
 // TestAccAgent_AcceptedTopologiesPlan: each supported topology plans.
+// Admission alone: the preflight is off (its SSH host is no host of the
+// test environment, never to be contacted).
 func TestAccAgent_AcceptedTopologiesPlan(t *testing.T) {
+	t.Setenv(preflightEnv, "false")
 	cases := map[string]string{
 		"dedicated codex with codex_pat": agentConfig(testComputeK8s, `{ agents = { defaults = { model = "codex/gpt-5-codex" } } }`, testSourcePAT, `harness = "codex"
   execution_mode = "dedicated"`),

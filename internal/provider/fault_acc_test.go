@@ -159,7 +159,7 @@ func TestAccFault_SecondConfigurationSameAgentName(t *testing.T) {
 						Steps: []resource.TestStep{{
 							Config: faultAgentConfig(env, "", fixedDoc, "support"),
 							ExpectError: mustRegexp(`RESOURCE_CONFLICT: agent "support" already runs in namespace ` + env.ns +
-								`[\s\S]*terraform import <address> ` + env.ns + `/support[\s\S]*Nothing was written`),
+								`[\s\S]*terraform import <address> ` + env.ns + `/support[\s\S]*` + nothingWritten),
 						}},
 					})
 				},

@@ -56,6 +56,7 @@ func New(version, commit string) func() provider.Provider {
 type providerModel struct {
 	Kubernetes types.Object `tfsdk:"kubernetes"`
 	SSH        types.Object `tfsdk:"ssh"`
+	Preflight  types.Bool   `tfsdk:"preflight"`
 }
 
 type providerKubernetesModel struct {
@@ -102,6 +103,10 @@ type Data struct {
 
 	sshOnce sync.Once
 	sshExec *sshexec.Executor
+
+	// preflightOn says whether plans read the targets (preflight.go).
+	preflightOn bool
+	preflights  preflights
 }
 
 // wrapKubeTransport wraps the Kubernetes client's transport. It is nil
@@ -163,8 +168,14 @@ func (p *occProvider) Schema(_ context.Context, _ provider.SchemaRequest, resp *
 	resp.Schema = schema.Schema{
 		MarkdownDescription: "The OCC provider runs AI agents on Kubernetes and SSH hosts as code. `terraform plan` admits or refuses " +
 			"each Agent's combination of harness, execution mode, model providers, auth binding, sandbox driver and credential gateway, " +
-			"and shows the exact revision that would run. The provider block holds connection settings only: admission at plan needs no server, and a refresh reads what is in state back from its cluster or host.",
+			"and shows the exact revision that would run. The provider block holds connection settings: admission at plan needs no server; the preflight (on by default) then reads, at plan, the cluster or host each new revision would deploy to, and a refresh reads what is in state back from its cluster or host.",
 		Attributes: map[string]schema.Attribute{
+			"preflight": schema.BoolAttribute{Optional: true,
+				MarkdownDescription: "Check, at plan, each Agent that would deploy a new revision against its cluster or host, reading only, so that the plan fails with the code and next step " +
+					"the apply would give (an Agent no node has room for, a namespace's quota, LimitRange or Pod Security level, an object the API server would refuse, a StorageClass or " +
+					"PriorityClass that does not exist, a permission the provider lacks, an SSH host whose key, systemd or port would refuse it) and warns of what may fail (room that agents " +
+					"planned before it would take). Default `true`, or the environment variable `OCC_PREFLIGHT`; it runs only when the connection is known at plan. Set `false` for plans " +
+					"that must not contact targets. See the Preflight and rollouts guide."},
 			"kubernetes": schema.SingleNestedAttribute{
 				Optional: true,
 				MarkdownDescription: "How to reach Kubernetes computes. Each setting left out is read from the environment variable the " +
@@ -281,6 +292,12 @@ func (p *occProvider) Configure(ctx context.Context, req provider.ConfigureReque
 		return
 	}
 	data := &Data{Version: p.version, unknown: map[string][]string{}}
+	on, err := preflightOn(m.Preflight, os.Getenv)
+	if err != nil {
+		resp.Diagnostics.AddAttributeError(path.Root("preflight"), "INVALID_REQUEST: the preflight setting cannot be read", err.Error()+". Set preflight in the provider block, or unset "+preflightEnv+".")
+		return
+	}
+	data.preflightOn = on
 	for kind, block := range map[string]attr.Value{admission.KindKubernetes: m.Kubernetes, admission.KindSSH: m.SSH} {
 		if u := unknownSettings(kind, block); len(u) > 0 {
 			data.unknown[kind] = u

@@ -322,7 +322,8 @@ func TestAccAgent_SSHLifecycle(t *testing.T) {
 
 // TestAccAgent_SSHConnectionRefusals: a host key that does not match and a
 // client key the host does not accept are refused with what was expected,
-// what was found and what to do; nothing is written and nothing is kept.
+// what was found and what to do; nothing is written and nothing is kept:
+// at plan by the preflight, and with it off at apply.
 func TestAccAgent_SSHConnectionRefusals(t *testing.T) {
 	h := sshhost.StartPlainSSHDT(t, sshhost.PlainSSHDOptions{})
 	other, err := sshhost.NewKeyPair("not-the-host")
@@ -361,22 +362,29 @@ resource "occ_agent" "a" {
   harness_auth  = { source = occ_credential_source.s }
 }`, h.User, keyFile, hostIP, port, hostKey, anthropicDoc, sshEnvFile)
 	}
-	resource.Test(t, resource.TestCase{
-		PreCheck:                 func() { testAccPreCheck(t) },
-		ProtoV6ProviderFactories: testAccProtoV6ProviderFactories,
-		Steps: []resource.TestStep{
-			{
-				Config: config(goodKey, other.AuthorizedKey),
-				ExpectError: mustRegexp(`HOST_KEY_MISMATCH: SSH host ` + regexp.QuoteMeta(h.Addr) + ` presented another host key[\s\S]*` +
-					regexp.QuoteMeta(h.HostKeys.Fingerprint()) + `[\s\S]*` + regexp.QuoteMeta(other.Fingerprint()) + `[\s\S]*Nothing was written`),
-			},
-			{
-				Config: config(wrongKey, h.HostKey),
-				ExpectError: mustRegexp(`AUTH_REFUSED: SSH host ` + regexp.QuoteMeta(h.Addr) + ` refused the login[\s\S]*` +
-					regexp.QuoteMeta(wrong.Fingerprint()) + `[\s\S]*authorized_keys[\s\S]*Nothing was written`),
-			},
-		},
-	})
+	// The plan's preflight meets each refusal first; with it off, the
+	// apply does, in the same words.
+	for preflight, nothingWritten := range map[string]string{"true": foundByPreflight, "false": `Nothing\s+was\s+written`} {
+		t.Run("preflight="+preflight, func(t *testing.T) {
+			t.Setenv(preflightEnv, preflight)
+			resource.Test(t, resource.TestCase{
+				PreCheck:                 func() { testAccPreCheck(t) },
+				ProtoV6ProviderFactories: testAccProtoV6ProviderFactories,
+				Steps: []resource.TestStep{
+					{
+						Config: config(goodKey, other.AuthorizedKey),
+						ExpectError: mustRegexp(`HOST_KEY_MISMATCH: SSH host ` + regexp.QuoteMeta(h.Addr) + ` presented another host key[\s\S]*` +
+							regexp.QuoteMeta(h.HostKeys.Fingerprint()) + `[\s\S]*` + regexp.QuoteMeta(other.Fingerprint()) + `[\s\S]*` + nothingWritten),
+					},
+					{
+						Config: config(wrongKey, h.HostKey),
+						ExpectError: mustRegexp(`AUTH_REFUSED: SSH host ` + regexp.QuoteMeta(h.Addr) + ` refused the login[\s\S]*` +
+							regexp.QuoteMeta(wrong.Fingerprint()) + `[\s\S]*authorized_keys[\s\S]*` + nothingWritten),
+					},
+				},
+			})
+		})
+	}
 }
 
 // TestAccAgent_SSHUploadCutKeepsServingRevision: a connection cut while

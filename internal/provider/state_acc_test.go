@@ -126,15 +126,17 @@ func TestAccAgent_StateClaimAcrossRevisions(t *testing.T) {
 			},
 			{
 				// Deleted outside Terraform while the gateway uses it: the
-				// claim waits for the Pod (Terminating), and refresh says so.
+				// claim waits for the Pod (Terminating); refresh finds the
+				// drift and the plan's preflight refuses the new revision
+				// with the apply's STATE_CLAIM_FAILED and its way out.
 				PreConfig: func() {
 					if err := env.cluster.Clientset.CoreV1().PersistentVolumeClaims(env.ns).Delete(context.Background(), render.StateClaimName("support"), metav1.DeleteOptions{}); err != nil {
 						t.Fatal(err)
 					}
 				},
-				Config:             kubeAgentConfig(env, `, state = { size = "20Gi" }`, `{ agents = { defaults = { model = "anthropic/claude-opus-4-1" } } }`, ""),
-				PlanOnly:           true,
-				ExpectNonEmptyPlan: true,
+				Config:      kubeAgentConfig(env, `, state = { size = "20Gi" }`, `{ agents = { defaults = { model = "anthropic/claude-opus-4-1" } } }`, ""),
+				PlanOnly:    true,
+				ExpectError: errCode(`STATE_CLAIM_FAILED`, `support-state`, `being deleted`, `-replace`, foundByPreflight),
 			},
 		},
 		CheckDestroy: claimGone(env),
