@@ -68,6 +68,8 @@ const (
 	CommandFailed        Code = "COMMAND_FAILED"
 
 	TurnFailed Code = "TURN_FAILED"
+
+	RolloutHalted Code = "ROLLOUT_HALTED"
 )
 
 // CodeRuntime is a runtime's held startup code as a failure code.
@@ -111,6 +113,9 @@ var Catalog = []Entry{
 	{TurnFailed, SourceProvider, nil,
 		"A turn sent with the occ_agent_turn action did not answer: the gateway refused it (its chat completions endpoint is off, or it refused the gateway token) or the agent's run failed (the model refused the key, was unreachable, or the turn outlived its timeout); the gateway's own words are quoted, bounded.",
 		"Enable gateway.http.endpoints.chatCompletions in the agent's configuration when the diagnostic says the endpoint is off; otherwise read the agent's status and logs (terraform plan refreshes it), fix the credential or the model endpoint, and send the turn again."},
+	{RolloutHalted, SourceProvider, nil,
+		"With the provider's rollout setting (halt_on_failure), another agent of the same apply failed deploying the same change (a configuration or credential source at a new generation); this agent's deploy did not start, nothing of it was written, and what it served keeps serving. The diagnostic names the agent that failed and its code.",
+		"Read the failed agent's own diagnostic, fix what it says (the key, the configuration), then apply again: the halted agents deploy the fixed change."},
 	{CrashLoop, SourceProvider, k8s,
 		"A container keeps exiting; the diagnostic quotes the last lines of its previous run (at most 20, with every credential the Pod was given, and whatever looks like one, redacted).",
 		"Fix the image or the configuration, then apply again."},

@@ -425,8 +425,11 @@ func (r *agentResource) Create(ctx context.Context, req resource.CreateRequest, 
 	if !ok {
 		return
 	}
-	out, diags := deploy(ctx, r.providerData(), executor.Deployment{Revision: rev, Compute: c, Mode: executor.ModeActivate,
-		N: plan.Revision.ValueInt64(), References: recordReferences(ctx, plan, &resp.Diagnostics)})
+	refs := recordReferences(ctx, plan, &resp.Diagnostics)
+	out, diags := gated(ctx, r.providerData(), rev, revisionChanges(rev, nil), func() (deployOutcome, diagnostics) {
+		return deploy(ctx, r.providerData(), executor.Deployment{Revision: rev, Compute: c, Mode: executor.ModeActivate,
+			N: plan.Revision.ValueInt64(), References: refs})
+	})
 	resp.Diagnostics.Append(diags...)
 	if !out.Wrote {
 		return // nothing reached the target: nothing to keep in state
@@ -492,8 +495,11 @@ func (r *agentResource) Update(ctx context.Context, req resource.UpdateRequest, 
 	// when a refresh found it drifted: the stale guard (AC3) and a
 	// dedicated replacement's stop-earlier step (AC2) then still apply.
 	serving := state.Revision.ValueInt64()
-	out, diags := deploy(ctx, r.providerData(), executor.Deployment{Revision: rev, Compute: c, Mode: executor.ModeActivate,
-		N: plan.Revision.ValueInt64(), Serving: serving, References: recordReferences(ctx, plan, &resp.Diagnostics)})
+	refs := recordReferences(ctx, plan, &resp.Diagnostics)
+	out, diags := gated(ctx, r.providerData(), rev, revisionChanges(rev, servingRevision(ctx, state)), func() (deployOutcome, diagnostics) {
+		return deploy(ctx, r.providerData(), executor.Deployment{Revision: rev, Compute: c, Mode: executor.ModeActivate,
+			N: plan.Revision.ValueInt64(), Serving: serving, References: refs})
+	})
 	resp.Diagnostics.Append(diags...)
 	if diags.HasError() {
 		return // a failed update keeps the previous state: the next plan shows the change again

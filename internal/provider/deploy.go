@@ -4,12 +4,14 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"time"
 
 	"github.com/hashicorp/terraform-plugin-framework/diag"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 	"github.com/hashicorp/terraform-plugin-log/tflog"
 
+	"github.com/occ-platform/terraform-provider-occ/internal/admission"
 	"github.com/occ-platform/terraform-provider-occ/internal/executor"
 )
 
@@ -24,6 +26,8 @@ type deployOutcome struct {
 	// Wrote is true when anything reached the target, so that a failed
 	// create stays in state (tainted) and the next apply converges.
 	Wrote bool
+	// Code is the failure's code; empty when the revision activated.
+	Code executor.Code
 }
 
 // deploy hands a deployment to the executor of its compute kind: the
@@ -36,6 +40,7 @@ func deploy(ctx context.Context, data *Data, d executor.Deployment) (deployOutco
 	fields := executor.Fields(work("agent "+rev.Agent, "deploy"), map[string]any{"revision": d.N, "compute_kind": c.Kind})
 	ex, err := data.executor(ctx, c.Kind)
 	if err != nil {
+		out.Code = failureCode(err)
 		addFailure(&diags, rev.ID(), err)
 		return out, diags
 	}
@@ -44,7 +49,7 @@ func deploy(ctx context.Context, data *Data, d executor.Deployment) (deployOutco
 	res, err := ex.Deploy(ctx, d)
 	addExecutorWarnings(&diags, res.Warnings)
 	if err != nil {
-		out.Wrote = executor.Wrote(err)
+		out.Wrote, out.Code = executor.Wrote(err), failureCode(err)
 		tflog.Info(ctx, "deployment failed", executor.Fields(withOutcome(fields, "failed"), map[string]any{"elapsed_ms": time.Since(start).Milliseconds()}))
 		addFailure(&diags, rev.ID(), err)
 		return out, diags
@@ -75,6 +80,23 @@ func syncNetwork(ctx context.Context, data *Data, d executor.Deployment) (string
 	}
 	tflog.Info(ctx, "network policies and exposure written", withOutcome(fields, "applied"))
 	return res.Endpoint, diags
+}
+
+// failureCode is err's code, as addFailure reports it.
+func failureCode(err error) executor.Code {
+	var f *executor.Failure
+	if errors.As(err, &f) {
+		return f.Code
+	}
+	var one *admission.Error
+	if errors.As(err, &one) {
+		return executor.Code(one.Class)
+	}
+	var es admission.Errors
+	if errors.As(err, &es) && len(es) > 0 {
+		return executor.Code(es[0].Class)
+	}
+	return executor.DeploymentFailed
 }
 
 func withOutcome(f map[string]any, outcome string) map[string]any {

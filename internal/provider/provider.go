@@ -25,6 +25,7 @@ import (
 
 	"github.com/occ-platform/terraform-provider-occ/internal/admission"
 	"github.com/occ-platform/terraform-provider-occ/internal/kube"
+	"github.com/occ-platform/terraform-provider-occ/internal/rollout"
 	"github.com/occ-platform/terraform-provider-occ/internal/sshexec"
 )
 
@@ -57,6 +58,7 @@ type providerModel struct {
 	Kubernetes types.Object `tfsdk:"kubernetes"`
 	SSH        types.Object `tfsdk:"ssh"`
 	Preflight  types.Bool   `tfsdk:"preflight"`
+	Rollout    types.Object `tfsdk:"rollout"`
 }
 
 type providerKubernetesModel struct {
@@ -107,6 +109,9 @@ type Data struct {
 	// preflightOn says whether plans read the targets (preflight.go).
 	preflightOn bool
 	preflights  preflights
+	// rollout is the gate the agents of one apply share (rollout.go);
+	// nil without the provider's rollout setting.
+	rollout *rollout.Gate
 }
 
 // wrapKubeTransport wraps the Kubernetes client's transport. It is nil
@@ -176,6 +181,7 @@ func (p *occProvider) Schema(_ context.Context, _ provider.SchemaRequest, resp *
 					"PriorityClass that does not exist, a permission the provider lacks, an SSH host whose key, systemd or port would refuse it) and warns of what may fail (room that agents " +
 					"planned before it would take). Default `true`, or the environment variable `OCC_PREFLIGHT`; it runs only when the connection is known at plan. Set `false` for plans " +
 					"that must not contact targets. See the Preflight and rollouts guide."},
+			"rollout": rolloutSchema(),
 			"kubernetes": schema.SingleNestedAttribute{
 				Optional: true,
 				MarkdownDescription: "How to reach Kubernetes computes. Each setting left out is read from the environment variable the " +
@@ -298,6 +304,9 @@ func (p *occProvider) Configure(ctx context.Context, req provider.ConfigureReque
 		return
 	}
 	data.preflightOn = on
+	if data.rollout = rolloutGate(ctx, m.Rollout, &resp.Diagnostics); resp.Diagnostics.HasError() {
+		return
+	}
 	for kind, block := range map[string]attr.Value{admission.KindKubernetes: m.Kubernetes, admission.KindSSH: m.SSH} {
 		if u := unknownSettings(kind, block); len(u) > 0 {
 			data.unknown[kind] = u
