@@ -18,6 +18,12 @@
 # processes is sampled every 50 ms instead, which is a lower bound
 # (BENCH_RSS_METHOD=sample forces that).
 #
+# The comparison above plans offline (OCC_PREFLIGHT=false: the no-op
+# provider contacts nothing either). With BENCH_KUBECONFIG naming a cluster
+# (make cluster-up's .dev/cluster/kubeconfig), the occ configuration is
+# also planned for 1 and N agents in an existing namespace of it, with the
+# plan's preflight on and off: what the preflight adds.
+#
 # It prints figures only; it asserts nothing. Run it through `make bench`,
 # which builds the provider first.
 set -euo pipefail
@@ -47,7 +53,7 @@ cleanup() {
 }
 trap cleanup EXIT
 
-export CHECKPOINT_DISABLE=1 TF_IN_AUTOMATION=1 LC_ALL=C
+export CHECKPOINT_DISABLE=1 TF_IN_AUTOMATION=1 LC_ALL=C OCC_PREFLIGHT=false
 unset TF_LOG TF_LOG_PROVIDER TF_LOG_PATH
 
 write_cli_config() { # FILE PLUGIN_DIR
@@ -211,4 +217,19 @@ if [ -n "$rss" ]; then
 	}'
 else
 	echo "provider  peak RSS: not measured (no GNU time, and no provider process was seen)"
+fi
+
+if [ -n "${BENCH_KUBECONFIG:-}" ]; then
+	ns="${BENCH_NAMESPACE:-default}"
+	for count in 1 "$n"; do
+		mkdir -p "${work}/pf-${count}"
+		sed -e "s/count         = ${n}/count         = ${count}/" -e "s/namespace = \"bench\"/namespace = \"${ns}\"/" \
+			-e 's#^terraform {#provider "occ" {\n  kubernetes = { config_path = "'"${BENCH_KUBECONFIG}"'" }\n}\n\nterraform {#' \
+			"${work}/occ/main.tf" >"${work}/pf-${count}/main.tf"
+		OCC_PREFLIGHT=false measure "off/${count}" "${work}/pf-${count}"
+		off="$MEDIAN"
+		OCC_PREFLIGHT=true measure "on/${count}" "${work}/pf-${count}"
+		grep -q 'was not checked against' "${work}/plan.log" && echo "          (the preflight could not read the cluster: see the plan's warning)"
+		awk -v a="$off" -v b="$MEDIAN" -v c="$count" 'BEGIN { printf "preflight %d agent(s) in namespace '"${ns}"': +%.3f s (%.2fx the plan without it)\n", c, b - a, (a > 0 ? b / a : 0) }'
+	done
 fi

@@ -15,7 +15,9 @@
 # key, the gateway starts, apply returns once the revision is activated); a
 # second plan is empty; /readyz through kubectl port-forward to the Agent's
 # Service, then one turn through it (a message in, the model's answer out,
-# through the gateway's chat completions endpoint); a plan the provider refuses, with its rule; a held failure (the
+# through the gateway's chat completions endpoint); a plan the provider refuses, with its rule; a plan the
+# cluster refuses (an agent asking 64 CPUs: the plan's preflight finds no node with room for it, and nothing
+# is written); a held failure (the
 # same Agent with a wrong key, in a namespace of its own: the apply fails
 # with AUTHENTICATION_FAILED and the startup record's fields); how to
 # destroy both and stop the cluster.
@@ -120,7 +122,7 @@ export TF_VAR_openai_api_key="$model_key"
 # The wrong-key configuration's state is kept across runs (it is destroyed
 # before it is applied again); the rest of the work directory is rewritten.
 mkdir -p "$work"
-rm -rf "$work"/*.log "$work/refused"
+rm -rf "$work"/*.log "$work/refused" "$work/too-big"
 
 step "terraform apply examples/quickstart (returns once the real startup probe has passed and the revision is activated)"
 t0=$SECONDS
@@ -208,6 +210,84 @@ set -e
 # The diagnostic: from its Error line to the end of its box.
 sed -n '/^Error: /,/^╵/p' "$work/refused.log" | sed '/^╵/d; s/^│ \{0,1\}//' | sed 's/^/    /'
 grep -q 'MR5' "$work/refused.log" || die "the refusal does not name rule MR5 (see $work/refused.log)"
+
+step "a plan the cluster refuses: an agent asking 64 CPUs beside the quickstart's (the plan's preflight)"
+# Admission allows it; the plan's preflight dry-runs its Pod in namespace
+# occ-quickstart (the API server places it, as it would the Deployment's),
+# finds no node of that placement with room, and refuses with the code the
+# apply would hold. It is only planned: nothing of it is written.
+mkdir -p "$work/too-big"
+cp "$quickstart/openclaw.json5.tftpl" "$work/too-big/"
+cat >"$work/too-big/main.tf" <<'HCL'
+# make demo: an agent that asks more CPU than any node of its namespace has.
+terraform {
+  required_providers {
+    occ = {
+      source = "occ-platform/occ"
+    }
+  }
+}
+
+variable "kube_context" {
+  type    = string
+  default = null
+}
+
+variable "model_base_url" {
+  type    = string
+  default = null
+}
+
+variable "openai_api_key" {
+  type      = string
+  sensitive = true
+  ephemeral = true
+}
+
+provider "occ" {
+  kubernetes = { config_context = var.kube_context }
+}
+
+resource "occ_compute" "too_big" {
+  name = "too-big"
+  kubernetes = {
+    namespace = "occ-quickstart"
+    cpu_limit = "64"
+  }
+}
+
+resource "occ_configuration" "too_big" {
+  name     = "too-big"
+  document = templatefile("${path.module}/openclaw.json5.tftpl", { model_base_url = var.model_base_url })
+}
+
+resource "occ_credential_source" "too_big" {
+  name             = "too-big"
+  compute          = occ_compute.too_big
+  method           = "api_key"
+  value_wo         = var.openai_api_key
+  value_wo_version = 1
+}
+
+resource "occ_agent" "too_big" {
+  name          = "too-big"
+  compute       = occ_compute.too_big
+  configuration = occ_configuration.too_big
+  harness       = "openclaw"
+  harness_auth  = { source = occ_credential_source.too_big }
+}
+HCL
+echo "    (in ${work#"$root"/}/too-big: agent too-big, cpu_limit = \"64\", in namespace occ-quickstart)"
+set +e
+"$terraform" -chdir="$work/too-big" plan -no-color "${vars[@]}" >"$work/too-big.log" 2>&1
+code=$?
+set -e
+[ "$code" -ne 0 ] || { cat "$work/too-big.log" >&2; die "the plan of an agent no node can hold was not refused"; }
+sed -n '/^Error: /,/^╵/p' "$work/too-big.log" | sed '/^╵/d; s/^│ \{0,1\}//' | sed 's/^/    /'
+grep -q 'UNSCHEDULABLE' "$work/too-big.log" || die "the refusal does not hold UNSCHEDULABLE (see $work/too-big.log)"
+left="$(k -n "$ns" get all,configmaps,secrets -l occ-platform.io/agent=too-big -o name 2>/dev/null)"
+[ -z "$left" ] || die "the refused plan wrote to the cluster: $left"
+echo "    nothing was written: namespace $ns holds no object of agent too-big"
 
 step "a held failure: the same Agent with a wrong key, in namespace occ-demo-wrong-key (the quickstart's keeps running)"
 mkdir -p "$work/wrong-key"

@@ -7,9 +7,17 @@ terraform {
   }
 }
 
-# Connection settings only. Admission at plan needs no server; a refresh reads
-# what is in state back from its cluster or host.
+# Connection settings, and how plans and applies meet the targets. Admission
+# at plan needs no server; the preflight (on by default) then reads, at plan,
+# the cluster or host each new revision would deploy to; a refresh reads what
+# is in state back from its cluster or host.
 provider "occ" {
+  # The agents of one apply roll a changed configuration or credential source
+  # out one canary first, five at a time, and stop at the first failure.
+  rollout = {
+    canary       = 1
+    max_parallel = 5
+  }
   kubernetes = {
     config_path    = "~/.kube/config"
     config_context = "prod"
