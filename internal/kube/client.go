@@ -94,6 +94,16 @@ const (
 	Burst = 100
 )
 
+// PreflightQPS and PreflightBurst bound the plan's preflight, which only
+// reads and dry-runs: about 14 requests per agent, so that at QPS a plan
+// of 100 agents waited ~30 s on the client's own limiter, not on the API
+// server. The API server's priority and fairness still decides what it
+// serves.
+const (
+	PreflightQPS   = 250
+	PreflightBurst = 500
+)
+
 // RESTConfig resolves the settings (after FromEnv): the kubeconfig paths
 // set, else KUBECONFIG, else ~/.kube/config, else, in a Pod
 // (KUBERNETES_SERVICE_HOST set), the in-cluster configuration; host, token,

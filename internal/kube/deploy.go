@@ -68,6 +68,8 @@ type Executor struct {
 	// preflight is what the plan's preflights read once and share
 	// (preflight.go); nil: each preflight reads for itself.
 	preflight *preflightCache
+	// preflightClient is Client with PreflightQPS (New); nil: Client.
+	preflightClient kubernetes.Interface
 }
 
 func (e *Executor) now() time.Time {

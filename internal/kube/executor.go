@@ -40,7 +40,14 @@ func New(cfg *rest.Config) (*Executor, error) {
 	if err != nil {
 		return nil, fmt.Errorf("kubernetes metadata client: %w", err)
 	}
-	return &Executor{Client: client, Dynamic: dyn, Metadata: meta, prepared: &preparedSet{done: map[string]bool{}}, cfg: cfg, preflight: newPreflightCache()}, nil
+	fast := rest.CopyConfig(cfg)
+	fast.QPS, fast.Burst = max(fast.QPS, PreflightQPS), max(fast.Burst, PreflightBurst)
+	preflightClient, err := kubernetes.NewForConfig(fast)
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes client: %w", err)
+	}
+	return &Executor{Client: client, Dynamic: dyn, Metadata: meta, prepared: &preparedSet{done: map[string]bool{}}, cfg: cfg, preflight: newPreflightCache(),
+		preflightClient: preflightClient}, nil
 }
 
 // MarkWrites wraps a client's transport so that every request that may
