@@ -477,3 +477,75 @@ func TestPreflight_NameTaken(t *testing.T) {
 		})
 	}
 }
+
+// rule issue 31: a sandbox driver the cluster does not run is refused at
+// plan with the deploy's own refusal (ND5's RESOURCE_CONFLICT), and the
+// preflight writes nothing.
+func TestPreflight_SandboxDriverNotInstalled(t *testing.T) {
+	c, ex, comp, ctx := liveExecutor(t, 3*time.Minute)
+	ns := comp.Kubernetes().Namespace
+	doc, err := occconfig.Parse(`{agents: {defaults: {model: "codex/gpt-5-codex"}}}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	k := comp.Kubernetes()
+	// The bundled driver's name, its gateway where none runs.
+	k.SandboxDriver = &admission.SandboxDriver{Name: "openshell", Facets: []string{"networking", "filesystem", "process"}, RequiredProfile: "p",
+		GatewayNamespace: ns, GatewayService: "occ-no-such-gateway"}
+	comp = admission.Compute{ID: "k", Name: "k", Kind: admission.KindKubernetes, Settings: k}
+	rev, errs := admission.Admit(admission.Input{
+		Agent:         admission.Agent{Name: "sandboxed", Harness: admission.HarnessCodex, ExecutionMode: admission.ModeDedicated},
+		Configuration: admission.Configuration{ID: "c", Name: "c", Generation: 1, Document: doc},
+		Compute:       comp,
+		Source:        admission.CredentialSource{ID: "s", Name: "s", Method: admission.MethodAPIKey, Generation: 1, ComputeID: "k", SecretRef: &admission.SecretRef{Name: "llm", Key: "k"}},
+	})
+	if len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	code := func(err error) executor.Code {
+		var f *executor.Failure
+		var a *admission.Error
+		var as admission.Errors
+		switch {
+		case errors.As(err, &f):
+			return f.Code
+		case errors.As(err, &a):
+			return executor.Code(a.Class)
+		case errors.As(err, &as) && len(as) > 0:
+			return executor.Code(as[0].Class)
+		}
+		return ""
+	}
+	out, err := ex.Preflight(ctx, executor.Deployment{Revision: rev, Compute: comp, N: 1})
+	if err != nil || len(out.Refusals) == 0 || code(out.Refusals[0]) != executor.ResourceConflict || !strings.Contains(out.Refusals[0].Error(), "openshell") {
+		t.Fatalf("preflight: %v, refusals %v; want RESOURCE_CONFLICT naming the driver", err, out.Refusals)
+	}
+	if left := leftOf(t, c, ctx, ns, rev.Agent); len(left) > 0 {
+		t.Fatalf("the preflight wrote %v", left)
+	}
+	_, err = ex.Deploy(ctx, executor.Deployment{Revision: rev, Compute: comp, N: 1})
+	if code(err) != executor.ResourceConflict {
+		t.Fatalf("deploy: %v; want RESOURCE_CONFLICT, as the preflight said", err)
+	}
+	t.Logf("preflight: %v\napply:     %v", out.Refusals[0], err)
+}
+
+// rule issue 31: a pull Secret the compute names that does not exist is a
+// warning at plan (the kubelet pulls without it; a private image then
+// fails the apply with IMAGE_PULL_FAILED), not a refusal.
+func TestPreflight_PullSecretMissing(t *testing.T) {
+	_, ex, comp, ctx := liveExecutor(t, 2*time.Minute)
+	k := comp.Kubernetes()
+	k.ImagePullSecrets = []string{"occ-no-such-pull-secret"}
+	rev, comp := admitOn(t, "pulls", k)
+	out, err := ex.Preflight(ctx, executor.Deployment{Revision: rev, Compute: comp, N: 1})
+	if err != nil || len(out.Refusals) > 0 {
+		t.Fatalf("preflight: %v, refusals %v; want none", err, out.Refusals)
+	}
+	for _, w := range out.Warnings {
+		if strings.Contains(w.Summary, `"occ-no-such-pull-secret" does not exist`) && strings.Contains(w.Detail, "IMAGE_PULL_FAILED") {
+			return
+		}
+	}
+	t.Fatalf("no warning names the missing pull Secret: %+v", out.Warnings)
+}

@@ -135,6 +135,12 @@ func fleetView(ctx context.Context, env kubeEnv, names []string) (map[string]str
 	return out, nil
 }
 
+const (
+	canaryFailed = `AUTHENTICATION_FAILED: agent "fleet-\d" revision 2 did not activate`
+	halted       = `ROLLOUT_HALTED: agent "fleet-\d" was not deployed: agent "fleet-\d" failed the same change.*?` +
+		`failed\s+with\s+AUTHENTICATION_FAILED\s+deploying\s+credential\s+source\s+anthropic\s+generation\s+2.*?Nothing\s+of\s+agent`
+)
+
 // rule issue 31: ten agents on one credential source, behind
 // rollout = { canary = 1 }: rotating the source to a wrong key loses one
 // agent's gateway (the canary's, AUTHENTICATION_FAILED); the other nine
@@ -164,8 +170,9 @@ func TestAccRollout_WrongKeyStopsAtTheCanary(t *testing.T) {
 			},
 			{
 				Config: fleetConfig(env, names, "llm-wrong"),
-				ExpectError: regexp.MustCompile(`(?s)(AUTHENTICATION_FAILED: agent "fleet-\d" revision 2 did not activate.*ROLLOUT_HALTED: agent "fleet-\d" was not deployed` +
-					`|ROLLOUT_HALTED: agent "fleet-\d" was not deployed.*AUTHENTICATION_FAILED: agent "fleet-\d" revision 2 did not activate)`),
+				// The canary's own failure, and the others' refusals naming it,
+				// its code and the change, in either order.
+				ExpectError: regexp.MustCompile(`(?s)(` + canaryFailed + `.*` + halted + `|` + halted + `.*` + canaryFailed + `)`),
 			},
 			{
 				PreConfig: func() {

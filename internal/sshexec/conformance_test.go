@@ -176,9 +176,9 @@ func preflightSays(t *testing.T, exec *Executor, ctx context.Context, d executor
 
 // Issue 31: the plan's preflight meets a host as the deploy would: a host
 // that presents another key than the compute pins is HOST_KEY_MISMATCH,
-// a config_dir another user can write is the deploy's refusal too; a
-// host that does not answer is not a refusal (the plan says it was not
-// checked).
+// a config_dir another user can write and a systemd older than 240 are
+// the deploy's refusals too; a host that does not answer is not a refusal
+// (the plan says it was not checked).
 func TestPreflight_SSHHost(t *testing.T) {
 	h := sshhost.StartSystemdHostT(t, sshhost.SystemdHostOptions{})
 	pool := NewPool(Credentials{PrivateKey: string(h.ClientKey)}, Options{})
@@ -203,6 +203,23 @@ func TestPreflight_SSHHost(t *testing.T) {
 	if !strings.HasPrefix(fmt.Sprint(err), string(code)+":") || !strings.Contains(fmt.Sprint(err), "is not root's alone") {
 		t.Fatalf("the preflight said %s, the deploy %v", code, err)
 	}
+
+	// A systemd older than the activation's systemd-run flags: the host's
+	// systemctl, shadowed by one that reports version 239 (first on the
+	// root session's PATH), is refused by the preflight and the deploy
+	// alike, before anything is written.
+	hostRun(t, h, "install -m 0755 /dev/stdin /usr/local/sbin/systemctl",
+		"#!/bin/sh\n[ \"$1\" = --version ] && { echo 'systemd 239 (239)'; exit 0; }\nexec /usr/bin/systemctl \"$@\"\n")
+	old := sshRevision(t, "aged", compute, "/bin/true", freeLoopbackPort(t))
+	d = executor.Deployment{Revision: old, Compute: compute, N: 1}
+	code = preflightSays(t, exec, ctx, d, "", "systemd 239 is too old")
+	if _, err := exec.Deploy(ctx, d); !strings.HasPrefix(fmt.Sprint(err), string(code)+":") || !strings.Contains(fmt.Sprint(err), "systemd 239 is too old") {
+		t.Fatalf("the preflight said %s, the deploy %v", code, err)
+	}
+	if got := hostRun(t, h, "ls -d /etc/openclaw/aged /etc/systemd/system/occ-agent-aged.service 2>/dev/null || true", ""); strings.TrimSpace(got) != "" {
+		t.Fatalf("the refused deploy wrote %q", got)
+	}
+	hostRun(t, h, "rm /usr/local/sbin/systemctl", "")
 
 	plain := sshRevision(t, "plain", compute, "/bin/true", freeLoopbackPort(t))
 	if out, err := exec.Preflight(ctx, executor.Deployment{Revision: plain, Compute: compute, N: 1}); err != nil || len(out.Refusals) > 0 {
