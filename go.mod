@@ -12,6 +12,7 @@ require (
 	github.com/hashicorp/terraform-plugin-go v0.31.0
 	github.com/hashicorp/terraform-plugin-log v0.11.0
 	github.com/hashicorp/terraform-plugin-testing v1.16.0
+	github.com/skeema/knownhosts v1.3.3
 	github.com/titanous/json5 v1.0.0
 	golang.org/x/crypto v0.59.0
 	golang.org/x/net v0.62.0

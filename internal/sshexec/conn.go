@@ -16,6 +16,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	skeemaknownhosts "github.com/skeema/knownhosts"
 	"golang.org/x/crypto/ssh"
 	"golang.org/x/crypto/ssh/agent"
 	"golang.org/x/crypto/ssh/knownhosts"
@@ -326,10 +327,11 @@ func hostKeyCheck(t Target, mismatch *Error) (ssh.HostKeyCallback, []string, err
 	case strings.TrimSpace(t.HostKey) != "":
 		return pinnedKeys(t.HostKey, mismatch)
 	case t.KnownHostsFile != "":
-		kh, err := knownhosts.New(t.KnownHostsFile)
+		db, err := skeemaknownhosts.NewDB(t.KnownHostsFile)
 		if err != nil {
 			return nil, nil, fmt.Errorf("known_hosts file: %v", err)
 		}
+		kh := db.HostKeyCallback()
 		cb := func(host string, remote net.Addr, got ssh.PublicKey) error {
 			err := kh(host, remote, got)
 			var ke *knownhosts.KeyError
@@ -342,7 +344,12 @@ func hostKeyCheck(t Target, mismatch *Error) (ssh.HostKeyCallback, []string, err
 			}
 			return err
 		}
-		return cb, nil, nil
+		// Ask the host for the key types the file holds for it (its
+		// @cert-authority's certificates included): a host recorded only
+		// by its ssh-ed25519 line must not be asked for its ECDSA key
+		// first and then called a mismatch. Nil (the host is not in the
+		// file): the client's defaults, and the callback says so.
+		return cb, db.HostKeyAlgorithms(t.Addr()), nil
 	}
 	return nil, nil, errors.New("no host key to verify the host with: set the compute's ssh.host_key")
 }

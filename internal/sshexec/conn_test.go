@@ -3,6 +3,10 @@ package sshexec
 import (
 	"bytes"
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"encoding/pem"
 	"errors"
 	"fmt"
 	"net"
@@ -16,6 +20,9 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"golang.org/x/crypto/ssh"
+	"golang.org/x/crypto/ssh/knownhosts"
 
 	"github.com/occ-platform/terraform-provider-occ/internal/executor"
 	"github.com/occ-platform/terraform-provider-occ/internal/render"
@@ -376,5 +383,54 @@ func TestReadinessThroughTheTunnel(t *testing.T) {
 	w2 := &watch{e: &Executor{PollInterval: 50 * time.Millisecond}, conn: c2, h: &render.SystemdHost{Port: port}}
 	if err := w2.readyz(ctxT(t, 20*time.Second)); err == nil || !forwardingRefused(err) || time.Since(start) > 5*time.Second {
 		t.Fatalf("forwarding refused: %v after %v", err, time.Since(start))
+	}
+}
+
+// Issue 30: a host with more than one key type (OpenSSH's sshd with an
+// ed25519 and an ECDSA host key) verified through known_hosts_file is
+// asked for a key type the file records for it: an ed25519 line alone, an
+// ECDSA line alone, and a hashed entry each connect; before, the client
+// asked for ECDSA first and called the ed25519-only host a mismatch.
+func TestKnownHostsFileAsksForTheRecordedKeyType(t *testing.T) {
+	dir := t.TempDir()
+	priv, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	block, err := ssh.MarshalPrivateKey(priv, "occ-testenv-ecdsa-host")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ecdsaPath := filepath.Join(dir, "ssh_host_ecdsa_key")
+	if err := os.WriteFile(ecdsaPath, pem.EncodeToMemory(block), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ecdsaPub, err := ssh.NewPublicKey(&priv.PublicKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, tg, pool := plainSSHD(t, "HostKey "+ecdsaPath)
+	host, port, _ := net.SplitHostPort(s.Addr)
+	entry := "[" + host + "]:" + port
+	for name, line := range map[string]string{
+		"ed25519 only": entry + " " + s.HostKey,
+		"ecdsa only":   entry + " " + strings.TrimSpace(string(ssh.MarshalAuthorizedKey(ecdsaPub))),
+		"hashed":       knownhosts.HashHostname(entry) + " " + s.HostKey,
+	} {
+		t.Run(name, func(t *testing.T) {
+			file := filepath.Join(dir, strings.ReplaceAll(name, " ", "-"))
+			if err := os.WriteFile(file, []byte(line+"\n"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			tg := tg
+			tg.HostKey, tg.KnownHostsFile = "", file
+			c, err := pool.Get(ctxT(t, 20*time.Second), tg)
+			if err != nil {
+				t.Fatalf("known_hosts %q: %v", line, err)
+			}
+			if out, err := c.RunOK(ctxT(t, 10*time.Second), "echo", "echo ok", nil); err != nil || out.Stdout != "ok\n" {
+				t.Fatalf("%v %q", err, out.Stdout)
+			}
+		})
 	}
 }
