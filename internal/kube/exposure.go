@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/util/retry"
 
 	"github.com/occ-platform/terraform-provider-occ/internal/admission"
 	"github.com/occ-platform/terraform-provider-occ/internal/executor"
@@ -24,27 +25,41 @@ import (
 // x.NoWait. It returns the Service as it now is.
 func (e *Executor) expose(ctx context.Context, svc *corev1.Service, agent string, x admission.Exposure) (*corev1.Service, error) {
 	svcs := e.Client.CoreV1().Services(svc.Namespace)
-	for attempt := 0; ; attempt++ {
+	// An Update that meets a newer Service (someone wrote it meanwhile) is
+	// made again on the Service as it is now, while it is still the
+	// agent's: client-go's RetryOnConflict (retry.DefaultRetry, five tries).
+	var foreign error
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		upd := svc.DeepCopy()
 		exposed := render.ExposeService(upd, x)
 		if !e.recordReferences(upd) && !exposed {
-			break
+			return nil
 		}
 		e.log.Print("updating the agent's Service (exposure, recorded references)", map[string]any{"work.operation": "expose", "service_type": string(upd.Spec.Type)})
 		got, err := svcs.Update(ctx, upd, metav1.UpdateOptions{FieldManager: render.FieldManager})
 		if err == nil {
 			svc = got
-			break
+			return nil
 		}
-		if !apierrors.IsConflict(err) || attempt == 4 {
-			return nil, exposureFailure(agent, svc, x, fmt.Errorf("update Service %s: %w", svc.Name, err))
+		if !apierrors.IsConflict(err) {
+			return fmt.Errorf("update Service %s: %w", svc.Name, err)
 		}
-		if svc, err = svcs.Get(ctx, svc.Name, metav1.GetOptions{}); err != nil {
-			return nil, exposureFailure(agent, svc, x, fmt.Errorf("read Service %s: %w", svc.Name, err))
+		cur, gerr := svcs.Get(ctx, svc.Name, metav1.GetOptions{})
+		if gerr != nil {
+			return fmt.Errorf("read Service %s: %w", svc.Name, gerr)
 		}
-		if !ownedBy(svc, agent) {
-			return nil, foreignService(svc, agent)
+		if !ownedBy(cur, agent) {
+			foreign = foreignService(cur, agent)
+			return foreign
 		}
+		svc = cur
+		return fmt.Errorf("update Service %s: %w", svc.Name, err) // a conflict: tried again
+	})
+	switch {
+	case foreign != nil:
+		return nil, foreign
+	case err != nil:
+		return nil, exposureFailure(agent, svc, x, err)
 	}
 	if !x.LoadBalancer() || x.NoWait || render.LoadBalancerAddress(svc) != "" {
 		return svc, nil

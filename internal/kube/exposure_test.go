@@ -163,3 +163,50 @@ func TestExposure_ExecutorLifecycle(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// A Service written by someone else between the read and the exposure's
+// update (a conflict, injected by writing it under the executor's feet):
+// the update is made again on the Service as it now is while it is still
+// the agent's, keeping the other writer's change; once it is no longer
+// the agent's (its labels taken away), the exposure refuses it with
+// RESOURCE_CONFLICT and writes nothing.
+func TestExposure_ConflictTriedAgainWhileTheAgents(t *testing.T) {
+	c, ex, comp, ctx := liveExecutor(t, time.Minute)
+	ns := comp.Kubernetes().Namespace
+	svcs := c.Clientset.CoreV1().Services(ns)
+	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "conflicted", Labels: map[string]string{render.LabelAgent: "conflicted", render.LabelManagedBy: render.ManagedBy}},
+		Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Name: "gateway", Port: 18789}}, Selector: map[string]string{render.LabelAgent: "conflicted"}}}
+	stale, err := svcs.Create(ctx, svc, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	edit := func(f func(*corev1.Service)) {
+		cur, err := svcs.Get(ctx, "conflicted", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		f(cur)
+		if _, err := svcs.Update(ctx, cur, metav1.UpdateOptions{FieldManager: "someone-else"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	edit(func(s *corev1.Service) { s.Labels["team"] = "web" })
+	x := admission.Exposure{Annotations: map[string]string{"example.com/exposed": "yes"}}
+	got, err := ex.op(nil).expose(ctx, stale, "conflicted", x)
+	if err != nil {
+		t.Fatalf("expose over a conflict: %v", err)
+	}
+	if got.Annotations["example.com/exposed"] != "yes" || got.Labels["team"] != "web" {
+		t.Fatalf("after the conflict the Service has annotations %v and labels %v; want both writers' changes", got.Annotations, got.Labels)
+	}
+	edit(func(s *corev1.Service) { delete(s.Labels, render.LabelManagedBy) })
+	before, _ := svcs.Get(ctx, "conflicted", metav1.GetOptions{})
+	_, err = ex.op(nil).expose(ctx, got, "conflicted", admission.Exposure{Annotations: map[string]string{"example.com/exposed": "again"}})
+	var f *executor.Failure
+	if !errors.As(err, &f) || f.Code != executor.ResourceConflict {
+		t.Fatalf("expose of a Service no longer the agent's: %v; want RESOURCE_CONFLICT", err)
+	}
+	if after, _ := svcs.Get(ctx, "conflicted", metav1.GetOptions{}); after.ResourceVersion != before.ResourceVersion {
+		t.Fatalf("the refused exposure wrote the Service (resourceVersion %s, then %s)", before.ResourceVersion, after.ResourceVersion)
+	}
+}
