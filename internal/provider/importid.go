@@ -9,7 +9,7 @@ import (
 // parseImportID reads "NAME" or "NAME@GENERATION".
 func parseImportID(id string) (string, int64, error) {
 	name, genText, hasGen := strings.Cut(id, "@")
-	if len(name) > 63 || !dnsLabelRe.MatchString(name) {
+	if !isDNSLabel(name) {
 		return "", 0, fmt.Errorf("import ID %q must be NAME or NAME@GENERATION, where NAME is the object's name (a DNS label)", id)
 	}
 	if !hasGen {

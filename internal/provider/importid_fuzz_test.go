@@ -22,7 +22,7 @@ func FuzzParseImportID(f *testing.F) {
 			}
 			return
 		}
-		if len(name) == 0 || len(name) > 63 || !dnsLabelRe.MatchString(name) || gen < 0 {
+		if len(name) == 0 || !isDNSLabel(name) || gen < 0 {
 			t.Fatalf("parseImportID(%q) = %q, %d", id, name, gen)
 		}
 		again := name

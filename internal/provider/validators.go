@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"maps"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -27,23 +26,22 @@ import (
 
 // Named, reusable validators for the provider's attributes.
 
-var (
-	dnsLabelRe = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
-	dns1035Re  = regexp.MustCompile(`^[a-z]([-a-z0-9]*[a-z0-9])?$`)
-)
+// isDNSLabel reports whether s is an RFC 1123 label, as Kubernetes
+// itself validates one (apimachinery's validation, length included).
+func isDNSLabel(s string) bool { return len(validation.IsDNS1123Label(s)) == 0 }
 
-// label accepts a name Kubernetes can use: at most 63 characters matching re.
+// label accepts a name Kubernetes can use, by apimachinery's own check.
 type label struct {
-	re      *regexp.Regexp
-	desc    string // what the value must be
-	summary string // the diagnostic summary
-	why     string // why the rule holds, appended to the detail
+	valid   func(string) []string // apimachinery's validation: nil when valid
+	desc    string                // what the value must be
+	summary string                // the diagnostic summary
+	why     string                // why the rule holds, appended to the detail
 }
 
 // dnsLabel accepts an RFC 1123 label: what Kubernetes names namespaces,
 // Secrets and labels with.
 func dnsLabel() label {
-	return label{re: dnsLabelRe, summary: "INVALID_REQUEST: not a DNS label",
+	return label{valid: validation.IsDNS1123Label, summary: "INVALID_REQUEST: not a DNS label",
 		desc: "must be a DNS label: at most 63 lowercase letters, digits and '-', starting and ending with a letter or digit"}
 }
 
@@ -51,7 +49,7 @@ func dnsLabel() label {
 // On a Kubernetes compute it is also at most render.MaxAgentNameLength
 // characters, so that every name derived from it fits.
 func agentName() agentNameValidator {
-	return agentNameValidator{label{re: dns1035Re, summary: "INVALID_REQUEST: not a valid agent name", why: " (it names the agent's Service)",
+	return agentNameValidator{label{valid: validation.IsDNS1035Label, summary: "INVALID_REQUEST: not a valid agent name", why: " (it names the agent's Service)",
 		desc: "must be a DNS-1035 label: at most 63 lowercase letters, digits and '-', starting with a letter and ending with a letter or digit"}}
 }
 
@@ -73,7 +71,7 @@ func (v agentNameValidator) ValidateString(ctx context.Context, req validator.St
 		return
 	}
 	s := req.ConfigValue.ValueString()
-	if len(s) > 63 || !v.re.MatchString(s) {
+	if len(v.valid(s)) > 0 {
 		v.label.ValidateString(ctx, req, resp)
 		return
 	}
@@ -121,7 +119,7 @@ func (v label) ValidateString(ctx context.Context, req validator.StringRequest, 
 		return
 	}
 	s := req.ConfigValue.ValueString()
-	if len(s) > 63 || !v.re.MatchString(s) {
+	if len(v.valid(s)) > 0 {
 		addAttrError(&resp.Diagnostics, req.Path, v.summary, fmt.Sprintf("%q %s%s, such as %q.", s, v.desc, v.why, "support-bot"))
 	}
 }
