@@ -19,6 +19,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	"k8s.io/client-go/util/homedir"
 )
 
 // Settings are the provider's kubernetes connection settings, as the
@@ -126,7 +127,10 @@ func RESTConfig(s Settings) (*rest.Config, error) {
 		}
 	}
 	if len(paths) == 0 && s.Host == "" {
-		if home, err := os.UserHomeDir(); err == nil {
+		// The home kubectl reads its config from (client-go's homedir:
+		// on Windows the first of HOME, HOMEDRIVE+HOMEPATH and
+		// USERPROFILE that holds a .kube\config).
+		if home := homedir.HomeDir(); home != "" {
 			if p := filepath.Join(home, ".kube", "config"); fileExists(p) {
 				paths = []string{p}
 			}
@@ -276,11 +280,14 @@ func fileExists(p string) bool {
 	return err == nil && !st.IsDir()
 }
 
+// expandHome expands a leading "~" to the home kubectl uses
+// (homedir.HomeDir), as the hashicorp/kubernetes provider's config_path
+// does.
 func expandHome(p string) (string, error) {
 	if p == "~" || strings.HasPrefix(p, "~/") {
-		home, err := os.UserHomeDir()
-		if err != nil {
-			return "", err
+		home := homedir.HomeDir()
+		if home == "" {
+			return "", errors.New("no home directory to expand ~ in: set HOME, or give the path in full")
 		}
 		return filepath.Join(home, strings.TrimPrefix(p, "~")), nil
 	}

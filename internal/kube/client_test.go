@@ -152,3 +152,19 @@ func TestRESTConfig_InCluster(t *testing.T) {
 		t.Errorf("host set: %v, %v", cfg, err)
 	}
 }
+
+// config_path "~/…" is the home kubectl reads (client-go's homedir); a
+// machine without one says so.
+func TestExpandHome(t *testing.T) {
+	home := t.TempDir()
+	t.Setenv("HOME", home)
+	for in, want := range map[string]string{"~": home, "~/.kube/config": home + "/.kube/config", "/etc/kube": "/etc/kube", "~other/x": "~other/x"} {
+		if got, err := expandHome(in); err != nil || got != want {
+			t.Errorf("expandHome(%q) = %q, %v; want %q", in, got, err, want)
+		}
+	}
+	t.Setenv("HOME", "")
+	if _, err := expandHome("~/x"); err == nil || !strings.Contains(err.Error(), "HOME") {
+		t.Errorf("expandHome without a home: %v", err)
+	}
+}
