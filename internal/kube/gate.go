@@ -41,7 +41,7 @@ func (e *Executor) gate(ctx context.Context, r *rollout, components map[string]b
 	pods := e.Client.CoreV1().Pods(ns)
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	st := &gateState{agent: agent, n: n, components: components, followed: map[string]bool{}, failures: make(chan *Failure, 8), phase: "scheduling"}
+	st := &gateState{agent: agent, n: n, components: components, followed: map[string]bool{}, failures: make(chan *Failure, 8), phase: "scheduling", log: e.log}
 	// The driver reports each Sandbox ready, and the Credential Gateway each
 	// attachment, on the Sandbox's status; a failed attachment fails the
 	// gate at once (AU3).
@@ -150,6 +150,9 @@ type gateState struct {
 	// claimWait is the scheduler's last word on a Pod that waits for its
 	// state claim ("" when none waits).
 	claimWait string
+	// log receives each startup phase as it is read, at level info, so
+	// that a long apply shows where the runtime is (nil: none).
+	log executor.Log
 }
 
 // unseen lists the components of workloads that have no Pod yet.
@@ -228,6 +231,10 @@ func (s *gateState) ready() bool {
 }
 
 func (s *gateState) record(r runtimerecord.Record) {
+	if r.Event == runtimerecord.EventStartupPhase && r.Phase != "" {
+		s.log.Print("startup phase "+string(r.Phase)+" "+string(r.Outcome), map[string]any{"level": "info", "work.operation": "gate", "revision": s.n,
+			"component": r.Container, "phase": string(r.Phase), "outcome": string(r.Outcome), "duration_ms": r.DurationMS, "elapsed_ms": r.ElapsedMS})
+	}
 	s.mu.Lock()
 	s.last = &r
 	if r.Event == runtimerecord.EventStartupPhase && r.Phase != "" {

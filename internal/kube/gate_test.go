@@ -123,3 +123,28 @@ func TestPR9_GateKeepsThePhasesItRead(t *testing.T) {
 		}
 	}
 }
+
+// Each startup phase record is handed to the operation's log as it is
+// read, at level info (TF_LOG=INFO shows where a long apply is); other
+// records are not.
+func TestGate_StartupPhasesLoggedAsRead(t *testing.T) {
+	type line struct {
+		msg    string
+		fields map[string]any
+	}
+	var got []line
+	st := &gateState{agent: "bench", n: 3, components: map[string]bool{"gateway": true}, followed: map[string]bool{}, failures: make(chan *Failure, 8),
+		log: func(msg string, f map[string]any) { got = append(got, line{msg, f}) }}
+	st.record(runtimerecord.Record{Event: runtimerecord.EventStartupPhase, Container: "gateway", Phase: runtimerecord.PhaseWorkspaceSetup, Outcome: runtimerecord.OutcomeOK, DurationMS: 12, ElapsedMS: 12})
+	st.record(runtimerecord.Record{Event: runtimerecord.EventOpenClawProbe, Container: "gateway"})
+	st.record(runtimerecord.Record{Event: runtimerecord.EventStartupPhase, Container: "gateway", Phase: runtimerecord.PhaseModelProbe, Outcome: runtimerecord.OutcomeOK, DurationMS: 40, ElapsedMS: 52})
+	if len(got) != 2 {
+		t.Fatalf("logged %d lines, want the two phases: %+v", len(got), got)
+	}
+	for i, p := range []runtimerecord.Phase{runtimerecord.PhaseWorkspaceSetup, runtimerecord.PhaseModelProbe} {
+		f := got[i].fields
+		if f["level"] != "info" || f["phase"] != string(p) || f["component"] != "gateway" || f["revision"] != int64(3) || !strings.Contains(got[i].msg, string(p)) {
+			t.Errorf("line %d: %q %v; want phase %s at info", i, got[i].msg, f, p)
+		}
+	}
+}

@@ -301,16 +301,22 @@ func (d *Data) knownHostsFile() string {
 }
 
 // logTo sends an operation's phase messages to tflog with its fields; a
-// message with level "warn" is a warning.
+// message with level "warn" is a warning, one with level "info" (a
+// runtime's startup phase as it is read) is logged at INFO, so that
+// TF_LOG=INFO shows where a long apply is; the rest at DEBUG.
 func logTo(ctx context.Context, fields map[string]any) executor.Log {
 	return func(msg string, f map[string]any) {
 		all := executor.Fields(fields, f)
-		if all["level"] == "warn" {
-			delete(all, "level")
+		level := all["level"]
+		delete(all, "level")
+		switch level {
+		case "warn":
 			tflog.Warn(ctx, msg, all)
-			return
+		case "info":
+			tflog.Info(ctx, msg, all)
+		default:
+			tflog.Debug(ctx, msg, all)
 		}
-		tflog.Debug(ctx, msg, all)
 	}
 }
 
