@@ -241,6 +241,7 @@ func (p *occProvider) Schema(_ context.Context, _ provider.SchemaRequest, resp *
 					"known_hosts_file": schema.StringAttribute{Optional: true,
 						MarkdownDescription: "A known_hosts file that verifies a host reached by an agent's id rather than by a compute in state: `terraform import` of an agent, " +
 							"the refreshes of an imported agent until its configuration sets `compute`, the `occ_agent` data source looked up by `id`, and the `occ_agent` list resource (`terraform query`). " +
+							"Plain and hashed host entries of any key type OpenSSH writes are read, and the host is asked for a key type the file records for it. " +
 							"Default `~/.ssh/known_hosts`."},
 				},
 			},
