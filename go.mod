@@ -1,6 +1,6 @@
 module github.com/occ-platform/terraform-provider-occ
 
-go 1.26.0
+go 1.26.1
 
 require (
 	github.com/Microsoft/go-winio v0.6.2

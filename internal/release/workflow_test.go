@@ -147,3 +147,25 @@ func TestReleaseWorkflow_PublishesImagesAndProviderTogether(t *testing.T) {
 		t.Error(".goreleaser.yml does not make a draft release; the publish job would not be the last step")
 	}
 }
+
+// The module and the release tool's module name one Go version: the
+// workflows' setup-go reads go.mod, and goreleaser is built with the same
+// Go the provider is.
+func TestGoVersions_OneForTheModuleAndTheReleaseTool(t *testing.T) {
+	goLine := func(path string) string {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, l := range strings.Split(string(b), "\n") {
+			if strings.HasPrefix(l, "go ") {
+				return strings.TrimSpace(strings.TrimPrefix(l, "go "))
+			}
+		}
+		t.Fatalf("%s has no go line", path)
+		return ""
+	}
+	if m, tool := goLine("../../go.mod"), goLine("../../tools/goreleaser/go.mod"); m != tool {
+		t.Errorf("go.mod says go %s, tools/goreleaser/go.mod go %s; want one version", m, tool)
+	}
+}
