@@ -4,6 +4,7 @@ import (
 	"maps"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -167,5 +168,76 @@ func TestGoVersions_OneForTheModuleAndTheReleaseTool(t *testing.T) {
 	}
 	if m, tool := goLine("../../go.mod"), goLine("../../tools/goreleaser/go.mod"); m != tool {
 		t.Errorf("go.mod says go %s, tools/goreleaser/go.mod go %s; want one version", m, tool)
+	}
+}
+
+// Every action a workflow uses is pinned by commit, with its version in a
+// comment (what Dependabot keeps in step): a moved tag cannot change what
+// a release runs.
+func TestWorkflows_ActionsPinnedByCommit(t *testing.T) {
+	files, err := filepath.Glob("../../.github/workflows/*.yml")
+	if err != nil || len(files) < 2 {
+		t.Fatalf("workflows %v: %v; want release.yml and test.yml", files, err)
+	}
+	pinned := regexp.MustCompile(`^\s*(- )?uses: [\w.-]+/[\w./-]+@[0-9a-f]{40} # v\d+(\.\d+)*$`)
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, line := range strings.Split(string(b), "\n") {
+			if strings.Contains(line, "uses:") && !pinned.MatchString(line) {
+				t.Errorf("%s:%d: %q is not pinned by commit with its version in a comment", filepath.Base(f), i+1, strings.TrimSpace(line))
+			}
+		}
+	}
+}
+
+// A pull request runs the tests that need no backend and the release
+// snapshot; Dependabot proposes updates of both modules and the actions.
+func TestWorkflows_PullRequestsAndUpdates(t *testing.T) {
+	b, err := os.ReadFile("../../.github/workflows/test.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var w workflow
+	if err := yaml.Unmarshal(b, &w); err != nil {
+		t.Fatal(err)
+	}
+	var runs []string
+	for _, j := range w.Jobs {
+		for _, s := range j.Steps {
+			runs = append(runs, s.Run)
+		}
+	}
+	for _, want := range []string{"make unit", "make release-check"} {
+		if !slices.Contains(runs, want) {
+			t.Errorf("test.yml does not run %q (runs %q)", want, runs)
+		}
+	}
+	if !strings.Contains(string(b), "pull_request:") {
+		t.Error("test.yml does not run on pull requests")
+	}
+	d, err := os.ReadFile("../../.github/dependabot.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var dep struct {
+		Updates []struct {
+			Ecosystem string `json:"package-ecosystem"`
+			Directory string `json:"directory"`
+		} `json:"updates"`
+	}
+	if err := yaml.Unmarshal(d, &dep); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, u := range dep.Updates {
+		got = append(got, u.Ecosystem+" "+u.Directory)
+	}
+	for _, want := range []string{"gomod /", "gomod /tools/goreleaser", "github-actions /"} {
+		if !slices.Contains(got, want) {
+			t.Errorf("dependabot.yml updates %v; want %s", got, want)
+		}
 	}
 }
