@@ -96,18 +96,18 @@ func TestRules_EveryCitedRuleIsListedAndEveryEntryCited(t *testing.T) {
 	}
 }
 
-// The README's table of where the rules are enforced names only rules the
+// CONTRIBUTING.md's table of where the rules are enforced names only rules the
 // core has: every id it cites, ranges ("AD1 to AD5", "PR1/PR4") expanded,
 // is in Rules.
-func TestRules_READMETableNamesOnlyKnownRules(t *testing.T) {
-	b, err := os.ReadFile("../../README.md")
+func TestRules_ContributingTableNamesOnlyKnownRules(t *testing.T) {
+	b, err := os.ReadFile("../../CONTRIBUTING.md")
 	if err != nil {
 		t.Fatal(err)
 	}
 	text := string(b)
 	start := strings.Index(text, "## Where the rules are enforced")
 	if start < 0 {
-		t.Fatal("README.md has no section \"Where the rules are enforced\"")
+		t.Fatal("CONTRIBUTING.md has no section \"Where the rules are enforced\"")
 	}
 	section := text[start+3:]
 	if end := strings.Index(section, "\n## "); end >= 0 {
@@ -122,7 +122,7 @@ func TestRules_READMETableNamesOnlyKnownRules(t *testing.T) {
 	cited := map[string]bool{}
 	for _, m := range rangeRe.FindAllStringSubmatch(section, -1) {
 		if m[1] != m[3] {
-			t.Errorf("README range %q spans two families", m[0])
+			t.Errorf("CONTRIBUTING.md range %q spans two families", m[0])
 			continue
 		}
 		from, _ := strconv.Atoi(m[2])
@@ -135,11 +135,11 @@ func TestRules_READMETableNamesOnlyKnownRules(t *testing.T) {
 		cited[id] = true
 	}
 	if len(cited) < 20 {
-		t.Fatalf("the README's rule table cites only %d rules; the parser no longer reads it", len(cited))
+		t.Fatalf("CONTRIBUTING.md's rule table cites only %d rules; the parser no longer reads it", len(cited))
 	}
 	for id := range cited {
 		if !known[id] {
-			t.Errorf("README.md's rule table cites %s, which is not in admission.Rules", id)
+			t.Errorf("CONTRIBUTING.md's rule table cites %s, which is not in admission.Rules", id)
 		}
 	}
 }
