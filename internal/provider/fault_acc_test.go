@@ -189,8 +189,13 @@ func TestAccFault_SecondConfigurationSameAgentName(t *testing.T) {
 // (one block each: the testing framework's state reader takes no
 // for_each).
 func manyAgentsConfig(env kubeEnv, names []string) string {
+	return env.provider + env.compute("") + supportSources(anthropicDoc) + agentBlocks(names)
+}
+
+// agentBlocks is one occ_agent per name on occ_compute.k,
+// occ_configuration.c and occ_credential_source.s.
+func agentBlocks(names []string) string {
 	var b strings.Builder
-	b.WriteString(env.provider + env.compute("") + supportSources(anthropicDoc))
 	for _, n := range names {
 		fmt.Fprintf(&b, `
 resource "occ_agent" %q {

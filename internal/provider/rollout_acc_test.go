@@ -40,18 +40,7 @@ resource "occ_credential_source" "s" {
   secret_ref = { name = %q, key = "api-key" }
 }
 `, fixedDoc, secret)
-	for _, n := range names {
-		fmt.Fprintf(&b, `
-resource "occ_agent" %q {
-  name          = %q
-  compute       = occ_compute.k
-  configuration = occ_configuration.c
-  harness_auth  = { source = occ_credential_source.s }
-  timeouts      = { create = "120s", update = "120s", delete = "90s" }
-}
-`, n, n)
-	}
-	return b.String()
+	return b.String() + agentBlocks(names)
 }
 
 // keyRuntime stands in, on kwok, for what the real runtime does with the
