@@ -335,11 +335,16 @@ func hostKeyCheck(t Target, mismatch *Error) (ssh.HostKeyCallback, []string, err
 		cb := func(host string, remote net.Addr, got ssh.PublicKey) error {
 			err := kh(host, remote, got)
 			var ke *knownhosts.KeyError
+			var re *knownhosts.RevokedError
+			if errors.As(err, &re) {
+				*mismatch = Error{Code: executor.HostKeyMismatch, Got: ssh.FingerprintSHA256(got), KeySetting: "the known_hosts file " + t.KnownHostsFile, Revoked: true}
+				return mismatch
+			}
 			if errors.As(err, &ke) {
 				if len(ke.Want) == 0 {
 					return fmt.Errorf("the host is not in %s; add its key (ssh-keyscan, checked against the host) or import after the compute is in state", t.KnownHostsFile)
 				}
-				*mismatch = Error{Code: executor.HostKeyMismatch, Want: ssh.FingerprintSHA256(ke.Want[0].Key), Got: ssh.FingerprintSHA256(got)}
+				*mismatch = Error{Code: executor.HostKeyMismatch, Want: ssh.FingerprintSHA256(ke.Want[0].Key), Got: ssh.FingerprintSHA256(got), KeySetting: "the known_hosts file " + t.KnownHostsFile}
 				return mismatch
 			}
 			return err
@@ -349,9 +354,27 @@ func hostKeyCheck(t Target, mismatch *Error) (ssh.HostKeyCallback, []string, err
 		// by its ssh-ed25519 line must not be asked for its ECDSA key
 		// first and then called a mismatch. Nil (the host is not in the
 		// file): the client's defaults, and the callback says so.
-		return cb, db.HostKeyAlgorithms(t.Addr()), nil
+		return cb, recordedAlgorithms(db, t.Addr()), nil
 	}
 	return nil, nil, errors.New("no host key to verify the host with: set the compute's ssh.host_key")
+}
+
+// recordedAlgorithms are the host key algorithms to ask addr for: those
+// of the keys the file records for it, and, when a @cert-authority line
+// matches it, every certificate algorithm: a CA of one key type signs
+// host keys of any type, and the library derives the certificate
+// algorithm from the CA's own type only.
+func recordedAlgorithms(db *skeemaknownhosts.HostKeyDB, addr string) []string {
+	algos := db.HostKeyAlgorithms(addr)
+	if !slices.ContainsFunc(db.HostKeys(addr), func(k skeemaknownhosts.PublicKey) bool { return k.Cert }) {
+		return algos
+	}
+	for _, a := range ssh.SupportedAlgorithms().HostKeys {
+		if strings.HasSuffix(a, "-cert-v01@openssh.com") && !slices.Contains(algos, a) {
+			algos = append(algos, a)
+		}
+	}
+	return algos
 }
 
 // ParseHostKey reads one host_key line: an authorized_keys line
@@ -541,7 +564,10 @@ func (h *hop) handshake(dctx context.Context, raw net.Conn, auth []ssh.AuthMetho
 		switch {
 		case h.mismatch.Code == executor.HostKeyMismatch:
 			m := h.mismatch
-			m.Addr, m.User, m.Op, m.KeySetting = t.Addr(), t.User, h.op, h.keySetting
+			m.Addr, m.User, m.Op = t.Addr(), t.User, h.op
+			if m.KeySetting == "" {
+				m.KeySetting = h.keySetting
+			}
 			return nil, m
 		case strings.Contains(err.Error(), "unable to authenticate"):
 			return nil, fail(executor.AuthRefused, fmt.Errorf("the host accepted none of the offered keys (%s)", strings.Join(offered, ", ")))
@@ -826,6 +852,20 @@ sync -- "$dir"
 func (c *Conn) Upload(ctx context.Context, dest string, data []byte, mode, group string) error {
 	_, err := c.RunOK(ctx, "write "+dest, uploadScript, bytes.NewReader(data), dest, sha256Hex(data), mode, group)
 	return err
+}
+
+// Hold keeps the connection from being closed as idle until release is
+// called (a forwarded connection in use runs no command); release may be
+// called more than once.
+func (c *Conn) Hold() (release func()) {
+	c.active.Add(1)
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			c.touch()
+			c.active.Add(-1)
+		})
+	}
 }
 
 // DialContext opens a TCP connection from the host to addr (a port on the

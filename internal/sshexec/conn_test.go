@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/ecdsa"
+	"crypto/ed25519"
 	"crypto/elliptic"
 	"crypto/rand"
 	"encoding/pem"
@@ -384,6 +385,93 @@ func TestReadinessThroughTheTunnel(t *testing.T) {
 	if err := w2.readyz(ctxT(t, 20*time.Second)); err == nil || !forwardingRefused(err) || time.Since(start) > 5*time.Second {
 		t.Fatalf("forwarding refused: %v after %v", err, time.Since(start))
 	}
+}
+
+// Issue 30: known_hosts_file markers, against OpenSSH's sshd. A host whose
+// ECDSA key is signed by a CA the file trusts with @cert-authority is
+// asked for its certificate and connects; a key the file marks @revoked
+// is refused as HOST_KEY_MISMATCH saying so, even beside a line that
+// records the same key unmarked; a CA line for another CA accepts nothing.
+func TestKnownHostsFileMarkers(t *testing.T) {
+	dir := t.TempDir()
+	hostPriv, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	block, err := ssh.MarshalPrivateKey(hostPriv, "occ-testenv-ecdsa-host")
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyPath := filepath.Join(dir, "ssh_host_ecdsa_key")
+	if err := os.WriteFile(keyPath, pem.EncodeToMemory(block), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	hostPub, err := ssh.NewPublicKey(&hostPriv.PublicKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	newCA := func() (ssh.Signer, string) {
+		_, caPriv, err := ed25519.GenerateKey(rand.Reader)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ca, err := ssh.NewSignerFromKey(caPriv)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ca, strings.TrimSpace(string(ssh.MarshalAuthorizedKey(ca.PublicKey())))
+	}
+	ca, caLine := newCA()
+	_, otherCALine := newCA()
+	cert := &ssh.Certificate{Key: hostPub, Serial: 1, CertType: ssh.HostCert, KeyId: "occ-testenv-host",
+		ValidPrincipals: []string{"127.0.0.1"}, ValidAfter: uint64(time.Now().Add(-time.Hour).Unix()), ValidBefore: uint64(time.Now().Add(time.Hour).Unix())}
+	if err := cert.SignCert(rand.Reader, ca); err != nil {
+		t.Fatal(err)
+	}
+	certPath := keyPath + "-cert.pub"
+	if err := os.WriteFile(certPath, ssh.MarshalAuthorizedKey(cert), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s, tg, pool := plainSSHD(t, "HostKey "+keyPath+"\nHostCertificate "+certPath)
+	host, port, _ := net.SplitHostPort(s.Addr)
+	entry := "[" + host + "]:" + port
+	hostLine := strings.TrimSpace(string(ssh.MarshalAuthorizedKey(hostPub)))
+	connect := func(t *testing.T, lines ...string) error {
+		file := filepath.Join(t.TempDir(), "known_hosts")
+		if err := os.WriteFile(file, []byte(strings.Join(lines, "\n")+"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		tg := tg
+		tg.HostKey, tg.KnownHostsFile = "", file
+		c, err := pool.Get(ctxT(t, 20*time.Second), tg)
+		if err == nil {
+			c.Close()
+		}
+		return err
+	}
+	t.Run("cert-authority", func(t *testing.T) {
+		if err := connect(t, "@cert-authority "+entry+" "+caLine); err != nil {
+			t.Fatalf("a host certificate signed by the CA the file trusts: %v", err)
+		}
+	})
+	t.Run("cert-authority of a wildcard", func(t *testing.T) {
+		if err := connect(t, "@cert-authority * "+caLine); err != nil {
+			t.Fatalf("a host certificate signed by the CA the file trusts for every host: %v", err)
+		}
+	})
+	t.Run("another cert-authority", func(t *testing.T) {
+		if err := connect(t, "@cert-authority "+entry+" "+otherCALine); err == nil {
+			t.Fatal("a host certificate signed by another CA than the file's was accepted")
+		}
+	})
+	t.Run("revoked", func(t *testing.T) {
+		err := connect(t, "@revoked "+entry+" "+hostLine, entry+" "+hostLine)
+		var e *Error
+		if !errors.As(err, &e) || e.Code != executor.HostKeyMismatch || !strings.Contains(err.Error(), "marks @revoked") {
+			t.Fatalf("a host key marked @revoked: %v; want %s saying it is revoked", err, executor.HostKeyMismatch)
+		}
+		t.Logf("refused: %v", err)
+	})
 }
 
 // Issue 30: a host with more than one key type (OpenSSH's sshd with an

@@ -43,7 +43,10 @@ type Error struct {
 	// host_key).
 	Want, Got  string
 	KeySetting string
-	Err        error
+	// Revoked says that the host presented a key the known_hosts file
+	// KeySetting marks @revoked.
+	Revoked bool
+	Err     error
 }
 
 func (e *Error) Error() string {
@@ -58,7 +61,15 @@ func (e *Error) Error() string {
 		if setting == "" {
 			setting = "the compute's host_key"
 		}
-		fmt.Fprintf(&b, ": the host presented key %s, but %s is %s", e.Got, setting, e.Want)
+		if e.Revoked {
+			fmt.Fprintf(&b, ": the host presented key %s, which %s marks @revoked", e.Got, setting)
+			break
+		}
+		verb := "is"
+		if strings.HasPrefix(setting, "the known_hosts file ") {
+			verb = "records"
+		}
+		fmt.Fprintf(&b, ": the host presented key %s, but %s %s %s", e.Got, setting, verb, e.Want)
 	case executor.CommandFailed:
 		if e.Err != nil {
 			fmt.Fprintf(&b, ": %v", e.Err)
