@@ -53,7 +53,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net"
 	"net/http"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -94,6 +97,16 @@ type Executor interface {
 	// nothing. A turn that does not answer is a *Failure (TURN_FAILED, or
 	// UNAVAILABLE / NOT_FOUND when the gateway cannot be reached).
 	Turn(ctx context.Context, t Turn) (turn.Answer, error)
+	// GatewayToken reads the token the agent's activated gateway takes
+	// from what the target runs ("" for a gateway that takes none); it
+	// writes nothing. No activated revision is NOT_FOUND.
+	GatewayToken(ctx context.Context, a Agent) (string, error)
+	// OpenGateway opens a loopback address on the provider's machine that
+	// reaches the agent's activated gateway (a port-forward, an SSH local
+	// forward) and keeps it open until Close or until ctx ends; it writes
+	// nothing. No activated revision is NOT_FOUND; a gateway that cannot
+	// be reached is UNAVAILABLE.
+	OpenGateway(ctx context.Context, a Agent) (*Gateway, error)
 	// ParseImportID recognises an import id of this kind; ok is false for
 	// ids of other kinds, err set for an id of this kind that is malformed.
 	ParseImportID(id string) (name string, ok bool, err error)
@@ -299,6 +312,118 @@ type Turn struct {
 	Agent   Agent
 	Message string
 	Log     Log
+}
+
+// Gateway is an open way from the provider's machine into an agent's
+// activated gateway (Executor.OpenGateway).
+type Gateway struct {
+	// Addr is the loopback host:port that reaches the gateway while the
+	// Gateway is open.
+	Addr string
+	// Token is the gateway token ("" for a gateway that takes none).
+	Token string
+	// Where names the gateway in messages: its Pod, its host and port.
+	Where string
+	close func()
+	once  sync.Once
+}
+
+// NewGateway is an open Gateway at addr; stop ends what keeps it open.
+func NewGateway(addr, token, where string, stop func()) *Gateway {
+	return &Gateway{Addr: addr, Token: token, Where: where, close: stop}
+}
+
+// URL is the gateway's base URL (http://127.0.0.1:PORT).
+func (g *Gateway) URL() string { return "http://" + g.Addr }
+
+// Close ends the way in; it may be called more than once.
+func (g *Gateway) Close() {
+	if g != nil && g.close != nil {
+		g.once.Do(g.close)
+	}
+}
+
+// Forward serves ln, a loopback listener, until ctx ends: each connection
+// accepted is joined to a new one dial opens to addr (the SSH local
+// forward of an agent's gateway). It returns the stop that closes the
+// listener and every joined connection and waits for them.
+func Forward(ctx context.Context, ln net.Listener, dial func(ctx context.Context, network, addr string) (net.Conn, error), addr string) (stop func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	open, closed := map[net.Conn]struct{}{}, false
+	// track adds the joined pair, false once the forward is closing;
+	// untrack removes it.
+	track := func(cs ...net.Conn) bool {
+		mu.Lock()
+		defer mu.Unlock()
+		if closed {
+			return false
+		}
+		for _, c := range cs {
+			open[c] = struct{}{}
+		}
+		return true
+	}
+	untrack := func(cs ...net.Conn) {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range cs {
+			delete(open, c)
+		}
+	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		<-ctx.Done()
+		ln.Close()
+		mu.Lock()
+		closed = true
+		for c := range open {
+			c.Close()
+		}
+		mu.Unlock()
+	}()
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			in, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				defer in.Close()
+				out, err := dial(ctx, "tcp", addr)
+				if err != nil {
+					return
+				}
+				defer out.Close()
+				if !track(in, out) {
+					return
+				}
+				defer untrack(in, out)
+				done := make(chan struct{}, 2)
+				pipe := func(dst, src net.Conn) {
+					_, _ = io.Copy(dst, src)
+					if cw, ok := dst.(interface{ CloseWrite() error }); ok {
+						_ = cw.CloseWrite()
+					}
+					done <- struct{}{}
+				}
+				go pipe(out, in)
+				go pipe(in, out)
+				<-done
+				<-done
+			}()
+		}
+	}()
+	return func() {
+		cancel()
+		wg.Wait()
+	}
 }
 
 // SendTurn sends r with c and words a turn that did not answer as a

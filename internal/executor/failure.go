@@ -20,6 +20,10 @@ const (
 	OpImport  Op = "import"
 	OpList    Op = "list"
 	OpTurn    Op = "turn"
+	// OpGateway is opening a way into an agent's gateway, or reading its
+	// token (the occ_agent_tunnel and occ_gateway_token ephemeral
+	// resources).
+	OpGateway Op = "gateway"
 	// OpPreflight is a plan's read-only look at the target (Preflight):
 	// its failures are those a deploy would meet.
 	OpPreflight Op = "preflight"
@@ -93,6 +97,8 @@ func (f *Failure) SummaryText() string {
 		return fmt.Sprintf("agent %q revision %d would not activate", f.Agent, f.Revision)
 	case f.Op == OpTurn && f.Agent != "":
 		return fmt.Sprintf("agent %q did not answer the turn", f.Agent)
+	case f.Op == OpGateway && f.Agent != "":
+		return fmt.Sprintf("agent %q: its gateway cannot be reached", f.Agent)
 	case f.Agent != "":
 		return fmt.Sprintf("agent %q: %s failed", f.Agent, f.Op)
 	}

@@ -40,47 +40,99 @@ var TurnRules = []rbacv1.PolicyRule{
 // selects, and the gateway's chat completions endpoint with the agent's
 // gateway token. Nothing is written to the cluster.
 func (e *Executor) Turn(ctx context.Context, t executor.Turn) (turn.Answer, error) {
-	a := t.Agent
+	gw, err := e.openGateway(ctx, t.Agent, executor.OpTurn, "send the turn")
+	if err != nil {
+		return turn.Answer{}, err
+	}
+	defer gw.Close()
+	t.Log.Print("turn: port-forward ready", map[string]any{"agent": t.Agent.Name, "where": gw.Where})
+	return executor.SendTurn(ctx, &http.Client{}, t.Agent.Name, gw.Where,
+		turn.Request{BaseURL: gw.URL(), Token: gw.Token, Message: t.Message})
+}
+
+// OpenGateway is a port-forward from a loopback port of the provider's
+// machine to a ready gateway Pod the agent's Service selects, open until
+// Close or until ctx ends, with the agent's gateway token.
+func (e *Executor) OpenGateway(ctx context.Context, a executor.Agent) (*executor.Gateway, error) {
+	return e.openGateway(ctx, a, executor.OpGateway, "open the gateway")
+}
+
+// GatewayToken reads the agent's gateway token from its Secret, once its
+// Service (written at activation) is the provider's.
+func (e *Executor) GatewayToken(ctx context.Context, a executor.Agent) (string, error) {
+	svc, fail, err := e.agentService(ctx, a, executor.OpGateway, "read its gateway token")
+	if err != nil {
+		return "", err
+	}
+	return e.gatewayToken(ctx, svc.Namespace, a.Name, fail)
+}
+
+type failFunc func(code executor.Code, reason, next string, err error) error
+
+// agentService is the agent's Service, the provider's, and how to word a
+// failure of op.
+func (e *Executor) agentService(ctx context.Context, a executor.Agent, op executor.Op, what string) (*corev1.Service, failFunc, error) {
 	if a.Compute == nil {
-		return turn.Answer{}, &executor.Failure{Code: executor.NotFound, Op: executor.OpTurn, Agent: a.Name, Reason: "the agent's compute is not known", Next: "apply the agent first"}
+		return nil, nil, &executor.Failure{Code: executor.NotFound, Op: op, Agent: a.Name, Reason: "the agent's compute is not known", Next: "apply the agent first"}
 	}
 	ns := a.Compute.Kubernetes().Namespace
 	fail := func(code executor.Code, reason, next string, err error) error {
-		return &executor.Failure{Code: code, Op: executor.OpTurn, Agent: a.Name, Where: "namespace " + ns, Reason: reason, Next: next, Err: err}
-	}
-	if e.cfg == nil {
-		return turn.Answer{}, fail(executor.Unavailable, "the executor has no connection to port-forward through", "", nil)
+		return &executor.Failure{Code: code, Op: op, Agent: a.Name, Where: "namespace " + ns, Reason: reason, Next: next, Err: err}
 	}
 	svc, err := e.Client.CoreV1().Services(ns).Get(ctx, render.ServiceName(a.Name), metav1.GetOptions{})
 	switch {
 	case apierrors.IsNotFound(err):
-		return turn.Answer{}, fail(executor.NotFound, fmt.Sprintf("agent %s has no Service in namespace %s: no revision is activated", a.Name, ns), "apply the agent, then send the turn", err)
+		return nil, nil, fail(executor.NotFound, fmt.Sprintf("agent %s has no Service in namespace %s: no revision is activated", a.Name, ns), "apply the agent, then "+what, err)
 	case err != nil:
-		return turn.Answer{}, fail(executor.Unavailable, "reading the agent's Service: "+err.Error(), "", err)
+		return nil, nil, fail(executor.Unavailable, "reading the agent's Service: "+err.Error(), "", err)
 	case !ownedBy(svc, a.Name):
-		return turn.Answer{}, fail(executor.ResourceConflict, fmt.Sprintf("Service %s/%s is not the provider's", ns, svc.Name), "", nil)
+		return nil, nil, fail(executor.ResourceConflict, fmt.Sprintf("Service %s/%s is not the provider's", ns, svc.Name), "", nil)
+	}
+	return svc, fail, nil
+}
+
+// gatewayToken is the token in the agent's gateway token Secret.
+func (e *Executor) gatewayToken(ctx context.Context, ns, agent string, fail failFunc) (string, error) {
+	name := render.GatewayTokenSecret(agent)
+	sec, err := e.Client.CoreV1().Secrets(ns).Get(ctx, name, metav1.GetOptions{})
+	switch {
+	case err != nil:
+		return "", fail(executor.Unavailable, "reading the agent's gateway token Secret "+name+": "+err.Error(), "", err)
+	case !ownedBy(sec, agent):
+		return "", fail(executor.ResourceConflict, fmt.Sprintf("Secret %s/%s is not the provider's", ns, name), "", nil)
+	case len(sec.Data[render.GatewayTokenKey]) == 0:
+		return "", fail(executor.Unavailable, fmt.Sprintf("Secret %s/%s holds no %s", ns, name, render.GatewayTokenKey), "apply the agent again: the deploy writes its gateway token", nil)
+	}
+	return string(sec.Data[render.GatewayTokenKey]), nil
+}
+
+// openGateway is OpenGateway as op (a turn, or the gateway's own).
+func (e *Executor) openGateway(ctx context.Context, a executor.Agent, op executor.Op, what string) (*executor.Gateway, error) {
+	svc, fail, err := e.agentService(ctx, a, op, what)
+	if err != nil {
+		return nil, err
+	}
+	ns := svc.Namespace
+	if e.cfg == nil {
+		return nil, fail(executor.Unavailable, "the executor has no connection to port-forward through", "", nil)
 	}
 	pod, err := e.servingPod(ctx, svc)
 	if err != nil {
-		return turn.Answer{}, fail(executor.Unavailable, err.Error(), "check the agent's status with terraform plan (a refresh reads it), and its gateway Pod's events", err)
+		return nil, fail(executor.Unavailable, err.Error(), "check the agent's status with terraform plan (a refresh reads it), and its gateway Pod's events", err)
 	}
-	sec, err := e.Client.CoreV1().Secrets(ns).Get(ctx, render.GatewayTokenSecret(a.Name), metav1.GetOptions{})
+	token, err := e.gatewayToken(ctx, ns, a.Name, fail)
 	if err != nil {
-		return turn.Answer{}, fail(executor.Unavailable, "reading the agent's gateway token Secret "+render.GatewayTokenSecret(a.Name)+": "+err.Error(), "", err)
+		return nil, err
 	}
-	token := string(sec.Data[render.GatewayTokenKey])
 	local, stop, err := e.forward(ctx, ns, pod, render.GatewayPort)
 	if err != nil {
 		if errors.Is(err, errForbidden) {
-			return turn.Answer{}, fail(executor.ResourceConflict, fmt.Sprintf("the provider's identity may not port-forward to Pod %s: %v", pod, err),
-				fmt.Sprintf("grant the provider's identity get and create on pods/portforward in namespace %s (the turn's Role rule in the Kubernetes permissions guide), then send the turn again", ns), err)
+			return nil, fail(executor.ResourceConflict, fmt.Sprintf("the provider's identity may not port-forward to Pod %s: %v", pod, err),
+				fmt.Sprintf("grant the provider's identity get and create on pods/portforward in namespace %s (the turn's Role rule in the Kubernetes permissions guide), then %s again", ns, what), err)
 		}
-		return turn.Answer{}, fail(executor.Unavailable, fmt.Sprintf("port-forward to Pod %s: %v", pod, err), "", err)
+		return nil, fail(executor.Unavailable, fmt.Sprintf("port-forward to Pod %s: %v", pod, err), "", err)
 	}
-	defer stop()
-	t.Log.Print("turn: port-forward ready", map[string]any{"agent": a.Name, "namespace": ns, "pod": pod})
-	return executor.SendTurn(ctx, &http.Client{}, a.Name, "Pod "+pod,
-		turn.Request{BaseURL: "http://127.0.0.1:" + strconv.Itoa(int(local)), Token: token, Message: t.Message})
+	return executor.NewGateway("127.0.0.1:"+strconv.Itoa(int(local)), token, "Pod "+pod, stop), nil
 }
 
 // servingPod is a ready gateway Pod the Service selects.

@@ -58,11 +58,12 @@ func TestConformance(t *testing.T) {
 	where := net.JoinHostPort("127.0.0.1", strconv.Itoa(h.Port))
 
 	conformance.Run(t, conformance.Kind{
-		Name:     "ssh",
-		Executor: exec,
-		NewPlace: func(t *testing.T) *conformance.Place { return sshPlace(t, h, exec, compute, where) },
-		HeldCode: executor.CodeRuntime(runtimerecord.CodeModelProbeTimeout),
-		FailCode: executor.UnitFailed,
+		GatewayAnswers: true,
+		Name:           "ssh",
+		Executor:       exec,
+		NewPlace:       func(t *testing.T) *conformance.Place { return sshPlace(t, h, exec, compute, where) },
+		HeldCode:       executor.CodeRuntime(runtimerecord.CodeModelProbeTimeout),
+		FailCode:       executor.UnitFailed,
 		// PR8: the activation switched the host to revision 2 and
 		// restarted the unit, which keeps failing; no earlier revision is
 		// restored, so nothing activated runs: the unit is not running, or

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"path"
 	"strings"
@@ -81,6 +82,47 @@ func parseTurnTarget(out string) (turnTarget, error) {
 	return tt, nil
 }
 
+// gatewayTarget reads where the agent's activated gateway listens on the
+// host and the token it takes, for op: the connection, the host, what
+// turnScript printed and the agent's directory. what is what the user
+// does after the fix ("send the turn").
+func (e *Executor) gatewayTarget(ctx context.Context, a executor.Agent, op executor.Op, what string) (*Conn, Target, turnTarget, string, error) {
+	if a.Compute == nil {
+		return nil, Target{}, turnTarget{}, "", &executor.Failure{Code: executor.NotFound, Op: op, Agent: a.Name, Reason: "the agent's compute is not known", Next: "apply the agent first"}
+	}
+	tg, agentDir, err := e.location(a)
+	if err != nil {
+		return nil, tg, turnTarget{}, "", err
+	}
+	conn, err := e.Pool.Get(ctx, tg)
+	if err != nil {
+		return nil, tg, turnTarget{}, "", executor.Normalize(err, exit(op, a.Name, 0, tg.Addr(), nil))
+	}
+	res, err := conn.RunOK(ctx, "read the activated revision of "+render.UnitName(a.Name), turnScript, nil, render.UnitPath(a.Name), agentDir)
+	var se *Error
+	switch {
+	case errors.As(err, &se) && se.Code == executor.CommandFailed && se.ExitCode == 3:
+		return nil, tg, turnTarget{}, "", &executor.Failure{Code: executor.NotFound, Op: op, Agent: a.Name, Where: tg.Addr(),
+			Reason: fmt.Sprintf("agent %s has no activated revision on %s", a.Name, tg.Addr()), Next: "apply the agent, then " + what}
+	case err != nil:
+		return nil, tg, turnTarget{}, "", executor.Normalize(err, exit(op, a.Name, 0, tg.Addr(), nil))
+	}
+	tt, err := parseTurnTarget(res.Stdout)
+	code := executor.TurnFailed
+	if op != executor.OpTurn {
+		code = executor.Unavailable
+	}
+	if err != nil {
+		return nil, tg, turnTarget{}, "", &executor.Failure{Code: code, Op: op, Agent: a.Name, Where: tg.Addr(), Reason: err.Error(), Next: "apply the agent again: its revision's file on the host is not the one the provider wrote"}
+	}
+	if tt.Auth == "token" && tt.Token == "" {
+		return nil, tg, turnTarget{}, "", &executor.Failure{Code: code, Op: op, Agent: a.Name, Where: fmt.Sprintf("the gateway on %s, loopback port %d", tg.Addr(), tt.Port),
+			Reason: fmt.Sprintf("the gateway authenticates with a token (gateway.auth.mode = \"token\") and the agent's token file %s has no OPENCLAW_GATEWAY_TOKEN line", path.Join(agentDir, render.GatewayTokenFile)),
+			Next:   "apply the agent again: the deploy makes the token file when it is missing or malformed and restarts the gateway with it; then " + what + " again"}
+	}
+	return conn, tg, tt, agentDir, nil
+}
+
 // Turn sends one message to the agent's gateway on the host's loopback,
 // through the SSH connection (as readiness is read), to its chat
 // completions endpoint. Where the gateway listens and how it
@@ -90,36 +132,11 @@ func parseTurnTarget(out string) (turnTarget, error) {
 // Nothing is written.
 func (e *Executor) Turn(ctx context.Context, t executor.Turn) (turn.Answer, error) {
 	a := t.Agent
-	if a.Compute == nil {
-		return turn.Answer{}, &executor.Failure{Code: executor.NotFound, Op: executor.OpTurn, Agent: a.Name, Reason: "the agent's compute is not known", Next: "apply the agent first"}
-	}
-	tg, agentDir, err := e.location(a)
+	conn, tg, tt, agentDir, err := e.gatewayTarget(ctx, a, executor.OpTurn, "send the turn")
 	if err != nil {
 		return turn.Answer{}, err
 	}
-	conn, err := e.Pool.Get(ctx, tg)
-	if err != nil {
-		return turn.Answer{}, executor.Normalize(err, exit(executor.OpTurn, a.Name, 0, tg.Addr(), nil))
-	}
-	res, err := conn.RunOK(ctx, "read the activated revision of "+render.UnitName(a.Name), turnScript, nil, render.UnitPath(a.Name), agentDir)
-	var se *Error
-	switch {
-	case errors.As(err, &se) && se.Code == executor.CommandFailed && se.ExitCode == 3:
-		return turn.Answer{}, &executor.Failure{Code: executor.NotFound, Op: executor.OpTurn, Agent: a.Name, Where: tg.Addr(),
-			Reason: fmt.Sprintf("agent %s has no activated revision on %s", a.Name, tg.Addr()), Next: "apply the agent, then send the turn"}
-	case err != nil:
-		return turn.Answer{}, executor.Normalize(err, exit(executor.OpTurn, a.Name, 0, tg.Addr(), nil))
-	}
-	tt, err := parseTurnTarget(res.Stdout)
-	if err != nil {
-		return turn.Answer{}, &executor.Failure{Code: executor.TurnFailed, Op: executor.OpTurn, Agent: a.Name, Where: tg.Addr(), Reason: err.Error(), Next: "apply the agent again: its revision's file on the host is not the one the provider wrote"}
-	}
 	where := fmt.Sprintf("the gateway on %s, loopback port %d", tg.Addr(), tt.Port)
-	if tt.Auth == "token" && tt.Token == "" {
-		return turn.Answer{}, &executor.Failure{Code: executor.TurnFailed, Op: executor.OpTurn, Agent: a.Name, Where: where,
-			Reason: fmt.Sprintf("the gateway authenticates with a token (gateway.auth.mode = \"token\") and the agent's token file %s has no OPENCLAW_GATEWAY_TOKEN line", path.Join(agentDir, render.GatewayTokenFile)),
-			Next:   "apply the agent again: the deploy makes the token file when it is missing or malformed and restarts the gateway with it; then send the turn again"}
-	}
 	c := &http.Client{Transport: &http.Transport{DialContext: conn.DialContext, DisableKeepAlives: true}}
 	t.Log.Print("turn: sending through the SSH connection", map[string]any{"agent": a.Name, "host": tg.Addr(), "port": tt.Port})
 	ans, err := executor.SendTurn(ctx, c, a.Name, where, turn.Request{BaseURL: fmt.Sprintf("http://127.0.0.1:%d", tt.Port), Token: tt.Token, Message: t.Message})
@@ -134,4 +151,81 @@ func (e *Executor) Turn(ctx context.Context, t executor.Turn) (turn.Answer, erro
 		f.Next = fmt.Sprintf("the gateway token is in the agent's token file %s on the host: a gateway started before the file changed still has the old one; apply again (a restart), then send the turn again", path.Join(agentDir, render.GatewayTokenFile))
 	}
 	return turn.Answer{}, f
+}
+
+// GatewayToken reads the agent's own gateway token from its root-only
+// file on the host (render.GatewayTokenFile), or the one its activated
+// revision's document names; "" for a gateway with auth mode none.
+func (e *Executor) GatewayToken(ctx context.Context, a executor.Agent) (string, error) {
+	_, _, tt, _, err := e.gatewayTarget(ctx, a, executor.OpGateway, "read its gateway token")
+	if err != nil {
+		return "", err
+	}
+	return tt.Token, nil
+}
+
+// OpenGateway listens on a loopback port of the provider's machine and
+// joins each connection to the gateway's loopback port on the host
+// through the SSH connection (ssh -L), until Close or until ctx ends. A
+// connection dropped in between is dialled again for the next client;
+// a connection carrying a forward is not closed as idle.
+func (e *Executor) OpenGateway(ctx context.Context, a executor.Agent) (*executor.Gateway, error) {
+	conn, tg, tt, _, err := e.gatewayTarget(ctx, a, executor.OpGateway, "open the gateway")
+	if err != nil {
+		return nil, err
+	}
+	addr := fmt.Sprintf("127.0.0.1:%d", tt.Port)
+	where := fmt.Sprintf("the gateway on %s, loopback port %d", tg.Addr(), tt.Port)
+	fail := func(code executor.Code, reason, next string, err error) error {
+		return &executor.Failure{Code: code, Op: executor.OpGateway, Agent: a.Name, Where: where, Reason: reason, Next: next, Err: err}
+	}
+	// One connection now, so that a host that refuses to forward, or a
+	// gateway that does not listen, fails the open and not the first use.
+	probe, err := conn.DialContext(ctx, "tcp", addr)
+	switch {
+	case err != nil && forwardingRefused(err):
+		return nil, fail(executor.ReadinessUnreachable, "the host's sshd refuses to forward to the gateway's loopback port", "allow TCP forwarding for the provider's user (AllowTcpForwarding local)", err)
+	case err != nil:
+		return nil, fail(executor.Unavailable, "the gateway does not accept connections: "+err.Error(), "check the agent's status with terraform plan (a refresh reads it) and its unit's journal", err)
+	}
+	probe.Close()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, fail(executor.Unavailable, "listening on the provider's loopback: "+err.Error(), "", err)
+	}
+	dial := func(ctx context.Context, network, addr string) (net.Conn, error) {
+		c, err := e.Pool.Get(ctx, tg)
+		if err != nil {
+			return nil, err
+		}
+		release := c.Hold()
+		nc, err := c.DialContext(ctx, network, addr)
+		if err != nil {
+			release()
+			return nil, err
+		}
+		return &heldConn{Conn: nc, release: release}, nil
+	}
+	stop := executor.Forward(ctx, ln, dial, addr)
+	return executor.NewGateway(ln.Addr().String(), tt.Token, where, stop), nil
+}
+
+// heldConn is a forwarded connection that holds its SSH connection open
+// (Conn.Hold) until it is closed.
+type heldConn struct {
+	net.Conn
+	release func()
+}
+
+func (h *heldConn) Close() error {
+	defer h.release()
+	return h.Conn.Close()
+}
+
+// CloseWrite half-closes the forwarded connection, as the SSH channel can.
+func (h *heldConn) CloseWrite() error {
+	if cw, ok := h.Conn.(interface{ CloseWrite() error }); ok {
+		return cw.CloseWrite()
+	}
+	return nil
 }

@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net"
+	"net/http"
 	"slices"
 	"time"
 
@@ -29,6 +32,7 @@ var Cases = []Case{
 	{"KilledOperationConverges", killedOperationConverges},
 	{"WritesMarked", writesMarked},
 	{"PreflightReadsOnly", preflightReadsOnly},
+	{"GatewayAccess", gatewayAccess},
 }
 
 // longName is an agent name of 30 characters: on SSH its service user
@@ -374,4 +378,68 @@ func preflightReadsOnly(r *R) {
 		r.Fatalf("preflight of a target that does not answer: %v, refusals %v; want an UNAVAILABLE preflight error", err, out.Refusals)
 	}
 	r.Logf("a preflight of a target that does not answer: %v", err)
+}
+
+// gatewayAccess: the way into an agent's gateway (the occ_agent_tunnel
+// and occ_gateway_token ephemeral resources) reads and writes nothing of
+// the agent: before its deploy both are NOT_FOUND; once it is activated
+// the token is the same on every read, and, where the place's gateways
+// answer HTTP (Kind.GatewayAnswers), the loopback address OpenGateway
+// gives answers while it is open, with that token, and no longer once
+// it is closed.
+func gatewayAccess(r *R) {
+	const name = "gateway-access"
+	a := r.agent(name)
+	_, err := r.Kind.Executor.GatewayToken(r.Ctx, a)
+	r.Failure(err, executor.NotFound)
+	_, err = r.Kind.Executor.OpenGateway(r.Ctx, a)
+	r.Failure(err, executor.NotFound)
+
+	rev := r.rev(name, 1, Ready)
+	r.MustDeploy(rev, 1, 0)
+	before := r.Leftovers(name)
+	a = r.agent(name)
+	t1, err := r.Kind.Executor.GatewayToken(r.Ctx, a)
+	if err != nil {
+		r.Fatalf("the gateway token of an activated agent: %v", err)
+	}
+	t2, err := r.Kind.Executor.GatewayToken(r.Ctx, a)
+	if err != nil || t1 != t2 || t1 == "" {
+		r.Fatalf("two reads of the gateway token differ or are empty (%d and %d bytes, %v)", len(t1), len(t2), err)
+	}
+	if r.Kind.GatewayAnswers {
+		gw, err := r.Kind.Executor.OpenGateway(r.Ctx, a)
+		if err != nil {
+			r.Fatalf("opening the gateway of an activated agent: %v", err)
+		}
+		if host, _, _ := net.SplitHostPort(gw.Addr); host != "127.0.0.1" || gw.Token != t1 || gw.Where == "" {
+			r.Errorf("the open gateway is at %q (%s), its token the same: %v; want a loopback address", gw.Addr, gw.Where, gw.Token == t1)
+		}
+		get := func() error {
+			ctx, cancel := context.WithTimeout(r.Ctx, 30*time.Second)
+			defer cancel()
+			req, _ := http.NewRequestWithContext(ctx, http.MethodGet, gw.URL()+"/readyz", nil)
+			req.Header.Set("Authorization", "Bearer "+gw.Token)
+			resp, err := (&http.Client{Transport: &http.Transport{DisableKeepAlives: true}}).Do(req)
+			if err == nil {
+				_, _ = io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+			}
+			return err
+		}
+		for i := range 2 { // twice: each connection is joined anew
+			if err := get(); err != nil {
+				r.Fatalf("request %d through the open gateway %s: %v", i+1, gw.Where, err)
+			}
+		}
+		gw.Close()
+		gw.Close()
+		if err := get(); err == nil {
+			r.Errorf("the gateway's address still answers after Close")
+		}
+	}
+	if after := r.Leftovers(name); !slices.Equal(before, after) {
+		r.Errorf("reading the token and opening the gateway changed the target: %q, then %q", before, after)
+	}
+	r.Activated(name, 1, rev)
 }

@@ -104,6 +104,10 @@ type Kind struct {
 	// which the revision is written and the deploy waits for it. Default
 	// DefaultInterruptPhase.
 	InterruptPhase string
+	// GatewayAnswers says that the place's activated agents run a gateway
+	// that answers HTTP where OpenGateway reaches it (kwok's Pods run
+	// nothing: the Kubernetes port-forward is tried on the real node).
+	GatewayAnswers bool
 	// CaseTimeout bounds each case (default 4 minutes: a loaded 2-core
 	// machine).
 	CaseTimeout time.Duration

@@ -16,9 +16,13 @@ package memkind
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"maps"
+	"net"
+	"net/http"
 	"slices"
 	"strings"
 	"sync"
@@ -408,6 +412,72 @@ func (e *Executor) Turn(_ context.Context, tr executor.Turn) (turn.Answer, error
 		return turn.Answer{}, executor.Normalize(err, executor.Exit{Op: executor.OpTurn, Agent: tr.Agent.Name, Code: executor.TurnFailed})
 	}
 	return turn.Answer{Text: "memory: " + tr.Message}, nil
+}
+
+// activated is nil when the agent's activated revision runs unchanged,
+// else why no gateway answers for it.
+func (e *Executor) activated(a executor.Agent) error {
+	t, c, err := e.locate(a)
+	if err != nil {
+		return err
+	}
+	t.mu.Lock()
+	o := observe(t, c, a.Name)
+	t.mu.Unlock()
+	if o.Revision == 0 || o.Drift != executor.DriftNone {
+		return &executor.Failure{Code: executor.NotFound, Op: executor.OpGateway, Agent: a.Name, Reason: "no activated revision runs", Next: "apply the agent first"}
+	}
+	return nil
+}
+
+// GatewayToken is the memory gateway's token: the agent's name behind a
+// fixed prefix (a memory target keeps no secrets).
+func (e *Executor) GatewayToken(_ context.Context, a executor.Agent) (string, error) {
+	if err := e.activated(a); err != nil {
+		return "", executor.Normalize(err, executor.Exit{Op: executor.OpGateway, Agent: a.Name})
+	}
+	return "memory-" + a.Name, nil
+}
+
+// OpenGateway serves the memory runtime's gateway on a loopback port for
+// as long as it is open: the chat completions endpoint answers as Turn
+// does, to the agent's token only.
+func (e *Executor) OpenGateway(ctx context.Context, a executor.Agent) (*executor.Gateway, error) {
+	token, err := e.GatewayToken(ctx, a)
+	if err != nil {
+		return nil, err
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, executor.Normalize(err, executor.Exit{Op: executor.OpGateway, Agent: a.Name})
+	}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Authorization") != "Bearer "+token {
+			http.Error(w, `{"error":{"type":"unauthorized","message":"bad token"}}`, http.StatusUnauthorized)
+			return
+		}
+		if r.Method != http.MethodPost || r.URL.Path != turn.Path {
+			http.NotFound(w, r)
+			return
+		}
+		var req struct {
+			Messages []struct {
+				Content string `json:"content"`
+			} `json:"messages"`
+		}
+		if err := json.NewDecoder(io.LimitReader(r.Body, 1<<20)).Decode(&req); err != nil || len(req.Messages) == 0 {
+			http.Error(w, `{"error":{"type":"invalid_request","message":"no message"}}`, http.StatusBadRequest)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(map[string]any{"choices": []any{map[string]any{"message": map[string]any{"role": "assistant", "content": "memory: " + req.Messages[len(req.Messages)-1].Content}}}})
+	})}
+	go func() { _ = srv.Serve(ln) }()
+	stop := context.AfterFunc(ctx, func() { _ = srv.Close() })
+	return executor.NewGateway(ln.Addr().String(), token, "memory gateway of "+a.Name, func() {
+		stop()
+		_ = srv.Close()
+	}), nil
 }
 
 // ParseImportID reads memory://HOST/NAME; other ids are not this kind's.

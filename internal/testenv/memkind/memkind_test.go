@@ -33,8 +33,9 @@ func TestConformance(t *testing.T) {
 	places := 0
 	exec := &Executor{Targets: map[string]*Target{}}
 	conformance.Run(t, conformance.Kind{
-		Name:     Kind,
-		Executor: exec,
+		GatewayAnswers: true,
+		Name:           Kind,
+		Executor:       exec,
 		NewPlace: func(t *testing.T) *conformance.Place {
 			places++
 			host := fmt.Sprintf("t%d", places)
