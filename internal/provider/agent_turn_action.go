@@ -9,7 +9,6 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/action"
 	"github.com/hashicorp/terraform-plugin-framework/action/schema"
 	"github.com/hashicorp/terraform-plugin-framework/attr"
-	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 	"github.com/hashicorp/terraform-plugin-log/tflog"
@@ -42,11 +41,17 @@ type agentTurnModel struct {
 	Timeout types.String `tfsdk:"timeout"`
 }
 
-// agentTurnRefType is what the action reads of the agent passed whole.
+// agentTurnRefType is what the action and the ephemeral resources read of
+// the agent passed whole: its name and compute, and its activation time,
+// which is unknown while a plan would deploy a new revision, so that
+// Terraform opens them only once the apply has activated it (an ephemeral
+// resource whose configuration is wholly known is opened during the plan,
+// before a new agent exists).
 func agentTurnRefType() map[string]attr.Type {
 	return map[string]attr.Type{
-		"name":    types.StringType,
-		"compute": types.ObjectType{AttrTypes: computeRefType()},
+		"name":         types.StringType,
+		"compute":      types.ObjectType{AttrTypes: computeRefType()},
+		"activated_at": types.StringType,
 	}
 }
 
@@ -90,35 +95,17 @@ func (a *agentTurnAction) Invoke(ctx context.Context, req action.InvokeRequest, 
 	if resp.Diagnostics.HasError() {
 		return
 	}
-	var ref struct {
-		Name    types.String `tfsdk:"name"`
-		Compute types.Object `tfsdk:"compute"`
-	}
-	resp.Diagnostics.Append(m.Agent.As(ctx, &ref, objectAsOptions)...)
-	if resp.Diagnostics.HasError() {
-		return
-	}
-	if ref.Compute.IsNull() || ref.Name.ValueString() == "" {
-		addAttrError(&resp.Diagnostics, path.Root("agent"), "INVALID_REQUEST: the agent is incomplete",
-			"Pass the whole agent: agent = occ_agent.<name>, after it has been applied.")
-		return
-	}
 	timeout := defaultTurnTimeout
 	if !m.Timeout.IsNull() {
 		timeout, _ = time.ParseDuration(m.Timeout.ValueString()) // the validator checked it
 	}
-	pd := a.data
-	if pd == nil {
-		pd = &Data{}
+	var name string
+	if v, ok := m.Agent.Attributes()["name"].(types.String); ok {
+		name = v.ValueString()
 	}
-	name := ref.Name.ValueString()
 	wf := work("agent "+name, "turn")
-	ex, ag, ok := pd.locateAgent(ctx, executor.Agent{Name: name, Log: logTo(ctx, wf)}, ref.Compute, "", &resp.Diagnostics)
+	ex, ag, ok := a.data.agentArg(ctx, m.Agent, wf, &resp.Diagnostics)
 	if !ok {
-		if !resp.Diagnostics.HasError() {
-			addAttrError(&resp.Diagnostics, path.Root("agent"), "INVALID_REQUEST: the agent's compute is incomplete",
-				"Pass the whole agent: agent = occ_agent.<name>.")
-		}
 		return
 	}
 	tctx, cancel := context.WithTimeout(ctx, timeout)

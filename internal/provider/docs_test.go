@@ -80,10 +80,13 @@ func TestDocs_LinksWorkOnTheRegistry(t *testing.T) {
 func TestDocs_ByValueReferencesListNoNestedFields(t *testing.T) {
 	pages := docsPages(t)
 	for page, refs := range map[string][]string{
-		"resources/agent.md":             {"compute", "configuration", "harness_auth.source"},
-		"resources/credential_source.md": {"compute"},
-		"data-sources/installation.md":   {"compute"},
-		"data-sources/agent.md":          {"compute"},
+		"resources/agent.md":                   {"compute", "configuration", "harness_auth.source"},
+		"resources/credential_source.md":       {"compute"},
+		"data-sources/installation.md":         {"compute"},
+		"data-sources/agent.md":                {"compute"},
+		"actions/agent_turn.md":                {"agent"},
+		"ephemeral-resources/agent_tunnel.md":  {"agent"},
+		"ephemeral-resources/gateway_token.md": {"agent"},
 	} {
 		text := pages[page]
 		for _, ref := range refs {

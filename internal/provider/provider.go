@@ -13,6 +13,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/attr"
 	"github.com/hashicorp/terraform-plugin-framework/datasource"
 	"github.com/hashicorp/terraform-plugin-framework/diag"
+	"github.com/hashicorp/terraform-plugin-framework/ephemeral"
 	"github.com/hashicorp/terraform-plugin-framework/function"
 	"github.com/hashicorp/terraform-plugin-framework/list"
 	"github.com/hashicorp/terraform-plugin-framework/path"
@@ -33,11 +34,12 @@ import (
 const Address = "registry.terraform.io/occ-platform/occ"
 
 var (
-	_ provider.Provider                   = (*occProvider)(nil)
-	_ provider.ProviderWithFunctions      = (*occProvider)(nil)
-	_ provider.ProviderWithValidateConfig = (*occProvider)(nil)
-	_ provider.ProviderWithListResources  = (*occProvider)(nil)
-	_ provider.ProviderWithActions        = (*occProvider)(nil)
+	_ provider.Provider                       = (*occProvider)(nil)
+	_ provider.ProviderWithFunctions          = (*occProvider)(nil)
+	_ provider.ProviderWithValidateConfig     = (*occProvider)(nil)
+	_ provider.ProviderWithListResources      = (*occProvider)(nil)
+	_ provider.ProviderWithActions            = (*occProvider)(nil)
+	_ provider.ProviderWithEphemeralResources = (*occProvider)(nil)
 )
 
 type occProvider struct {
@@ -112,6 +114,8 @@ type Data struct {
 	// rollout is the gate the agents of one apply share (rollout.go);
 	// nil without the provider's rollout setting.
 	rollout *rollout.Gate
+	// gateways are the open occ_agent_tunnel ways in (gateway_access.go).
+	gateways openGateways
 }
 
 // wrapKubeTransport wraps the Kubernetes client's transport. It is nil
@@ -331,6 +335,7 @@ func (p *occProvider) Configure(ctx context.Context, req provider.ConfigureReque
 	resp.DataSourceData = data
 	resp.ListResourceData = data
 	resp.ActionData = data
+	resp.EphemeralResourceData = data
 }
 
 func (p *occProvider) Resources(context.Context) []func() resource.Resource {
@@ -349,6 +354,12 @@ func (p *occProvider) DataSources(context.Context) []func() datasource.DataSourc
 // ListResources: occ_agent, for `terraform query` (Terraform 1.14+).
 func (p *occProvider) ListResources(context.Context) []func() list.ListResource {
 	return []func() list.ListResource{NewAgentListResource}
+}
+
+// EphemeralResources: occ_agent_tunnel and occ_gateway_token (Terraform
+// 1.10+).
+func (p *occProvider) EphemeralResources(context.Context) []func() ephemeral.EphemeralResource {
+	return []func() ephemeral.EphemeralResource{NewAgentTunnelEphemeralResource, NewGatewayTokenEphemeralResource}
 }
 
 // Actions: occ_agent_turn (Terraform 1.14+).
