@@ -135,7 +135,7 @@ func agentSchema(ctx context.Context) schema.Schema {
 				Attributes: map[string]schema.Attribute{
 					"source": schema.ObjectAttribute{Required: true,
 						// The agent needs only the identity of the source's compute (AD1).
-						AttributeTypes: refType(credentialSourceSchema(), []string{"value_wo"},
+						AttributeTypes: refType(credentialSourceSchema(), []string{"value_wo", "timeouts"},
 							map[string]attr.Type{"compute": types.ObjectType{AttrTypes: map[string]attr.Type{"id": types.StringType}}}),
 						MarkdownDescription: passWhole("The credential source.", "source", "occ_credential_source")},
 				}},

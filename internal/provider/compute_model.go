@@ -3,6 +3,7 @@ package provider
 import (
 	"context"
 
+	"github.com/hashicorp/terraform-plugin-framework-timeouts/resource/timeouts"
 	"github.com/hashicorp/terraform-plugin-framework/attr"
 	"github.com/hashicorp/terraform-plugin-framework/diag"
 	"github.com/hashicorp/terraform-plugin-framework/types"
@@ -24,6 +25,8 @@ type computeModel struct {
 	Kind         types.String
 	Blocks       map[string]types.Object
 	Installation types.Object
+	// Timeouts is occ_compute's own (a reference has none).
+	Timeouts timeouts.Value
 }
 
 // computeModelOf reads a compute object: occ_compute's whole value, or a
@@ -37,6 +40,7 @@ func computeModelOf(o types.Object) computeModel {
 	if inst, ok := attrs["installation"].(types.Object); ok {
 		m.Installation = inst
 	}
+	m.Timeouts, _ = attrs["timeouts"].(timeouts.Value)
 	for _, kind := range kindOrder {
 		block := executors[kind].block
 		if b, ok := attrs[block].(types.Object); ok {
@@ -58,7 +62,11 @@ func getCompute(ctx context.Context, from interface {
 // object is the model as occ_compute's value.
 func (m computeModel) object(diags *diag.Diagnostics) types.Object {
 	attrTypes := computeSchema().Type().(basetypes.ObjectType).AttrTypes
-	attrs := map[string]attr.Value{"id": m.ID, "name": m.Name, "kind": m.Kind, "installation": m.Installation}
+	attrs := map[string]attr.Value{"id": m.ID, "name": m.Name, "kind": m.Kind, "installation": m.Installation, "timeouts": m.Timeouts}
+	if tt, ok := attrTypes["timeouts"].(timeouts.Type); ok && !m.Timeouts.Type(context.Background()).Equal(tt) {
+		// A reference's model, which has none.
+		attrs["timeouts"] = timeouts.Value{Object: types.ObjectNull(tt.AttrTypes)}
+	}
 	for name, t := range attrTypes {
 		if _, ok := attrs[name]; ok {
 			continue
@@ -155,7 +163,7 @@ func computeFromObject(ctx context.Context, o types.Object, diags *diag.Diagnost
 // the compute without its live installation, so that a driver outage read
 // on refresh changes no Agent's plan (deploy reads the driver itself).
 func computeRefType() map[string]attr.Type {
-	return refType(computeSchema(), []string{"installation"}, nil)
+	return refType(computeSchema(), []string{"installation", "timeouts"}, nil)
 }
 
 func computeFromModel(ctx context.Context, m computeModel, diags *diag.Diagnostics) (admission.Compute, bool) {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"strings"
-	"time"
 
 	"github.com/hashicorp/terraform-plugin-framework/attr"
 	"github.com/hashicorp/terraform-plugin-framework/diag"
@@ -78,6 +77,7 @@ func computeSchema() schema.Schema {
 			"one fails with the list. With a sandbox driver, `installation` is read live from the cluster on create and refresh. Pass the " +
 			"compute whole to `occ_agent` (`compute = occ_compute.prod`); any change to its settings plans a new revision of every Agent on it, except `kubernetes.network_policy` and `kubernetes.service`, which are applied to the running Agents without one.",
 		Attributes: map[string]schema.Attribute{
+			"timeouts": targetTimeouts("compute", "its cluster or host (the namespace, the permission checks, a sandbox driver's installation)", "a sandbox driver's installation", "releasing what it created (its namespace, once empty)"),
 			"id": schema.StringAttribute{Computed: true, MarkdownDescription: "The compute's identity (its name).",
 				PlanModifiers: []planmodifier.String{stringplanmodifier.UseStateForUnknown()}},
 			"name": schema.StringAttribute{Required: true, Validators: []validator.String{dnsLabel()},
@@ -231,7 +231,7 @@ func (r *computeResource) Create(ctx context.Context, req resource.CreateRequest
 		return
 	}
 	c, _ := computeFromModel(ctx, plan, &resp.Diagnostics)
-	ctx, cancel := context.WithTimeout(ctx, computeTimeout)
+	ctx, cancel := withTimeout(ctx, plan.Timeouts.Create, &resp.Diagnostics)
 	defer cancel()
 	prep, ok := r.prepare(ctx, c, "compute-create", plan.Installation.IsUnknown(), &resp.Diagnostics)
 	if !ok {
@@ -270,20 +270,17 @@ func (r *computeResource) prepare(ctx context.Context, c admission.Compute, op s
 	return prep, true
 }
 
-// computeTimeout bounds a compute's cluster checks and its namespace deletion.
-const computeTimeout = 5 * time.Minute
-
 // Read refreshes what the compute offers when its executor reads it live
 // (a Kubernetes compute with a sandbox driver). A target that cannot be
 // reached keeps the last reading, with a warning: planning must not need
 // the cluster.
 func (r *computeResource) Read(ctx context.Context, req resource.ReadRequest, resp *resource.ReadResponse) {
-	ctx, cancel := readDeadline(ctx, 0) // no timeouts of its own
-	defer cancel()
 	state := getCompute(ctx, req.State, &resp.Diagnostics)
 	if resp.Diagnostics.HasError() {
 		return
 	}
+	ctx, cancel := withTimeout(ctx, state.Timeouts.Read, &resp.Diagnostics)
+	defer cancel()
 	setNameIdentity(ctx, resp.Identity, state.Name, &resp.Diagnostics)
 	c, known := computeFromModel(ctx, state, &resp.Diagnostics)
 	if !known || r.providerData().unrefreshed(&resp.Diagnostics, fmt.Sprintf("Compute %q", c.Name), c.Kind) {
@@ -314,7 +311,7 @@ func (r *computeResource) Update(ctx context.Context, req resource.UpdateRequest
 	c, _ := computeFromModel(ctx, plan, &resp.Diagnostics)
 	if plan.Installation.IsUnknown() {
 		// Changed sandbox driver settings: read what the driver offers now.
-		ctx, cancel := context.WithTimeout(ctx, computeTimeout)
+		ctx, cancel := withTimeout(ctx, plan.Timeouts.Update, &resp.Diagnostics)
 		defer cancel()
 		prep, ok := r.prepare(ctx, c, "compute-update", true, &resp.Diagnostics)
 		if !ok {
@@ -343,7 +340,7 @@ func (r *computeResource) Delete(ctx context.Context, req resource.DeleteRequest
 	if !known {
 		return
 	}
-	ctx, cancel := context.WithTimeout(ctx, computeTimeout)
+	ctx, cancel := withTimeout(ctx, state.Timeouts.Delete, &resp.Diagnostics)
 	defer cancel()
 	fields := work("compute "+c.Name, "compute-delete")
 	rel := executor.Release{Compute: c, Created: string(created) == "true", Log: logTo(ctx, fields)}

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/hashicorp/terraform-plugin-framework-timeouts/resource/timeouts"
 
 	"github.com/hashicorp/terraform-plugin-framework-validators/int64validator"
 	"github.com/hashicorp/terraform-plugin-framework-validators/stringvalidator"
@@ -60,7 +61,8 @@ type sourceRefModel struct {
 
 type credentialSourceModel struct {
 	sourceRefModel
-	ValueWO types.String `tfsdk:"value_wo"`
+	ValueWO  types.String   `tfsdk:"value_wo"`
+	Timeouts timeouts.Value `tfsdk:"timeouts"`
 }
 
 type secretRefModel struct {
@@ -92,6 +94,7 @@ func credentialSourceSchema() schema.Schema {
 			"Secret of its own there (`occ-cred-NAME-vN`, one per `value_wo_version`; a rotation keeps the new and the previous " +
 			"version), which destroy deletes.",
 		Attributes: map[string]schema.Attribute{
+			"timeouts": targetTimeouts("credential source", "its compute's cluster (creating or rotating its Secret)", "its Secret", "deleting its Secrets"),
 			"id": schema.StringAttribute{Computed: true, MarkdownDescription: "The source's identity (its name).",
 				PlanModifiers: []planmodifier.String{stringplanmodifier.UseStateForUnknown()}},
 			"name": schema.StringAttribute{Required: true, Validators: []validator.String{dnsLabel()},
@@ -293,6 +296,8 @@ func (r *credentialSourceResource) Configure(_ context.Context, req resource.Con
 func (r *credentialSourceResource) Create(ctx context.Context, req resource.CreateRequest, resp *resource.CreateResponse) {
 	var plan credentialSourceModel
 	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
+	ctx, cancel := withTimeout(ctx, plan.Timeouts.Create, &resp.Diagnostics)
+	defer cancel()
 	// The owner id tells this source's Secrets from those of a source of
 	// the same name in another configuration (the executor's SecretStore labels them with it).
 	b := make([]byte, 8)
@@ -312,6 +317,8 @@ func (r *credentialSourceResource) Update(ctx context.Context, req resource.Upda
 	var plan, state credentialSourceModel
 	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
 	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
+	ctx, cancel := withTimeout(ctx, plan.Timeouts.Update, &resp.Diagnostics)
+	defer cancel()
 	owner := ownerOf(ctx, req.Private)
 	resp.Diagnostics.Append(r.materialize(ctx, req.Config, plan, owner)...)
 	if resp.Diagnostics.HasError() {
@@ -462,10 +469,10 @@ func (r *credentialSourceResource) providerData() *Data {
 // Read detects a deleted provider-written Secret: its name leaves state,
 // so the next plan writes it again from the configured value.
 func (r *credentialSourceResource) Read(ctx context.Context, req resource.ReadRequest, resp *resource.ReadResponse) {
-	ctx, cancel := readDeadline(ctx, 0) // no timeouts of its own
-	defer cancel()
 	var state credentialSourceModel
 	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
+	ctx, cancel := withTimeout(ctx, state.Timeouts.Read, &resp.Diagnostics)
+	defer cancel()
 	setNameIdentity(ctx, resp.Identity, state.Name, &resp.Diagnostics)
 	c, ok := secretTarget(ctx, state.sourceRefModel)
 	if resp.Diagnostics.HasError() || !ok || state.ValueWOVersion.IsNull() || state.SecretName.IsNull() ||
@@ -501,6 +508,8 @@ func (r *credentialSourceResource) Read(ctx context.Context, req resource.ReadRe
 func (r *credentialSourceResource) Delete(ctx context.Context, req resource.DeleteRequest, resp *resource.DeleteResponse) {
 	var state credentialSourceModel
 	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
+	ctx, cancel := withTimeout(ctx, state.Timeouts.Delete, &resp.Diagnostics)
+	defer cancel()
 	c, ok := secretTarget(ctx, state.sourceRefModel)
 	if resp.Diagnostics.HasError() || !ok || state.ValueWOVersion.IsNull() {
 		return

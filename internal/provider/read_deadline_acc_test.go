@@ -104,3 +104,78 @@ provider "occsilent" {
 		},
 	})
 }
+
+// Issue 30: occ_compute and occ_credential_source take a timeouts block.
+// Against an API server that takes every request and never answers (the
+// provider occsilent), a compute whose timeouts.create is 3s fails its
+// create within it (the default would wait 5m), and so does a credential
+// source that writes its value there, on a compute the real cluster
+// created; nothing of either enters state.
+func TestAccTimeouts_ComputeAndCredentialSource(t *testing.T) {
+	env := newKubeEnv(t)
+	silent, requests := silentAPIServer(t)
+	silentProvider := fmt.Sprintf("provider \"occsilent\" {\n  kubernetes = { config_path = %q }\n  preflight  = false\n}\n", silent)
+	silentCompute := fmt.Sprintf(`
+resource "occ_compute" "silent" {
+  provider   = occsilent
+  name       = "silent"
+  kubernetes = { namespace = %q }
+  timeouts   = { create = "3s" }
+}
+`, env.ns)
+	source := `
+resource "occ_credential_source" "s" {
+  provider         = occsilent
+  name             = "silent"
+  compute          = occ_compute.k
+  method           = "api_key"
+  value_wo         = "never-sent"
+  value_wo_version = 1
+  timeouts         = { create = "3s" }
+}
+`
+	base := env.provider + env.compute("") + silentProvider
+	factories := map[string]func() (tfprotov6.ProviderServer, error){
+		"occ":       providerserver.NewProtocol6WithError(New("test", "test")()),
+		"occsilent": providerserver.NewProtocol6WithError(New("test", "test")()),
+	}
+	var started time.Time
+	took := func(what string) {
+		d := time.Since(started)
+		t.Logf("the %s against the silent API server failed after %s", what, d.Round(100*time.Millisecond))
+		if d > 60*time.Second {
+			t.Errorf("the %s waited %s; timeouts.create is 3s", what, d.Round(time.Second))
+		}
+	}
+	failed := regexp.MustCompile(`(UNAVAILABLE|DEADLINE_EXCEEDED)[\s\S]*(deadline|context)`)
+	resource.Test(t, resource.TestCase{
+		PreCheck:                 func() { testAccPreCheck(t) },
+		ProtoV6ProviderFactories: factories,
+		Steps: []resource.TestStep{
+			{Config: base},
+			{
+				PreConfig:   func() { started = time.Now() },
+				Config:      base + silentCompute,
+				ExpectError: failed,
+			},
+			{
+				PreConfig: func() {
+					took("compute's create")
+					started = time.Now()
+				},
+				Config:      base + source,
+				ExpectError: failed,
+			},
+			{
+				PreConfig: func() {
+					took("credential source's create")
+					if requests.Load() == 0 {
+						t.Error("the silent API server was never asked: the test proves nothing")
+					}
+				},
+				Config:   base,
+				PlanOnly: true,
+			},
+		},
+	})
+}
