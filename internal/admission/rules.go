@@ -140,6 +140,18 @@ the runtime images (PR). Each rule in one line:
 			}
 		}
 	}
+	fmt.Fprintf(&b, `
+## Secret binding variables (AU6)
+
+A binding of `+"`occ_configuration.secret_bindings`"+` reaches the gateway container, and only it, as
+the variable named after the binding in upper case with `+"`-`"+` as `+"`_`"+`. It may not set a variable the
+platform sets, one a model SDK reads as a credential or endpoint, a proxy or TLS trust setting, or
+a loader setting: %s. Other `+"`*_API_KEY`"+` names (a tool's or channel's own key, such as
+`+"`BRAVE_API_KEY`"+`) stay bindable. A binding may not point at a model credential Secret (the
+credential source's `+"`secret_ref`"+` Secret, any key, or `+"`%s*`"+`) nor at a token Secret the
+provider writes for any Agent (`+"`*%s`"+`, `+"`*%s`"+`). A model provider's `+"`apiKey`"+` and `+"`headers`"+` may
+refer only to the primary provider's `+"`${OPENAI_API_KEY}`"+` or `+"`${ANTHROPIC_API_KEY}`"+` alias (PR11).
+`, "`"+strings.Join(ReservedBindingVariables(), "`, `")+"`", CredentialSecretPrefix, GatewayTokenSecretSuffix, AppServerTokenSecretSuffix)
 	return b.String()
 }
 

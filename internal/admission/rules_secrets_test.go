@@ -265,3 +265,25 @@ func TestMR1_ModelRefControlCharacters(t *testing.T) {
 		})
 	}
 }
+
+// rule AU6: the rules page lists every variable a binding may not set and
+// the Secrets it may not point at, from the code (issue 30: the
+// attribute's description sends the user there).
+func TestAU6_RulesPageListsTheReservedBindings(t *testing.T) {
+	page := RulesMarkdown()
+	i := strings.Index(page, "## Secret binding variables (AU6)")
+	if i < 0 {
+		t.Fatal("the rules page has no section on secret binding variables")
+	}
+	section := page[i:]
+	for _, env := range ReservedBindingVariables() {
+		if !strings.Contains(section, "`"+env+"`") {
+			t.Errorf("the rules page does not list %s", env)
+		}
+	}
+	for _, name := range []string{CredentialSecretPrefix + "*", "*" + GatewayTokenSecretSuffix, "*" + AppServerTokenSecretSuffix} {
+		if !strings.Contains(section, "`"+name+"`") {
+			t.Errorf("the rules page does not name the Secrets %s", name)
+		}
+	}
+}

@@ -93,18 +93,11 @@ func configurationSchema() schema.Schema {
 			"secret_bindings": schema.MapNestedAttribute{
 				Optional: true,
 				MarkdownDescription: "Kubernetes Secrets that supply channel and gateway feature credentials (memory embeddings included), " +
-					"by binding name (rule AU6). Each binding reaches the gateway container, and only the gateway (never a dedicated harness), " +
-					"as the environment variable named after the binding in upper case with `-` as `_`: refer to binding " +
-					"`telegram` in the document as `${TELEGRAM}`. A binding may not set a variable the platform sets itself, one a model " +
-					"SDK reads as a model credential or endpoint, a proxy or TLS trust setting, or a loader setting; these are refused " +
-					"(INVALID_REQUEST): " + reservedBindingList() + ". Other `*_API_KEY` names (a tool's or channel's own key, such as " +
-					"`BRAVE_API_KEY`) stay bindable. A binding may not point at a model credential Secret either: the Agent's credential " +
-					"source's `secret_ref` Secret (any key) or a Secret the provider writes for a credential source (`" +
-					admission.CredentialSecretPrefix + "*`), nor at a token Secret the provider writes for any Agent (`*" + admission.GatewayTokenSecretSuffix +
-					"`, `*" + admission.AppServerTokenSecretSuffix + "`). The model credential reaches the harness only through `harness_auth`, so a " +
-					"model provider's `apiKey` and `headers` in the document may refer only to the primary provider's `${OPENAI_API_KEY}` " +
-					"or `${ANTHROPIC_API_KEY}` alias, never to a binding's variable (rules AU6, PR11). Kubernetes computes only; an SSH " +
-					"compute refuses them (RESOURCE_CONFLICT). A missing Secret fails the Agent's apply as `CONTAINER_CONFIG_FAILED`.",
+					"by binding name (rule AU6): binding `telegram` reaches the gateway container, and only it, as `${TELEGRAM}` (upper " +
+					"case, `-` as `_`). Model credentials never go here; they come through the Agent's `harness_auth`. A binding that " +
+					"would set a variable the platform, a model SDK, a proxy, TLS trust or a loader reads, or that points at a model " +
+					"credential or token Secret, is refused at plan (`INVALID_REQUEST`); the *Rules* guide lists them. Kubernetes " +
+					"computes only (an SSH compute refuses them); a missing Secret fails the Agent's apply as `CONTAINER_CONFIG_FAILED`.",
 				NestedObject: schema.NestedAttributeObject{Attributes: map[string]schema.Attribute{
 					"secret": schema.StringAttribute{Required: true, Validators: []validator.String{dnsLabel()}, MarkdownDescription: "The Secret's name."},
 					"key":    schema.StringAttribute{Required: true, Validators: []validator.String{stringvalidator.LengthAtLeast(1)}, MarkdownDescription: "The key inside the Secret."},
@@ -261,10 +254,4 @@ func secretBindings(ctx context.Context, m types.Map, diags *diag.Diagnostics) (
 		out[k] = admission.SecretRef{Name: b.Secret.ValueString(), Key: b.Key.ValueString()}
 	}
 	return out, true
-}
-
-// reservedBindingList is admission's reserved binding variables as the
-// secret_bindings documentation shows them.
-func reservedBindingList() string {
-	return "`" + strings.Join(admission.ReservedBindingVariables(), "`, `") + "`"
 }
