@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/hashicorp/terraform-plugin-framework/provider"
+	providerschema "github.com/hashicorp/terraform-plugin-framework/provider/schema"
 	"github.com/hashicorp/terraform-plugin-framework/resource"
 
 	"github.com/occ-platform/terraform-provider-occ/internal/executor"
@@ -28,5 +30,24 @@ func TestAgentStatus_DescriptionNamesEveryValue(t *testing.T) {
 	}
 	if len(seen) != 5 || !strings.Contains(desc, "one of five") {
 		t.Errorf("%d statuses %v; the description says: %s", len(seen), seen, desc)
+	}
+}
+
+// Issue 30: ssh.known_hosts_file's description names every reader the
+// SSH executor verifies through the file (sshexec
+// TestKnownHostsFile_ReadOnlyWithoutACompute): imports, refreshes of
+// imported agents, the data source by id and the list resource.
+func TestKnownHostsFile_DescriptionNamesItsReaders(t *testing.T) {
+	resp := &provider.SchemaResponse{}
+	New("test", "test")().Schema(context.Background(), provider.SchemaRequest{}, resp)
+	ssh, ok := resp.Schema.Attributes["ssh"].(providerschema.SingleNestedAttribute)
+	if !ok {
+		t.Fatal("the provider has no ssh block")
+	}
+	desc := ssh.Attributes["known_hosts_file"].GetMarkdownDescription()
+	for _, reader := range []string{"`terraform import`", "refreshes of an imported agent", "`occ_agent` data source looked up by `id`", "`occ_agent` list resource"} {
+		if !strings.Contains(desc, reader) {
+			t.Errorf("known_hosts_file's description does not name %s: %s", reader, desc)
+		}
 	}
 }

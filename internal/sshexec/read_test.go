@@ -51,3 +51,32 @@ func TestObservedReferences(t *testing.T) {
 		t.Errorf("older record: %+v", o)
 	}
 }
+
+// Issue 30: what reads the provider's known_hosts_file. An agent located
+// by its id (an import, the refresh of an imported agent, the occ_agent
+// data source by id) and a host listed by address (the list resource:
+// List calls hostTarget too) are verified through the file; an agent
+// whose compute is known is verified by the compute's host_key alone. The
+// provider's attribute description names these readers
+// (TestKnownHostsFile_DescriptionNamesItsReaders in internal/provider).
+func TestKnownHostsFile_ReadOnlyWithoutACompute(t *testing.T) {
+	e := &Executor{User: "occ", KnownHostsFile: "/home/occ/.ssh/known_hosts"}
+	byID, _, err := e.location(executor.Agent{Name: "support", ImportID: "ssh://edge.example:2222/support"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if byID.KnownHostsFile != e.KnownHostsFile || byID.HostKey != "" || byID.Host != "edge.example" || byID.Port != 2222 {
+		t.Errorf("an agent located by its id: %+v; want the known_hosts file", byID)
+	}
+	if l := e.hostTarget("edge.example", 22); l.KnownHostsFile != e.KnownHostsFile {
+		t.Errorf("a listed host: %+v; want the known_hosts file", l)
+	}
+	c := admission.Compute{Name: "edge", Kind: admission.KindSSH, Settings: admission.SSHCompute{Host: "edge.example", Port: 22, HostKey: "ssh-ed25519 AAAA"}}
+	byCompute, _, err := e.location(executor.Agent{Name: "support", Compute: &c})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if byCompute.KnownHostsFile != "" || byCompute.HostKey != "ssh-ed25519 AAAA" {
+		t.Errorf("an agent with its compute: %+v; want the compute's host_key alone", byCompute)
+	}
+}
