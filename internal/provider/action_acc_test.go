@@ -155,3 +155,36 @@ func TestAccAction_AgentTurnSSH(t *testing.T) {
 		}
 	}
 }
+
+// Issue 30: a turn that takes long says so while it waits. On the nspawn
+// host, a model that takes the request and never answers holds the turn
+// until its timeout (12s); the action prints that it is waiting every 5
+// seconds, then fails.
+func TestAccAction_AgentTurnProgressSSH(t *testing.T) {
+	actionPreCheck(t)
+	run := builtProviderCLI(t)
+	env := newSSHEnv(t)
+	env.withGatewayToken(t)
+	srv := fakemodel.New(fakemodel.Step{Kind: fakemodel.Hang})
+	t.Cleanup(srv.Close)
+	dir := t.TempDir()
+	slow := strings.Replace(turnAction, `timeout = "3m"`, `timeout = "12s"`, 1)
+	writeConfigFile(t, dir, "main.tf", requiredOCC+env.turnConfig(t, srv.URL)+slow)
+	if out, code := run(dir, "apply", "-auto-approve", "-no-color"); code != 0 {
+		t.Fatalf("apply (exit %d):\n%s", code, out)
+	}
+	t.Cleanup(func() {
+		if out, code := run(dir, "destroy", "-auto-approve", "-no-color"); code != 0 {
+			t.Errorf("destroy (exit %d):\n%s", code, out)
+		}
+	})
+	out, code := run(dir, "apply", "-auto-approve", "-no-color", "-invoke=action.occ_agent_turn.smoke")
+	if code == 0 {
+		t.Fatalf("a turn to a model that never answers succeeded:\n%s", out)
+	}
+	for _, want := range []string{`agent "support": waiting for the answer (5s so far, at most 12s)`, `agent "support": waiting for the answer (10s so far, at most 12s)`} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the action's output does not say %q:\n%s", want, out)
+		}
+	}
+}

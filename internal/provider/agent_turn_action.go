@@ -24,6 +24,9 @@ var (
 // defaultTurnTimeout bounds a turn whose action sets no timeout.
 const defaultTurnTimeout = 2 * time.Minute
 
+// turnProgressEvery is how often a turn that has not answered says so.
+const turnProgressEvery = 5 * time.Second
+
 // maxTurnMessage bounds the message a turn sends.
 const maxTurnMessage = 16 << 10
 
@@ -111,7 +114,11 @@ func (a *agentTurnAction) Invoke(ctx context.Context, req action.InvokeRequest, 
 	tctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	tflog.Info(ctx, "turn: sending", wf)
+	stop := waitProgress(resp.SendProgress, turnProgressEvery, func(waited time.Duration) string {
+		return fmt.Sprintf("agent %q: waiting for the answer (%s so far, at most %s)", name, waited.Round(time.Second), timeout)
+	})
 	ans, err := ex.Turn(tctx, executor.Turn{Agent: ag, Message: m.Message.ValueString(), Log: logTo(ctx, wf)})
+	stop()
 	if err != nil {
 		addFailure(&resp.Diagnostics, "", err)
 		return
@@ -120,5 +127,35 @@ func (a *agentTurnAction) Invoke(ctx context.Context, req action.InvokeRequest, 
 	if resp.SendProgress != nil {
 		resp.SendProgress(action.InvokeProgressEvent{Message: fmt.Sprintf("agent %q answered (first token after %s, %s in all): %s",
 			name, ans.FirstToken.Round(time.Millisecond), ans.Total.Round(time.Millisecond), ans.FirstLine())})
+	}
+}
+
+// waitProgress sends what says(waited) every interval through send until
+// stop is called, so that a long wait shows in Terraform's output; stop
+// returns once nothing more is sent (the action's progress stream closes
+// when Invoke returns). A nil send sends nothing.
+func waitProgress(send func(action.InvokeProgressEvent), every time.Duration, says func(time.Duration) string) (stop func()) {
+	if send == nil {
+		return func() {}
+	}
+	start := time.Now()
+	done := make(chan struct{})
+	finished := make(chan struct{})
+	go func() {
+		defer close(finished)
+		tick := time.NewTicker(every)
+		defer tick.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-tick.C:
+				send(action.InvokeProgressEvent{Message: says(time.Since(start))})
+			}
+		}
+	}()
+	return func() {
+		close(done)
+		<-finished
 	}
 }

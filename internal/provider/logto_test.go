@@ -3,7 +3,11 @@ package provider
 import (
 	"bytes"
 	"context"
+	"sync"
 	"testing"
+	"time"
+
+	"github.com/hashicorp/terraform-plugin-framework/action"
 
 	"github.com/hashicorp/terraform-plugin-log/tflogtest"
 )
@@ -36,4 +40,31 @@ func TestLogTo_Levels(t *testing.T) {
 	if entries[0]["phase"] != "model_probe" {
 		t.Errorf("the phase entry lost its fields: %v", entries[0])
 	}
+}
+
+// Issue 30: waitProgress says how long a wait has lasted at every tick
+// and sends nothing once stopped.
+func TestWaitProgress(t *testing.T) {
+	var mu sync.Mutex
+	var got []string
+	stop := waitProgress(func(e action.InvokeProgressEvent) {
+		mu.Lock()
+		defer mu.Unlock()
+		got = append(got, e.Message)
+	}, 10*time.Millisecond, func(d time.Duration) string { return "waited" })
+	time.Sleep(55 * time.Millisecond)
+	stop()
+	mu.Lock()
+	n := len(got)
+	mu.Unlock()
+	if n < 2 {
+		t.Fatalf("%d progress messages in 55ms at one per 10ms", n)
+	}
+	time.Sleep(30 * time.Millisecond)
+	mu.Lock()
+	defer mu.Unlock()
+	if len(got) != n {
+		t.Errorf("%d messages sent after stop", len(got)-n)
+	}
+	waitProgress(nil, time.Millisecond, func(time.Duration) string { return "" })() // no sender: nothing to do
 }
