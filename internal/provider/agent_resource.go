@@ -287,7 +287,7 @@ func (r *agentResource) ModifyPlan(ctx context.Context, req resource.ModifyPlanR
 		}
 	}
 	tflog.Debug(ctx, "agent admitted at plan", map[string]any{"work.operation": "plan", "work.outcome": "admitted",
-		"revision": plan.Revision.ValueInt64(), "revision_id": rev.ID()})
+		"revision": plan.Revision.ValueInt64(), "revision_id": plan.RevisionID.ValueString()})
 	resp.Diagnostics.Append(setAgentComputed(ctx, &resp.Plan.Raw, plan)...)
 }
 
