@@ -84,7 +84,7 @@ func (r *agentTunnelEphemeralResource) Open(ctx context.Context, req ephemeral.O
 	if !ok {
 		return
 	}
-	timeout := openTimeout(m.Timeout)
+	timeout := durationOr(m.Timeout, defaultOpenTimeout)
 	// The tunnel outlives this call: it lives until Close, its opening
 	// bounded by the timeout and ended with the request.
 	life, cancel := context.WithCancel(context.WithoutCancel(ctx))

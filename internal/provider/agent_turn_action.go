@@ -98,14 +98,8 @@ func (a *agentTurnAction) Invoke(ctx context.Context, req action.InvokeRequest, 
 	if resp.Diagnostics.HasError() {
 		return
 	}
-	timeout := defaultTurnTimeout
-	if !m.Timeout.IsNull() {
-		timeout, _ = time.ParseDuration(m.Timeout.ValueString()) // the validator checked it
-	}
-	var name string
-	if v, ok := m.Agent.Attributes()["name"].(types.String); ok {
-		name = v.ValueString()
-	}
+	timeout := durationOr(m.Timeout, defaultTurnTimeout)
+	name := agentArgName(m.Agent)
 	wf := work("agent "+name, "turn")
 	ex, ag, ok := a.data.agentArg(ctx, m.Agent, wf, &resp.Diagnostics)
 	if !ok {

@@ -51,14 +51,15 @@ func (d *Data) agentArg(ctx context.Context, obj types.Object, wf map[string]any
 	return ex, ag, ok
 }
 
-// openTimeout is an ephemeral resource's timeout attribute, or the default.
-func openTimeout(v types.String) time.Duration {
+// durationOr is a timeout attribute (positiveDuration checked it), or def
+// when it is unset.
+func durationOr(v types.String, def time.Duration) time.Duration {
 	if v.IsNull() || v.IsUnknown() {
-		return defaultOpenTimeout
+		return def
 	}
-	d, err := time.ParseDuration(v.ValueString()) // the validator checked it
+	d, err := time.ParseDuration(v.ValueString())
 	if err != nil || d <= 0 {
-		return defaultOpenTimeout
+		return def
 	}
 	return d
 }
@@ -105,11 +106,4 @@ func (g *openGateways) close(id string) bool {
 		stop()
 	}
 	return stop != nil
-}
-
-// count is how many are open.
-func (g *openGateways) count() int {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	return len(g.open)
 }

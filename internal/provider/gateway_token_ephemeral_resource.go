@@ -69,7 +69,7 @@ func (r *gatewayTokenEphemeralResource) Open(ctx context.Context, req ephemeral.
 	if !ok {
 		return
 	}
-	timeout := openTimeout(m.Timeout)
+	timeout := durationOr(m.Timeout, defaultOpenTimeout)
 	tctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	token, err := ex.GatewayToken(tctx, ag)
