@@ -107,6 +107,15 @@ type Executor interface {
 	// nothing. No activated revision is NOT_FOUND; a gateway that cannot
 	// be reached is UNAVAILABLE.
 	OpenGateway(ctx context.Context, a Agent) (*Gateway, error)
+	// Restart restarts what runs of the agent's activated revision, one
+	// component at a time, and blocks until each is ready again behind
+	// the same readiness the deploy gated on (its startup probe). It
+	// deploys and activates nothing: the revision, its activation time
+	// and everything Read reports stay. Only an activated revision that
+	// runs unchanged is restarted (Restartable); a component that does
+	// not come back is a *Failure with the code a deploy would give it
+	// (Op OpRestart).
+	Restart(ctx context.Context, r Restart) (Restarted, error)
 	// ParseImportID recognises an import id of this kind; ok is false for
 	// ids of other kinds, err set for an id of this kind that is malformed.
 	ParseImportID(id string) (name string, ok bool, err error)
@@ -312,6 +321,51 @@ type Turn struct {
 	Agent   Agent
 	Message string
 	Log     Log
+}
+
+// Restart asks an executor to restart an agent (the occ_agent_restart
+// action).
+type Restart struct {
+	// Agent names the agent and its compute (Compute is required).
+	Agent Agent
+	Log   Log
+}
+
+// Restarted is a restart that came back.
+type Restarted struct {
+	// Revision is the activated revision restarted.
+	Revision int64
+	// Components are what was restarted, in the order restarted (a
+	// container's component, a unit).
+	Components []string
+	// Phases are the startup phases the restarted runtime recorded, as
+	// Result.Phases.
+	Phases []PhaseTiming
+}
+
+// Restartable is nil when o, what a Read found of agent, is an activated
+// revision that runs unchanged, which a restart may restart; otherwise the
+// Failure that says why not and that an apply is what restores it. Every
+// executor's Restart asks it first: a restart never runs something
+// Terraform did not activate, nor replaces what an apply must redeploy.
+func Restartable(agent string, o Observed) error {
+	f := &Failure{Code: NotFound, Op: OpRestart, Agent: agent, Revision: o.Revision}
+	switch o.Drift {
+	case DriftNone, DriftUnretired, DriftNetworkPolicy, DriftExposure:
+		if o.Revision > 0 {
+			return nil
+		}
+		f.Reason = "no revision of the agent is activated"
+		f.Next = "apply the agent; a restart restarts only an activated revision"
+	case DriftGone, DriftWorkload:
+		f.Reason = "the activated revision does not run: " + o.DriftDetail
+		f.Next = "apply the agent: the plan shows the drift and the apply deploys the revision again (a restart does not redeploy)"
+	default: // edited, unfinished
+		f.Code = ResourceConflict
+		f.Reason = "what runs is not the activated revision: " + o.DriftDetail
+		f.Next = "apply the agent to run its activated revision again (terraform plan shows the drift); a restart would only restart what was changed"
+	}
+	return f
 }
 
 // Gateway is an open way from the provider's machine into an agent's

@@ -24,6 +24,9 @@ const (
 	// token (the occ_agent_tunnel and occ_gateway_token ephemeral
 	// resources).
 	OpGateway Op = "gateway"
+	// OpRestart is a restart of an agent's activated revision (the
+	// occ_agent_restart action).
+	OpRestart Op = "restart"
 	// OpPreflight is a plan's read-only look at the target (Preflight):
 	// its failures are those a deploy would meet.
 	OpPreflight Op = "preflight"
@@ -86,6 +89,15 @@ func (f *Failure) Error() string {
 
 func (f *Failure) Unwrap() error { return f.Err }
 
+// AsRestart words the advice of a failure the deploy's own checks found
+// during a restart (Op OpRestart): what a deploy's failure says to do
+// before "apply again" is done before a restart again.
+func (f *Failure) AsRestart() {
+	for _, again := range []string{"apply again", "Apply again"} {
+		f.Next = strings.ReplaceAll(f.Next, again, "restart again (or apply)")
+	}
+}
+
 // SummaryText is the summary after the code.
 func (f *Failure) SummaryText() string {
 	switch {
@@ -99,6 +111,8 @@ func (f *Failure) SummaryText() string {
 		return fmt.Sprintf("agent %q did not answer the turn", f.Agent)
 	case f.Op == OpGateway && f.Agent != "":
 		return fmt.Sprintf("agent %q: its gateway cannot be reached", f.Agent)
+	case f.Op == OpRestart && f.Agent != "" && f.Revision > 0:
+		return fmt.Sprintf("agent %q revision %d was not restarted", f.Agent, f.Revision)
 	case f.Agent != "":
 		return fmt.Sprintf("agent %q: %s failed", f.Agent, f.Op)
 	}

@@ -123,3 +123,41 @@ func TestNormalize(t *testing.T) {
 		t.Errorf("classified: %+v", f)
 	}
 }
+
+// Issue 30: a restart restarts only an activated revision that runs
+// unchanged; what an apply must repair is refused with the code that says
+// so, and the advice to apply.
+func TestRestartable(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		o    Observed
+		want Code
+	}{
+		{"running", Observed{Exists: true, Revision: 3}, ""},
+		{"unretired", Observed{Exists: true, Revision: 3, Drift: DriftUnretired}, ""},
+		{"network policy", Observed{Exists: true, Revision: 3, Drift: DriftNetworkPolicy}, ""},
+		{"exposure", Observed{Exists: true, Revision: 3, Drift: DriftExposure}, ""},
+		{"never activated", Observed{Exists: true}, NotFound},
+		{"gone", Observed{Drift: DriftGone, DriftDetail: "no objects"}, NotFound},
+		{"workload deleted", Observed{Exists: true, Revision: 3, Drift: DriftWorkload, DriftDetail: "Deployment a-gateway was deleted"}, NotFound},
+		{"edited", Observed{Exists: true, Revision: 3, Drift: DriftEdited, DriftDetail: "edited outside Terraform"}, ResourceConflict},
+		{"unfinished", Observed{Exists: true, Revision: 3, Drift: DriftUnfinished, DriftDetail: "revision 4 was written"}, ResourceConflict},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			err := Restartable("a", c.o)
+			if c.want == "" {
+				if err != nil {
+					t.Fatalf("Restartable: %v; want nil", err)
+				}
+				return
+			}
+			var f *Failure
+			if !errors.As(err, &f) || f.Code != c.want || f.Op != OpRestart || f.Wrote || !strings.Contains(f.Next, "apply") {
+				t.Fatalf("Restartable: %#v; want %s, op restart, nothing written, advice to apply", err, c.want)
+			}
+			if c.o.DriftDetail != "" && !strings.Contains(f.Reason, c.o.DriftDetail) {
+				t.Errorf("reason %q does not say what the read found (%q)", f.Reason, c.o.DriftDetail)
+			}
+		})
+	}
+}

@@ -3,7 +3,9 @@ package kube
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -128,6 +130,21 @@ func kubePlace(t *testing.T, c *kubeenv.Cluster) *conformance.Place {
 		Leftovers: func(ctx context.Context, t *testing.T, name string) []string {
 			t.Helper()
 			return kubeLeftovers(ctx, t, c, ns, name)
+		},
+		Incarnation: func(ctx context.Context, t *testing.T, name string) string {
+			t.Helper()
+			pods, err := cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: render.LabelAgent + "=" + name})
+			if err != nil {
+				t.Fatalf("list the agent's Pods: %v", err)
+			}
+			var uids []string
+			for _, p := range pods.Items {
+				if p.DeletionTimestamp == nil {
+					uids = append(uids, string(p.UID))
+				}
+			}
+			slices.Sort(uids)
+			return strings.Join(uids, ",")
 		},
 		Unreachable: func(t *testing.T) (executor.Executor, admission.Compute) {
 			t.Helper()

@@ -267,7 +267,7 @@ func (e *Executor) apply(ctx context.Context, d executor.Deployment) (_ executor
 	}
 	r.gated = true
 	e.log.Print("waiting for the revision's startup probe", map[string]any{"work.operation": "gate", "revision": n})
-	phases, err := e.gate(ctx, r, components, workloads, sandboxes)
+	phases, err := e.gate(ctx, r.gateFor(), components, workloads, sandboxes)
 	if err != nil {
 		var f *Failure
 		if errors.As(err, &f) && len(f.Lines) > 0 {

@@ -17,7 +17,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
+	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 
 	"github.com/occ-platform/terraform-provider-occ/internal/executor"
 	"github.com/occ-platform/terraform-provider-occ/internal/render"
@@ -31,12 +33,27 @@ func revisionSelector(agent string, n int64, id string) string {
 	return labels.SelectorFromSet(labels.Set{render.LabelAgent: agent, render.LabelRevision: strconv.FormatInt(n, 10), render.LabelRevisionID: id}).String()
 }
 
+// gateFor is what a gate waits for: revision n (content id id) of agent in
+// namespace ns, its state claim (nil: none to watch), and the Pods that
+// do not count (a restart's, which existed before it).
+type gateFor struct {
+	agent, ns, id string
+	n             int64
+	claim         *corev1ac.PersistentVolumeClaimApplyConfiguration
+	skip          map[types.UID]bool
+}
+
+// gateFor is what the deploy's gate waits for.
+func (r *rollout) gateFor() gateFor {
+	return gateFor{agent: r.agent(), ns: r.ns, n: r.n, id: r.rev.ID(), claim: r.objs.StateClaim}
+}
+
 // gate watches the revision's Pods until every component has a Ready Pod,
 // reading the startup records of each started container as they come.
 //
 // It returns the startup phases read by the time it passed.
-func (e *Executor) gate(ctx context.Context, r *rollout, components map[string]bool, workloads map[string]string, sandboxes []string) ([]executor.PhaseTiming, error) {
-	agent, ns, n, id, claim := r.agent(), r.ns, r.n, r.rev.ID(), r.objs.StateClaim
+func (e *Executor) gate(ctx context.Context, g gateFor, components map[string]bool, workloads map[string]string, sandboxes []string) ([]executor.PhaseTiming, error) {
+	agent, ns, n, id, claim := g.agent, g.ns, g.n, g.id, g.claim
 	sel := revisionSelector(agent, n, id)
 	pods := e.Client.CoreV1().Pods(ns)
 	wctx, cancel := context.WithCancel(ctx)
@@ -61,7 +78,7 @@ func (e *Executor) gate(ctx context.Context, r *rollout, components map[string]b
 	// watchUntil resumes it through server restarts and 410s.
 	condition := func(ev watch.Event) (bool, error) {
 		pod, ok := ev.Object.(*corev1.Pod)
-		if !ok || ev.Type == watch.Deleted {
+		if !ok || ev.Type == watch.Deleted || g.skip[pod.UID] {
 			return false, nil
 		}
 		f := st.observe(pod)

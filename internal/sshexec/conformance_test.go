@@ -491,6 +491,10 @@ func sshPlace(t *testing.T, h *sshhost.Host, exec *Executor, compute admission.C
 			}
 			return l
 		},
+		Incarnation: func(_ context.Context, t *testing.T, name string) string {
+			// systemd's id of the unit's current run: a new one per start.
+			return strings.TrimSpace(hostRun(t, h, "systemctl show -p InvocationID --value -- "+render.UnitName(name), ""))
+		},
 		Unreachable: func(t *testing.T) (executor.Executor, admission.Compute) {
 			c := compute
 			c = c.WithSSH(func(s *admission.SSHCompute) { s.Port = int64(freeLoopbackPort(t)) }) // nothing listens there

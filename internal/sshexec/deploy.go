@@ -520,6 +520,9 @@ type watch struct {
 	since time.Time
 	state UnitState
 	addr  string
+	// op is the operation watched (OpDeploy when unset: an activation;
+	// OpRestart: a restart of the activated revision).
+	op executor.Op
 }
 
 // untilReady waits until /readyz answers 200 through the SSH connection
@@ -714,6 +717,9 @@ func (w *watch) failure(ctx context.Context, code executor.Code, reason, phase s
 
 func (w *watch) withJournal(f *executor.Failure, entries []JournalEntry) *executor.Failure {
 	f.Op, f.Agent, f.Revision = executor.OpDeploy, w.h.Agent, w.h.Revision
+	if w.op != "" {
+		f.Op = w.op
+	}
 	f.Where = fmt.Sprintf("unit %s on %s", w.h.Unit, w.addr)
 	if w.state.ActiveState != "" {
 		f.State = w.state.String()
@@ -726,7 +732,11 @@ func (w *watch) withJournal(f *executor.Failure, entries []JournalEntry) *execut
 	// file the unit loads is the operator's, never read by the provider,
 	// so the patterns do the work.
 	f.Lines = executor.Redactor{}.Lines(JournalLines(entries, max))
-	f.LinesTitle = "Journal of this activation (journalctl -u " + w.h.Unit + "):"
+	what := "activation"
+	if w.op == executor.OpRestart {
+		what = "restart"
+	}
+	f.LinesTitle = "Journal of this " + what + " (journalctl -u " + w.h.Unit + "):"
 	if f.Record == nil {
 		if records, _ := StartupRecords(entries); len(records) > 0 {
 			last := records[len(records)-1]

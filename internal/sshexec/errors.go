@@ -175,6 +175,8 @@ func exit(op executor.Op, agent string, n int64, addr string, w *executor.Writes
 		x.Summary = fmt.Sprintf("cannot %s agent %q on SSH host %s", op, agent, addr)
 	case executor.OpDeploy:
 		x.Summary = fmt.Sprintf("agent %q revision %d on SSH host %s", agent, n, addr)
+	case executor.OpRestart:
+		x.Summary = fmt.Sprintf("agent %q on SSH host %s was not restarted", agent, addr)
 	case executor.OpPreflight:
 		x.Summary = fmt.Sprintf("agent %q revision %d would not activate on SSH host %s", agent, n, addr)
 	}

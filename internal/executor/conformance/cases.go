@@ -33,6 +33,7 @@ var Cases = []Case{
 	{"WritesMarked", writesMarked},
 	{"PreflightReadsOnly", preflightReadsOnly},
 	{"GatewayAccess", gatewayAccess},
+	{"Restart", restart},
 }
 
 // longName is an agent name of 30 characters: on SSH its service user
@@ -442,4 +443,53 @@ func gatewayAccess(r *R) {
 		r.Errorf("reading the token and opening the gateway changed the target: %q, then %q", before, after)
 	}
 	r.Activated(name, 1, rev)
+}
+
+// restart: a restart of an activated agent starts what runs of it again
+// (the place's Incarnation changes) and returns once it is ready; the
+// revision, its id, its activation time and its endpoint stay, without
+// drift (a restart is no deploy: AC4's record is the activation's).
+// Before any deploy it is NOT_FOUND, having written nothing; over what was
+// edited behind the executor's back it is RESOURCE_CONFLICT, having
+// written nothing: a restart never runs what Terraform did not activate.
+func restart(r *R) {
+	const name = "restarted"
+	restart := func() (executor.Restarted, error) {
+		return r.Kind.Executor.Restart(r.Ctx, executor.Restart{Agent: r.agent(name), Log: r.log(name)})
+	}
+	_, err := restart()
+	if f := r.Failure(err, executor.NotFound); f.Op != executor.OpRestart || f.Wrote {
+		r.Errorf("restart before any deploy: op %s, wrote %v; want restart, nothing written: %v", f.Op, f.Wrote, err)
+	}
+	rev := r.rev(name, 1, Ready)
+	r.MustDeploy(rev, 1, 0)
+	before := r.Activated(name, 1, rev)
+	ran := r.Place.Incarnation(r.Ctx, r.T, name)
+	if ran == "" {
+		r.Fatalf("nothing runs of the activated agent, says the place")
+	}
+	res, err := restart()
+	if err != nil {
+		var f *executor.Failure
+		if errors.As(err, &f) {
+			r.Fatalf("restart: %v\n%s", err, f.Detail(rev.ID()))
+		}
+		r.Fatalf("restart: %v", err)
+	}
+	if res.Revision != 1 || len(res.Components) == 0 {
+		r.Errorf("restart said %+v; want revision 1 and what it restarted", res)
+	}
+	if now := r.Place.Incarnation(r.Ctx, r.T, name); now == ran || now == "" {
+		r.Errorf("what runs is %q before the restart and %q after it; want a new start", ran, now)
+	}
+	after := r.Activated(name, 1, rev)
+	if !after.ActivatedAt.Equal(before.ActivatedAt) || after.Endpoint != before.Endpoint || after.References != before.References {
+		r.Errorf("after the restart the activation reads %s on %s (%q); before it %s on %s (%q): a restart activates nothing",
+			after.ActivatedAt, after.Endpoint, after.References, before.ActivatedAt, before.Endpoint, before.References)
+	}
+	r.Place.Edit(r.Ctx, r.T, name)
+	_, err = restart()
+	if f := r.Failure(err, executor.ResourceConflict); f.Op != executor.OpRestart || f.Wrote || f.Revision != 0 && f.Revision != 1 {
+		r.Errorf("restart of an edited agent: op %s, wrote %v, revision %d; want restart, nothing written: %v", f.Op, f.Wrote, f.Revision, err)
+	}
 }

@@ -148,6 +148,10 @@ type Place struct {
 	// object, file, unit or user, every executor-written object the kind
 	// knows of; empty when nothing is.
 	Leftovers func(ctx context.Context, t *testing.T, name string) []string
+	// Incarnation names what runs of agent name now, so that a start of it
+	// is a new name (its Pods' UIDs, its unit's invocation id); "" when
+	// nothing runs.
+	Incarnation func(ctx context.Context, t *testing.T, name string) string
 	// Unreachable is an executor and compute that point at this place
 	// through a target that does not answer (a closed port).
 	Unreachable func(t *testing.T) (executor.Executor, admission.Compute)

@@ -104,6 +104,19 @@ type agent struct {
 	activatedID string
 	at          time.Time
 	references  string
+	// starts counts the starts of what runs: one per deploy that wrote,
+	// one per restart.
+	starts int
+}
+
+// Starts is how many times what runs of agent name was started (0: never).
+func (t *Target) Starts(name string) int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if a := t.agents[name]; a != nil {
+		return a.starts
+	}
+	return 0
 }
 
 // Remove stops what runs of agent name, behind the executor's back.
@@ -274,6 +287,7 @@ func (e *Executor) deploy(ctx context.Context, d executor.Deployment, writes *ex
 	}
 	writes.Mark()
 	a.written[n], a.running, a.edited = rev.ID(), n, false
+	a.starts++
 	t.mu.Unlock()
 
 	d.Log.Print("waiting for the revision's startup", map[string]any{"work.operation": "gate", "revision": n})
@@ -394,6 +408,34 @@ func (e *Executor) Delete(_ context.Context, a executor.Agent) error {
 		delete(t.agents, a.Name)
 	}
 	return nil
+}
+
+// Restart starts what runs of the activated revision again, when it runs
+// unchanged (executor.Restartable).
+func (e *Executor) Restart(ctx context.Context, r executor.Restart) (executor.Restarted, error) {
+	var writes executor.Writes
+	out, err := e.restart(ctx, r, &writes)
+	return out, executor.Normalize(err, executor.Exit{Op: executor.OpRestart, Agent: r.Agent.Name, Revision: out.Revision, Writes: &writes})
+}
+
+func (e *Executor) restart(ctx context.Context, r executor.Restart, writes *executor.Writes) (executor.Restarted, error) {
+	if err := ctx.Err(); err != nil {
+		return executor.Restarted{}, err
+	}
+	t, c, err := e.locate(r.Agent)
+	if err != nil {
+		return executor.Restarted{}, err
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	o := observe(t, c, r.Agent.Name)
+	if err := executor.Restartable(r.Agent.Name, o); err != nil {
+		return executor.Restarted{}, err
+	}
+	r.Log.Print("restarting", map[string]any{"work.operation": "restart", "revision": o.Revision})
+	writes.Mark()
+	t.agents[r.Agent.Name].starts++
+	return executor.Restarted{Revision: o.Revision, Components: []string{"memory runtime"}}, nil
 }
 
 // Turn answers from the activated revision: the memory runtime echoes

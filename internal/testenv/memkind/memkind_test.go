@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strconv"
 	"testing"
 
 	"github.com/occ-platform/terraform-provider-occ/internal/admission"
@@ -73,6 +74,12 @@ func memoryPlace(t *testing.T, exec *Executor, host string, target *Target) *con
 		Edit:      func(_ context.Context, _ *testing.T, name string) { target.Edit(name) },
 		LookAlike: func(_ context.Context, _ *testing.T, name string) { target.LookAlike(name) },
 		Leftovers: func(_ context.Context, _ *testing.T, name string) []string { return target.Leftovers(name) },
+		Incarnation: func(_ context.Context, _ *testing.T, name string) string {
+			if n := target.Starts(name); n > 0 {
+				return strconv.Itoa(n)
+			}
+			return ""
+		},
 		Unreachable: func(*testing.T) (executor.Executor, admission.Compute) {
 			return exec, Compute("m-"+host, "nowhere", "")
 		},
