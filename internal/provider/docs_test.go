@@ -85,6 +85,7 @@ func TestDocs_ByValueReferencesListNoNestedFields(t *testing.T) {
 		"data-sources/installation.md":         {"compute"},
 		"data-sources/agent.md":                {"compute"},
 		"actions/agent_turn.md":                {"agent"},
+		"actions/agent_restart.md":             {"agent"},
 		"ephemeral-resources/agent_tunnel.md":  {"agent"},
 		"ephemeral-resources/gateway_token.md": {"agent"},
 	} {

@@ -25,16 +25,15 @@ const defaultOpenTimeout = 2 * time.Minute
 // it, logging with the work fields wf. ok is false, with diags saying why, when the agent is incomplete or
 // its compute cannot be reached.
 func (d *Data) agentArg(ctx context.Context, obj types.Object, wf map[string]any, diags *diag.Diagnostics) (executor.Executor, executor.Agent, bool) {
+	// Read by attribute: each caller's type adds what it reads beside
+	// these (agentRestartRefType).
 	var ref struct {
-		Name        types.String `tfsdk:"name"`
-		Compute     types.Object `tfsdk:"compute"`
-		ActivatedAt types.String `tfsdk:"activated_at"`
+		Name    types.String
+		Compute types.Object
 	}
-	diags.Append(obj.As(ctx, &ref, objectAsOptions)...)
-	if diags.HasError() {
-		return nil, executor.Agent{}, false
-	}
-	if ref.Compute.IsNull() || ref.Name.ValueString() == "" {
+	ref.Name, _ = obj.Attributes()["name"].(types.String)
+	ref.Compute, _ = obj.Attributes()["compute"].(types.Object)
+	if ref.Compute.IsNull() || ref.Compute.IsUnknown() || ref.Name.ValueString() == "" {
 		addAttrError(diags, path.Root("agent"), "INVALID_REQUEST: the agent is incomplete",
 			"Pass the whole agent: agent = occ_agent.<name>, after it has been applied.")
 		return nil, executor.Agent{}, false

@@ -362,9 +362,9 @@ func (p *occProvider) EphemeralResources(context.Context) []func() ephemeral.Eph
 	return []func() ephemeral.EphemeralResource{NewAgentTunnelEphemeralResource, NewGatewayTokenEphemeralResource}
 }
 
-// Actions: occ_agent_turn (Terraform 1.14+).
+// Actions: occ_agent_turn and occ_agent_restart (Terraform 1.14+).
 func (p *occProvider) Actions(context.Context) []func() action.Action {
-	return []func() action.Action{NewAgentTurnAction}
+	return []func() action.Action{NewAgentTurnAction, NewAgentRestartAction}
 }
 
 func (p *occProvider) Functions(context.Context) []func() function.Function {
