@@ -107,8 +107,9 @@ func CheckAuth(harness, mode, primaryProvider string, c Compute, s CredentialSou
 		if harness != HarnessCodex || !dedicated {
 			errs = append(errs, invalid("AU2", attr, nil, "codex_pat authenticates dedicated Codex only; this agent runs %s %s. Use api_key, or harness = \"codex\" with execution_mode = \"dedicated\"", harness, mode))
 		}
-		// A managed ServiceAccount's token arrives as the file that
-		// EnvCodexAccessTokenFile names instead (render).
+		if e := CheckAccountSource(s.ServiceAccount, attr); e != nil {
+			errs = append(errs, e)
+		}
 		d.Consumer, d.EnvVar, d.LoginMode = ConsumerHarness, EnvCodexAccessToken, LoginCodexPAT
 	case MethodCredentialSource:
 		errs = append(errs, checkCredentialSource(harness, mode, c, s, attr)...)
@@ -210,4 +211,20 @@ func quoteOrNone(s string) string {
 		return "(none)"
 	}
 	return fmt.Sprintf("%q", s)
+}
+
+// CheckAccountSource is AU2 for a codex_pat source that names an account
+// instead of holding a token: refused. In the platform a service account
+// is an OCC account whose model backend issues the access token; this
+// provider has no such backend, and a Kubernetes ServiceAccount's token is
+// not an OpenAI credential, so `codex login --with-access-token` would
+// refuse it and the harness's startup probe could never pass. nil when
+// serviceAccount is empty.
+func CheckAccountSource(serviceAccount string, attr []string) *Error {
+	if serviceAccount == "" {
+		return nil
+	}
+	return invalid("AU2", attr, nil, "a codex_pat source from service account %q cannot log in: a Kubernetes ServiceAccount's token is not a Codex access token "+
+		"(codex login --with-access-token would refuse it, and the harness's startup probe could never pass), and this provider has no account backend that issues one. "+
+		"Put a Codex access token in a Secret of the compute's namespace and name it with secret_ref, or pass it in value_wo", serviceAccount)
 }

@@ -12,9 +12,6 @@ const (
 	EnvOpenAIAPIKey     = "OPENAI_API_KEY"
 	EnvAnthropicAPIKey  = "ANTHROPIC_API_KEY"
 	EnvCodexAccessToken = "CODEX_ACCESS_TOKEN"
-	// EnvCodexAccessTokenFile names the file holding a managed
-	// ServiceAccount's projected token, in place of EnvCodexAccessToken (AU2).
-	EnvCodexAccessTokenFile = EnvCodexAccessToken + "_FILE"
 	// EnvCodexLoginMode tells the wrapper how Codex logs in: one of the
 	// Login* values (CredentialDelivery.LoginMode).
 	EnvCodexLoginMode = "CODEX_LOGIN_MODE"
@@ -26,7 +23,7 @@ const (
 	// EnvOpenAIAPIKey on stdin.
 	LoginAPIKeyStdin = "api_key_stdin"
 	// LoginCodexPAT: `codex login --with-access-token`, the token from
-	// EnvCodexAccessToken (or the file EnvCodexAccessTokenFile names) on stdin.
+	// EnvCodexAccessToken on stdin.
 	LoginCodexPAT = "codex_pat"
 )
 

@@ -61,7 +61,7 @@ var Rules = []Rule{
 	{"AD5", "With `logging.ownership = \"driver\"` the configuration's logging is kept as written."},
 	{"AD6", "Apply admits the combination again before its first write; unsupported combinations, revoked authority or a missing driver fail closed."},
 	{"AU1", "`api_key` from a Secret on Kubernetes reaches only the process that calls the model, as `OPENAI_API_KEY` or `ANTHROPIC_API_KEY`."},
-	{"AU2", "`codex_pat` (a Secret or a managed ServiceAccount) is for dedicated Codex only, which gets `CODEX_ACCESS_TOKEN` and `CODEX_LOGIN_MODE=codex_pat`."},
+	{"AU2", "`codex_pat` (a Codex access token in a Secret, `secret_ref` or `value_wo`) is for dedicated Codex only, which gets `CODEX_ACCESS_TOKEN` and `CODEX_LOGIN_MODE=codex_pat`. A source from a managed ServiceAccount is refused: its Kubernetes token is not a Codex access token and could never log in."},
 	{"AU3", "`credential_source` needs a Credential Gateway, the OpenShell sandbox, a dedicated harness and a compatible source type; the egress proxy inserts the key."},
 	{"AU4", "While a Credential Gateway is selected, Secret-backed and account methods are `RESOURCE_CONFLICT`."},
 	{"AU5", "SSH embedded OpenClaw accepts only `runtime` (a host environment file); Kubernetes refuses `runtime` with `RESOURCE_CONFLICT`."},

@@ -30,7 +30,6 @@ func TestAD1_SourceMustLiveInAgentCompute(t *testing.T) {
 	}{
 		{"secret source in the agent's compute", k8sEmbeddedInput(), nil},
 		{"source not tied to a compute", inCompute(k8sEmbeddedInput(), ""), nil},
-		{"service account source in the agent's compute", func() Input { in := dedicatedCodexInput(); in.Source = saPATSource(k8sComputeID); return in }(), nil},
 		{"runtime source on its ssh host", sshInput(), nil},
 		{"credential_source is not bound to a compute", func() Input { in := credentialGatewayCodexInput(); in.Source.ComputeID = "cmp-other"; return in }(), nil},
 		{"secret source in another compute", inCompute(k8sEmbeddedInput(), "cmp-other"), &refusal{ResourceConflict, "AD1", attrSource, ""}},

@@ -71,16 +71,21 @@ func TestAU2_CodexPATDedicatedCodexOnly(t *testing.T) {
 	withSource := func(in Input, s CredentialSource) Input { in.Source = s; return in }
 	runAuthCases(t, []authCase{
 		{"dedicated codex, secret", withSource(dedicatedCodexInput(), patSource(k8sComputeID)), pat, nil},
-		{"dedicated codex, managed service account", withSource(dedicatedCodexInput(), saPATSource(k8sComputeID)), pat, nil},
+		// Issue 26: a Kubernetes ServiceAccount token is not a Codex access
+		// token; such a source could never log in, so it is refused.
+		{"dedicated codex, managed service account", withSource(dedicatedCodexInput(), saPATSource(k8sComputeID)), CredentialDelivery{},
+			&refusal{InvalidRequest, "AU2", attrSource, ""}},
 		{"embedded openclaw", withSource(k8sEmbeddedInput(), patSource(k8sComputeID)), CredentialDelivery{},
 			&refusal{InvalidRequest, "AU2", attrSource, ""}},
 	})
-	// Both sources freeze their reference, never a value.
-	rev := admitOK(t, withSource(dedicatedCodexInput(), saPATSource(k8sComputeID)))
-	if rev.Source.ServiceAccount != "codex-account" || rev.Source.SecretName != "" {
-		t.Errorf("frozen service account source = %+v", rev.Source)
+	if e := CheckAccountSource("codex-account", attrSource); e == nil || !strings.Contains(e.Message, "is not a Codex access token") || !strings.Contains(e.Message, "secret_ref") {
+		t.Errorf("the refusal of an account source does not say why and what to use: %v", e)
 	}
-	rev = admitOK(t, withSource(dedicatedCodexInput(), patSource(k8sComputeID)))
+	if e := CheckAccountSource("", attrSource); e != nil {
+		t.Errorf("a source that names no account refused: %v", e)
+	}
+	// The source freezes its reference, never a value.
+	rev := admitOK(t, withSource(dedicatedCodexInput(), patSource(k8sComputeID)))
 	if rev.Source.SecretName != "codex-pat" || rev.Source.SecretKey != "token" {
 		t.Errorf("frozen secret source = %+v", rev.Source)
 	}

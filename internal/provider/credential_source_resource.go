@@ -86,8 +86,8 @@ func (r *credentialSourceResource) Schema(_ context.Context, _ resource.SchemaRe
 func credentialSourceSchema() schema.Schema {
 	return schema.Schema{
 		MarkdownDescription: "Where an Agent's model credential comes from. The `method` is the Agent's auth binding (rules AU1 to AU5): " +
-			"`api_key` and `codex_pat` from a Kubernetes Secret (`value_wo` or `secret_ref`; `codex_pat` may also use a managed " +
-			"`service_account`), `credential_source` from the Credential Gateway (`source_type`), and `runtime` from an operator's " +
+			"`api_key` and `codex_pat` from a Kubernetes Secret (`value_wo` or `secret_ref`), `credential_source` from the Credential " +
+			"Gateway (`source_type`), and `runtime` from an operator's " +
 			"credentials file on an SSH host (`environment_file`). The value never reaches state, plan output, logs or diagnostics. " +
 			"A source with `value_wo` or `secret_ref` reaches its compute's cluster on create and update: it prepares the " +
 			"namespace as an Agent's deploy does (created when missing, permissions checked), and with `value_wo` writes the value to a " +
@@ -120,8 +120,9 @@ func credentialSourceSchema() schema.Schema {
 					"key":  schema.StringAttribute{Required: true, Validators: []validator.String{stringvalidator.LengthAtLeast(1)}, MarkdownDescription: "The key inside it."},
 				}},
 			"service_account": schema.StringAttribute{Optional: true, Validators: []validator.String{dnsLabel()},
-				MarkdownDescription: "`codex_pat` only: a managed ServiceAccount whose token authenticates Codex (rule AU2). The revision pins the ServiceAccount, not one token: " +
-					"the kubelet projects a one-hour token for it and rotates it, and a restarted harness logs in with the token current then (see the revisions guide)."},
+				DeprecationMessage: "A codex_pat source from a ServiceAccount cannot log in and is refused (rule AU2): use secret_ref or value_wo with a Codex access token.",
+				MarkdownDescription: "Refused (rule AU2): a Kubernetes ServiceAccount's token is not a Codex access token, so a `codex_pat` source from one could never log in. " +
+					"Put a Codex access token in a Secret (`secret_ref`) or in `value_wo` instead."},
 			"source_type": schema.StringAttribute{Optional: true, Validators: []validator.String{oneOfRule("AU3", admission.SourceTypes...)},
 				MarkdownDescription: "`credential_source` only: `openai_api_key`. `codex_oauth` can be declared but an Agent that uses it is refused at plan: Codex would get neither a key nor a ChatGPT login, so its startup probe could never pass (rule AU3)."},
 			"environment_file": schema.StringAttribute{Optional: true, Validators: []validator.String{absolutePath{}},
@@ -143,7 +144,7 @@ func credentialSourceSchema() schema.Schema {
 // sourceShape says which attributes each method takes (static, ValidateConfig).
 var sourceShape = map[string]struct{ allowed, oneOf []string }{
 	admission.MethodAPIKey:           {allowed: []string{"value_wo", "value_wo_version", "secret_ref"}, oneOf: []string{"value_wo", "secret_ref"}},
-	admission.MethodCodexPAT:         {allowed: []string{"value_wo", "value_wo_version", "secret_ref", "service_account"}, oneOf: []string{"value_wo", "secret_ref", "service_account"}},
+	admission.MethodCodexPAT:         {allowed: []string{"value_wo", "value_wo_version", "secret_ref", "service_account"}, oneOf: []string{"value_wo", "secret_ref"}},
 	admission.MethodCredentialSource: {allowed: []string{"source_type"}, oneOf: []string{"source_type"}},
 	admission.MethodRuntime:          {allowed: []string{"environment_file"}, oneOf: []string{"environment_file"}},
 }
@@ -171,6 +172,13 @@ func (r *credentialSourceResource) ValidateConfig(ctx context.Context, req resou
 		if set[a] && !allowed[a] {
 			addAttrError(&resp.Diagnostics, path.Root(a), fmt.Sprintf("INVALID_REQUEST: %s does not apply to method %q", a, method),
 				fmt.Sprintf("Method %q takes %s. Remove %s, or choose the method it belongs to.", method, orList(shape.oneOf), a))
+		}
+	}
+	if method == admission.MethodCodexPAT && !m.ServiceAccount.IsNull() && !m.ServiceAccount.IsUnknown() {
+		// AU2: such a source could never log in.
+		if e := admission.CheckAccountSource(m.ServiceAccount.ValueString(), []string{"service_account"}); e != nil {
+			addAdmissionErrors(&resp.Diagnostics, path.Empty(), admission.Errors{e})
+			return
 		}
 	}
 	count := 0
@@ -202,7 +210,7 @@ func (r *credentialSourceResource) ValidateConfig(ctx context.Context, req resou
 	needsCompute := method == admission.MethodAPIKey || method == admission.MethodCodexPAT
 	if needsCompute && m.Compute.IsNull() {
 		addAttrError(&resp.Diagnostics, path.Root("compute"), fmt.Sprintf("INVALID_REQUEST: a %s source needs its compute", method),
-			"The Secret or ServiceAccount lives in a Kubernetes compute's namespace: set compute = occ_compute.<name>.")
+			"The Secret lives in a Kubernetes compute's namespace: set compute = occ_compute.<name>.")
 	}
 }
 

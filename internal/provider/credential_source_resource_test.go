@@ -13,6 +13,8 @@ const testSentinel = "sk-SENTINEL-9f3c2a7e-do-not-leak"
 
 func TestAccCredentialSource_Methods(t *testing.T) {
 	env := newKubeEnv(t)
+	env.secret(t, "codex-token", "token", "codex-access-token")
+	env.secret(t, "codex-token-2", "token", "codex-access-token-2")
 	resource.Test(t, resource.TestCase{
 		PreCheck:                 func() { testAccPreCheck(t) },
 		ProtoV6ProviderFactories: testAccProtoV6ProviderFactories,
@@ -20,10 +22,10 @@ func TestAccCredentialSource_Methods(t *testing.T) {
 			{
 				Config: env.provider + env.compute("") + `
 resource "occ_credential_source" "pat" {
-  name            = "codex-pat"
-  compute         = occ_compute.k
-  method          = "codex_pat"
-  service_account = "codex-account"
+  name       = "codex-pat"
+  compute    = occ_compute.k
+  method     = "codex_pat"
+  secret_ref = { name = "codex-token", key = "token" }
 }
 resource "occ_credential_source" "gw" {
   name        = "gw"
@@ -41,7 +43,7 @@ resource "occ_credential_source" "rt" {
   environment_file = "/etc/occ/openclaw.env"
 }`,
 				ConfigStateChecks: []statecheck.StateCheck{
-					statecheck.ExpectKnownValue("occ_credential_source.pat", tfjsonpath.New("secret_name"), knownvalue.Null()),
+					statecheck.ExpectKnownValue("occ_credential_source.pat", tfjsonpath.New("secret_name"), knownvalue.StringExact("codex-token")),
 					statecheck.ExpectKnownValue("occ_credential_source.gw", tfjsonpath.New("generation"), knownvalue.Int64Exact(1)),
 					statecheck.ExpectKnownValue("occ_credential_source.rt", tfjsonpath.New("environment_file"), knownvalue.StringExact("/etc/occ/openclaw.env")),
 				},
@@ -50,10 +52,10 @@ resource "occ_credential_source" "rt" {
 				// Changing the reference is a new generation.
 				Config: env.provider + env.compute("") + `
 resource "occ_credential_source" "pat" {
-  name            = "codex-pat"
-  compute         = occ_compute.k
-  method          = "codex_pat"
-  service_account = "codex-account-2"
+  name       = "codex-pat"
+  compute    = occ_compute.k
+  method     = "codex_pat"
+  secret_ref = { name = "codex-token-2", key = "token" }
 }
 resource "occ_credential_source" "gw" {
   name        = "gw"
@@ -120,6 +122,15 @@ resource "occ_credential_source" "s" {
   name   = "x"
   method = "runtime"
 }`, `INVALID_REQUEST: method "runtime" needs environment_file[\s\S]*only the gateway's readiness`},
+		// rule AU2, issue 26: a ServiceAccount's Kubernetes token is not a
+		// Codex access token; such a source could never log in.
+		"AU2 codex_pat from a service account": {testComputeK8s + `
+resource "occ_credential_source" "s" {
+  name            = "x"
+  compute         = occ_compute.k
+  method          = "codex_pat"
+  service_account = "codex-account"
+}`, `INVALID_REQUEST: a codex_pat source from service account "codex-account" cannot log in[\s\S]*secret_ref[\s\S]*AU2`},
 		"relative environment file": {`
 resource "occ_credential_source" "s" {
   name             = "x"

@@ -10,7 +10,7 @@ import (
 // credentialVars are the contract's credential variables (admission's
 // contract.go): the only ones that carry or select a model credential.
 var credentialVars = []string{admission.EnvOpenAIAPIKey, admission.EnvAnthropicAPIKey, admission.EnvCodexAccessToken,
-	admission.EnvCodexAccessTokenFile, admission.EnvCodexLoginMode}
+	admission.EnvCodexLoginMode}
 
 // credentialEnvOf is every container's credential variables, by container name.
 func credentialEnvOf(objs *Objects) map[string][]string {
@@ -30,8 +30,6 @@ func credentialEnvOf(objs *Objects) map[string][]string {
 // nothing it derives itself: a doctored delivery is rendered as doctored.
 func TestAU1_RenderReadsTheAdmittedDelivery(t *testing.T) {
 	pat := codexInput(t, admission.MethodCodexPAT)
-	sa := codexInput(t, admission.MethodCodexPAT)
-	sa.Source.SecretRef, sa.Source.ServiceAccount = nil, "codex-account"
 	openaiEmbedded := embeddedInput(t, "openai/gpt-5")
 	openaiEmbedded.Agent.Harness = admission.HarnessOpenClaw
 	for _, tc := range []struct {
@@ -44,7 +42,6 @@ func TestAU1_RenderReadsTheAdmittedDelivery(t *testing.T) {
 		{"embedded openai", openaiEmbedded, "gateway", []string{admission.EnvOpenAIAPIKey}},
 		{"codex api_key", codexInput(t, admission.MethodAPIKey), "harness", []string{admission.EnvCodexLoginMode, admission.EnvOpenAIAPIKey}},
 		{"codex_pat secret", pat, "harness", []string{admission.EnvCodexLoginMode, admission.EnvCodexAccessToken}},
-		{"codex_pat service account", sa, "harness", []string{admission.EnvCodexLoginMode, admission.EnvCodexAccessTokenFile}},
 		{"codex credential gateway", sandboxedCodexInput(t), "harness", []string{admission.EnvOpenAIAPIKey, admission.EnvCodexLoginMode}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

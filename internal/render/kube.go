@@ -72,9 +72,6 @@ const (
 	// HarnessWorkspace is where the dedicated Codex harness works: its own
 	// writable workspace, apart from the gateway's (MR7).
 	HarnessWorkspace = "/home/codex/workspace"
-	// CodexTokenDir holds a managed ServiceAccount's projected token.
-	CodexTokenDir      = "/var/run/secrets/occ/codex"
-	CodexTokenAudience = "codex"
 	// Wrapper is the startup wrapper in the runtime images (cmd/occ-runtime).
 	Wrapper = "/usr/local/bin/occ-runtime"
 	// Init is the init process of the runtime images (Debian's tini): PID 1
@@ -405,13 +402,6 @@ func dedicatedCodex(rev *admission.Revision, n int64) (*Objects, error) {
 		corev1ac.Volume().WithName("codex-home").WithEmptyDir(emptyDir(rev)),
 		corev1ac.Volume().WithName("workspace").WithEmptyDir(emptyDir(rev)),
 	)
-	if sa := rev.Source.ServiceAccount; sa != "" && rev.Credential.Method == admission.MethodCodexPAT {
-		spec := harness.Spec.Template.Spec
-		spec.WithServiceAccountName(sa).WithVolumes(corev1ac.Volume().WithName("codex-token").WithProjected(
-			corev1ac.ProjectedVolumeSource().WithSources(corev1ac.VolumeProjection().WithServiceAccountToken(
-				corev1ac.ServiceAccountTokenProjection().WithAudience(CodexTokenAudience).WithExpirationSeconds(3600).WithPath("token")))))
-		spec.Containers[0].WithVolumeMounts(corev1ac.VolumeMount().WithName("codex-token").WithMountPath(CodexTokenDir).WithReadOnly(true))
-	}
 	objs := &Objects{
 		Namespace: ns,
 		ServiceAccounts: []*corev1ac.ServiceAccountApplyConfiguration{
@@ -638,9 +628,8 @@ func envValue(name, value string) *corev1ac.EnvVarApplyConfiguration {
 // credentialEnv is the model credential as its consumer receives it, read
 // from what admission decided (rev.Credential, AU1 to AU3): the variable
 // holding the key, token or placeholder, and Codex's login mode. A Secret
-// is projected by reference; a managed ServiceAccount's token (AU2) is a
-// projected, audience-bound, expiring token whose file the _FILE variable
-// names; a Credential Gateway's key is a placeholder the egress proxy swaps
+// is projected by reference (a codex_pat source from a ServiceAccount is
+// refused at admission, AU2); a Credential Gateway's key is a placeholder the egress proxy swaps
 // (AU3). The variables keep the order each delivery has always rendered
 // in, so that an upgrade changes no Pod template.
 func credentialEnv(rev *admission.Revision) []*corev1ac.EnvVarApplyConfiguration {
@@ -650,8 +639,6 @@ func credentialEnv(rev *admission.Revision) []*corev1ac.EnvVarApplyConfiguration
 	case c.EnvVar == "":
 	case c.Placeholder:
 		key = envValue(c.EnvVar, admission.PlaceholderCredential)
-	case c.Method == admission.MethodCodexPAT && rev.Source.ServiceAccount != "":
-		key = envValue(admission.EnvCodexAccessTokenFile, CodexTokenDir+"/token")
 	default:
 		key = secretEnv(c.EnvVar, rev.Source)
 	}

@@ -287,57 +287,6 @@ func TestPR10_OnlyTheDedicatedCodexGatewayWaitsForItsPeer(t *testing.T) {
 	}
 }
 
-// rule AU2: codex_pat from a managed ServiceAccount: the harness runs as it
-// and reads a projected, audience-bound token; no Secret is referenced.
-func TestAU2_CodexPATFromManagedServiceAccount(t *testing.T) {
-	in := codexInput(t, admission.MethodCodexPAT)
-	in.Source.SecretRef, in.Source.ServiceAccount = nil, "codex-login"
-	rev := admit(t, in)
-	objs, err := Kubernetes(rev, 1, admission.Compute{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var harness *corev1ac.PodSpecApplyConfiguration
-	for _, d := range objs.Deployments {
-		if d.Spec.Template.Labels[LabelComponent] == ComponentHarness {
-			harness = d.Spec.Template.Spec
-		}
-	}
-	if *harness.ServiceAccountName != "codex-login" {
-		t.Errorf("harness runs as %s, want the managed ServiceAccount", *harness.ServiceAccountName)
-	}
-	env := envOf(&harness.Containers[0])
-	if *env["CODEX_LOGIN_MODE"].Value != "codex_pat" || *env["CODEX_ACCESS_TOKEN_FILE"].Value != CodexTokenDir+"/token" {
-		t.Errorf("login env = %v / %v", *env["CODEX_LOGIN_MODE"].Value, env["CODEX_ACCESS_TOKEN_FILE"].Value)
-	}
-	if _, ok := env["CODEX_ACCESS_TOKEN"]; ok {
-		t.Error("a Secret-backed token is referenced too")
-	}
-	found := false
-	for _, v := range harness.Volumes {
-		if v.Projected != nil && *v.Projected.Sources[0].ServiceAccountToken.Audience == CodexTokenAudience {
-			found = true
-			// AU7, kept on purpose (docs: the revisions guide): the revision
-			// pins the account, not a token. The kubelet issues a token of
-			// one hour for this ServiceAccount and Pod and rotates it, so a
-			// restarted container logs in with the token current then (read
-			// at each start: TestAU2_ManagedServiceAccountTokenIsReadAtEachStart).
-			if exp := v.Projected.Sources[0].ServiceAccountToken.ExpirationSeconds; exp == nil || *exp != 3600 {
-				t.Errorf("token expiration = %v, want 3600 s", exp)
-			}
-		}
-	}
-	if !found {
-		t.Error("no projected ServiceAccount token volume")
-	}
-	// The account is frozen: another ServiceAccount is another revision.
-	other := in
-	other.Source.ServiceAccount = "codex-login-2"
-	if admit(t, other).ID() == rev.ID() {
-		t.Error("a revision with another ServiceAccount has the same id")
-	}
-}
-
 // rule AU6: the configuration's secret bindings reach the gateway
 // container, and no dedicated harness.
 func TestAU6_SecretBindingsReachOnlyTheGateway(t *testing.T) {

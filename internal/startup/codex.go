@@ -91,12 +91,6 @@ func (c *Codex) Login(ctx context.Context) LoginResult {
 		flag, secret = "--with-api-key", c.Getenv(admission.EnvOpenAIAPIKey)
 	case LoginPAT:
 		flag, secret = "--with-access-token", c.Getenv(admission.EnvCodexAccessToken)
-		if secret == "" && c.Getenv(admission.EnvCodexAccessTokenFile) != "" {
-			// A managed ServiceAccount's projected token (AU2).
-			if b, err := os.ReadFile(c.Getenv(admission.EnvCodexAccessTokenFile)); err == nil {
-				secret = string(b)
-			}
-		}
 	default:
 		return LoginResult{Code: runtimerecord.CodeLoginFailed, Class: ClassConfig}
 	}

@@ -27,12 +27,12 @@ resource "occ_credential_source" "anthropic" {
   secret_ref = { name = "anthropic", key = "api-key" }
 }
 
-# A Codex personal access token from a managed ServiceAccount (dedicated Codex only).
+# A Codex access token in a Secret of the namespace (dedicated Codex only).
 resource "occ_credential_source" "codex" {
-  name            = "codex"
-  compute         = occ_compute.prod
-  method          = "codex_pat"
-  service_account = "codex-login"
+  name       = "codex"
+  compute    = occ_compute.prod
+  method     = "codex_pat"
+  secret_ref = { name = "codex-token", key = "token" }
 }
 
 # A key from the Credential Gateway: the harness sees only a placeholder.
