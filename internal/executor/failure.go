@@ -93,9 +93,8 @@ func (f *Failure) Unwrap() error { return f.Err }
 // during a restart (Op OpRestart): what a deploy's failure says to do
 // before "apply again" is done before a restart again.
 func (f *Failure) AsRestart() {
-	for _, again := range []string{"apply again", "Apply again"} {
-		f.Next = strings.ReplaceAll(f.Next, again, "restart again (or apply)")
-	}
+	f.Next = strings.ReplaceAll(f.Next, "apply again", "restart again (or apply)")
+	f.Next = strings.ReplaceAll(f.Next, "Apply again", "Restart again (or apply)")
 }
 
 // SummaryText is the summary after the code.

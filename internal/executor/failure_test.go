@@ -161,3 +161,20 @@ func TestRestartable(t *testing.T) {
 		})
 	}
 }
+
+// Issue 30: a failure the deploy's checks found during a restart tells the
+// user to restart again (or apply), not only to apply.
+func TestFailure_AsRestart(t *testing.T) {
+	for next, want := range map[string]string{
+		"Fix what refuses the Pod, then apply again.": "Fix what refuses the Pod, then restart again (or apply).",
+		"Create it on the host and apply again.":      "Create it on the host and restart again (or apply).",
+		"Fix the image. Apply again.":                 "Fix the image. Restart again (or apply).",
+		"Read the journal lines above.":               "Read the journal lines above.",
+	} {
+		f := &Failure{Next: next}
+		f.AsRestart()
+		if f.Next != want {
+			t.Errorf("AsRestart(%q) = %q, want %q", next, f.Next, want)
+		}
+	}
+}
