@@ -14,7 +14,8 @@
 #
 # Idempotent: a binary that exists is never rebuilt (delete it to force a
 # rebuild). One binary is built at a time (kube-apiserver alone peaks at about
-# 2 GB of memory). Versions come from testenv/go.mod and testenv/kwok/go.mod
+# 2 GB of memory). Versions come from testenv/go.mod, testenv/kwok/go.mod and
+# testenv/agentsandbox/go.mod
 # (OpenTofu: TOFU_VERSION below), so bumping a version there is all it takes.
 set -euo pipefail
 
@@ -47,8 +48,9 @@ modversion() {
 K8S_VERSION="$(modversion "$here/go.mod" k8s.io/kubernetes)"
 ETCD_VERSION="$(modversion "$here/go.mod" go.etcd.io/etcd/server/v3)"
 KWOK_VERSION="$(modversion "$here/kwok/go.mod" sigs.k8s.io/kwok)"
+AGENT_SANDBOX_VERSION="$(modversion "$here/agentsandbox/go.mod" sigs.k8s.io/agent-sandbox)"
 COREDNS_VERSION="$(modversion "$here/coredns/go.mod" github.com/coredns/coredns)"
-for v in K8S_VERSION ETCD_VERSION KWOK_VERSION COREDNS_VERSION; do
+for v in K8S_VERSION ETCD_VERSION KWOK_VERSION AGENT_SANDBOX_VERSION COREDNS_VERSION; do
 	[ -n "${!v}" ] || { echo "testenv: cannot read ${v} from testenv/go.mod" >&2; exit 1; }
 done
 
@@ -72,6 +74,8 @@ declare -A version=(
 	[kube-scheduler]="$K8S_VERSION"
 	[etcd]="$ETCD_VERSION"
 	[kwok]="$KWOK_VERSION"
+	[agent-sandbox-controller]="$AGENT_SANDBOX_VERSION"
+	[agent-sandbox-crd]="$AGENT_SANDBOX_VERSION"
 	[tofu]="$TOFU_VERSION"
 	[terraform]="$TERRAFORM_VERSION"
 	[kubectl]="$K8S_VERSION"
@@ -87,6 +91,8 @@ declare -A eta=(
 	[kube-scheduler]="under 30 s once kube-apiserver is built"
 	[etcd]="under 1 min cold"
 	[kwok]="about 1.5 min cold, up to 3 min on a busy machine"
+	[agent-sandbox-controller]="about 3 min cold, under 10 s warm"
+	[agent-sandbox-crd]="a copy from the module"
 	[tofu]="about 3 min cold, up to 15 min on a busy machine"
 	[terraform]="about 3 min cold, up to 15 min on a busy machine"
 	[kubectl]="about 1 min once kube-apiserver is built"
@@ -94,7 +100,7 @@ declare -A eta=(
 	[kube-proxy]="about 10 s once kube-apiserver is built"
 	[coredns]="about 1 min cold"
 )
-kube_names=(kube-apiserver etcd kube-controller-manager kube-scheduler kwok kubelet kube-proxy coredns)
+kube_names=(kube-apiserver etcd kube-controller-manager kube-scheduler kwok agent-sandbox-controller agent-sandbox-crd kubelet kube-proxy coredns)
 tofu_names=(tofu terraform)
 
 path_of() { echo "$bindir/$1-${version[$1]}"; }
@@ -116,6 +122,23 @@ build_one() { # NAME OUTFILE
 	kwok)
 		go -C "$here/kwok" build -ldflags "-s -w -X sigs.k8s.io/kwok/pkg/consts.Version=${KWOK_VERSION#v}" \
 			-o "$out" sigs.k8s.io/kwok/cmd/kwok
+		;;
+	agent-sandbox-controller)
+		# The real Sandbox controller (kubernetes-sigs/agent-sandbox), which
+		# the test cluster runs beside kube-controller-manager.
+		# (its Makefile's version ldflags, so that --version reports it)
+		go -C "$here/agentsandbox" build \
+			-ldflags "-s -w -X sigs.k8s.io/agent-sandbox/internal/version.gitVersion=${AGENT_SANDBOX_VERSION}" \
+			-o "$out" sigs.k8s.io/agent-sandbox/cmd/agent-sandbox-controller
+		;;
+	agent-sandbox-crd)
+		# Its Sandbox CRD, exactly as the module ships it (k8s/crds).
+		local dir
+		dir="$(go -C "$here/agentsandbox" list -m -f '{{.Dir}}' sigs.k8s.io/agent-sandbox)"
+		[ -n "$dir" ] || dir="$(go -C "$here/agentsandbox" mod download -json sigs.k8s.io/agent-sandbox |
+			sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')"
+		[ -f "$dir/k8s/crds/agents.x-k8s.io_sandboxes.yaml" ] || { echo "testenv: no Sandbox CRD in $dir" >&2; return 1; }
+		cp "$dir/k8s/crds/agents.x-k8s.io_sandboxes.yaml" "$out"
 		;;
 	coredns)
 		# Only the plugins the real node's Corefile uses (testenv/coredns/main.go).
@@ -166,6 +189,8 @@ version_check() {
 	terraform) got="$(TF_CLI_CONFIG_FILE=/dev/null CHECKPOINT_DISABLE=1 "$file" version 2>&1 | grep -m1 '^Terraform v' || true)" ;;
 	kubectl) got="$("$file" version --client 2>&1 | head -3 | tr '\n' ' ')" ;;
 	coredns) got="$("$file" -version 2>&1 | head -3 | tr '\n' ' ')" ;;
+	# (the CRD is data: checked by what it defines)
+	agent-sandbox-crd) got="$(grep -q '^  name: sandboxes.agents.x-k8s.io' "$file" && echo "$want")" ;;
 	*) got="$("$file" --version 2>&1 | head -3 | tr '\n' ' ')" ;;
 	esac
 	if [[ "$got" != *"$want"* ]]; then

@@ -96,4 +96,4 @@ func pinnedRuntime(image string) bool {
 }
 
 // notInstalledText says what a cluster without the driver lacks.
-const notInstalledText = "the agents.x-k8s.io/v1alpha1 Sandbox API is not served; install OpenShell with the agent-sandbox controller, or remove sandbox_driver from the compute"
+const notInstalledText = "the agents.x-k8s.io/v1beta1 Sandbox API is not served; install the agent-sandbox controller (v1.0 or later) with OpenShell, or remove sandbox_driver from the compute"

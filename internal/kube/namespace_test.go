@@ -166,8 +166,8 @@ func TestSandboxOwned(t *testing.T) {
 		refs []metav1.OwnerReference
 		want bool
 	}{
-		{[]metav1.OwnerReference{{APIVersion: "agents.x-k8s.io/v1alpha1", Kind: "Sandbox", Name: "a-harness-r1", Controller: &yes}}, true},
-		{[]metav1.OwnerReference{{APIVersion: "agents.x-k8s.io/v1alpha1", Kind: "Sandbox", Name: "a-harness-r1"}}, false},
+		{[]metav1.OwnerReference{{APIVersion: "agents.x-k8s.io/v1beta1", Kind: "Sandbox", Name: "a-harness-r1", Controller: &yes}}, true},
+		{[]metav1.OwnerReference{{APIVersion: "agents.x-k8s.io/v1beta1", Kind: "Sandbox", Name: "a-harness-r1"}}, false},
 		{[]metav1.OwnerReference{{APIVersion: "example.com/v1", Kind: "Sandbox", Name: "x", Controller: &yes}}, false},
 		{[]metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "Deployment", Name: "x", Controller: &yes}}, false},
 		{nil, false},

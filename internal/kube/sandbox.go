@@ -3,7 +3,6 @@ package kube
 import (
 	"context"
 	"fmt"
-	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -43,7 +42,9 @@ func (e *Executor) applySandboxes(ctx context.Context, g *guard, ns string, sand
 		u := &unstructured.Unstructured{Object: obj}
 		err = put(ctx, g, "Sandbox", s.Name,
 			func(ctx context.Context) (*unstructured.Unstructured, error) {
-				return client.Create(ctx, u.DeepCopy(), metav1.CreateOptions{FieldManager: render.FieldManager})
+				// Strict: a field the served Sandbox API does not define is
+				// an error, not silently dropped.
+				return client.Create(ctx, u.DeepCopy(), metav1.CreateOptions{FieldManager: render.FieldManager, FieldValidation: metav1.FieldValidationStrict})
 			},
 			func(ctx context.Context) (*unstructured.Unstructured, error) {
 				return client.Get(ctx, s.Name, metav1.GetOptions{})
@@ -120,15 +121,24 @@ func sandboxVerdict(obj *unstructured.Unstructured) (ready bool, waiting string,
 		}
 	}
 	sort.Strings(pending)
+	placed, isPlaced := conds[sandboxapi.ConditionPlaced]
+	if isPlaced && placed.Status == metav1.ConditionFalse {
+		return false, "", &Failure{Code: executor.SandboxProvisioning, Component: obj.GetLabels()[render.LabelComponent], Phase: "sandbox placement",
+			Reason: fmt.Sprintf("the sandbox driver will not place Sandbox %s (facets %q, profile %q): %s: %s", obj.GetName(),
+				obj.GetAnnotations()[sandboxapi.AnnotationFacets], obj.GetAnnotations()[sandboxapi.AnnotationRequiredProfile], placed.Reason, placed.Message),
+			Next: "Set the compute's sandbox_driver facets and required_profile to what the driver provides (or configure the driver to provide them), then apply again."}
+	}
 	r, ok := conds[sandboxapi.ConditionReady]
-	if ok && r.Status == metav1.ConditionFalse && slices.Contains(sandboxapi.TerminalReasons, r.Reason) {
+	if ok && r.Status == metav1.ConditionFalse && sandboxapi.Terminal(r.Reason, r.Message) {
 		return false, "", &Failure{Code: executor.SandboxProvisioning, Component: obj.GetLabels()[render.LabelComponent], Phase: "sandbox provisioning",
-			Reason: fmt.Sprintf("the sandbox driver cannot provision Sandbox %s: %s: %s", obj.GetName(), r.Reason, r.Message),
-			Next:   "The driver does not support what this revision needs (for example the app-server token Secret reference or a projected ServiceAccount token). Upgrade or configure the driver, or change the Agent, then apply again."}
+			Reason: fmt.Sprintf("the sandbox controller cannot run Sandbox %s: %s: %s", obj.GetName(), r.Reason, r.Message),
+			Next:   "Its Pod was refused or cannot run as the revision asks (an admission policy, a quota, a field the cluster does not allow). Fix what the message names, or change the Agent, then apply again."}
 	}
 	switch {
+	case !isPlaced || placed.Status != metav1.ConditionTrue:
+		return false, "waiting for the sandbox driver to place the Sandbox (facets, required profile)", nil
 	case !ok || r.Status != metav1.ConditionTrue:
-		msg := "the driver has not reported the Sandbox ready"
+		msg := "the agent-sandbox controller has not reported the Sandbox Ready"
 		if ok && r.Message != "" {
 			msg += " (" + r.Reason + ": " + r.Message + ")"
 		}

@@ -35,6 +35,7 @@ func cond(typ, status, reason, msg string) map[string]any {
 func TestAU3_SandboxVerdict(t *testing.T) {
 	att := sandboxapi.EncodeAttachments([]sandboxapi.Attachment{{Name: "openai", Gateway: "cg-main", SourceType: "openai_api_key"}})
 	attached := cond(sandboxapi.AttachmentCondition("openai"), "True", "Attached", "")
+	placed := cond(sandboxapi.ConditionPlaced, "True", sandboxapi.ReasonPlaced, "")
 	tests := []struct {
 		name     string
 		sb       *unstructured.Unstructured
@@ -42,13 +43,22 @@ func TestAU3_SandboxVerdict(t *testing.T) {
 		waiting  string
 		failCode executor.Code
 	}{
-		{"no status yet", sandboxWith(att), false, "the driver has not reported the Sandbox ready", ""},
-		{"ready, attachment pending", sandboxWith(att, cond("Ready", "True", "PodReady", "")), false, "waiting for credential attachments: openai", ""},
-		{"ready and attached", sandboxWith(att, cond("Ready", "True", "PodReady", ""), attached), true, "", ""},
-		{"ready without attachments", sandboxWith("", cond("Ready", "True", "PodReady", "")), true, "", ""},
-		{"attached, pod not ready", sandboxWith(att, cond("Ready", "False", "PodNotReady", "starting"), attached), false, "the driver has not reported the Sandbox ready (PodNotReady: starting)", ""},
-		{"attachment failed", sandboxWith(att, cond("Ready", "True", "PodReady", ""), cond(sandboxapi.AttachmentCondition("openai"), "False", "KeyNotFound", "no key")), false, "", executor.AttachmentFailed},
-		{"driver refuses", sandboxWith(att, cond("Ready", "False", "Unsupported", "projected tokens are not supported")), false, "", executor.SandboxProvisioning},
+		{"no status yet", sandboxWith(att), false, "waiting for the sandbox driver to place the Sandbox (facets, required profile)", ""},
+		{"not placed yet", sandboxWith(att, cond("Ready", "False", "DependenciesNotReady", "Pod exists with phase: Pending"), attached), false,
+			"waiting for the sandbox driver to place the Sandbox (facets, required profile)", ""},
+		{"facet refused", sandboxWith(att, cond(sandboxapi.ConditionPlaced, "False", sandboxapi.ReasonFacetUnsupported, "the driver has no process facet")), false, "", executor.SandboxProvisioning},
+		{"profile refused", sandboxWith(att, cond(sandboxapi.ConditionPlaced, "False", sandboxapi.ReasonProfileUnavailable, "no profile gpu-b")), false, "", executor.SandboxProvisioning},
+		{"placed, no Ready yet", sandboxWith(att, placed), false, "the agent-sandbox controller has not reported the Sandbox Ready", ""},
+		{"ready, attachment pending", sandboxWith(att, placed, cond("Ready", "True", "DependenciesReady", "")), false, "waiting for credential attachments: openai", ""},
+		{"ready and attached", sandboxWith(att, placed, cond("Ready", "True", "DependenciesReady", ""), attached), true, "", ""},
+		{"ready without attachments", sandboxWith("", placed, cond("Ready", "True", "DependenciesReady", "")), true, "", ""},
+		{"attached, pod not ready", sandboxWith(att, placed, cond("Ready", "False", "DependenciesNotReady", "Pod is Running but not Ready"), attached), false,
+			"the agent-sandbox controller has not reported the Sandbox Ready (DependenciesNotReady: Pod is Running but not Ready)", ""},
+		{"attachment failed", sandboxWith(att, placed, cond("Ready", "True", "DependenciesReady", ""), cond(sandboxapi.AttachmentCondition("openai"), "False", "KeyNotFound", "no key")), false, "", executor.AttachmentFailed},
+		{"pod refused", sandboxWith(att, placed, cond("Ready", "False", "ReconcilerError", `Error seen: pods "coder-harness-r1" is forbidden: exceeded quota: no-pods`)), false, "", executor.SandboxProvisioning},
+		{"a retried error", sandboxWith(att, placed, cond("Ready", "False", "ReconcilerError", "Error seen: Operation cannot be fulfilled: the object has been modified")), false,
+			"the agent-sandbox controller has not reported the Sandbox Ready (ReconcilerError: Error seen: Operation cannot be fulfilled: the object has been modified)", ""},
+		{"pod failed", sandboxWith(att, placed, cond("Ready", "False", "PodFailed", "Pod failed")), false, "", executor.SandboxProvisioning},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -218,10 +218,10 @@ func kubernetesBlockSchema() schema.SingleNestedAttribute {
 						MarkdownDescription: "The driver: `openshell` (bundled)."},
 					"facets": schema.SetAttribute{Optional: true, ElementType: types.StringType,
 						Validators:          []validator.Set{setvalidator.ValueStringsAre(oneOfRule("ND7", admission.Facets...))},
-						MarkdownDescription: "The facets the driver provides: `networking`, `filesystem`, `process`."},
+						MarkdownDescription: "The facets the driver provides: `networking`, `filesystem`, `process`. Each Sandbox asks for them (the `occ-platform.io/facets` annotation of the [sandbox driver extension](../guides/sandbox-extension)); a driver that lacks one refuses it, and the apply fails with `SANDBOX_PROVISIONING_FAILED`."},
 					"required_profile": schema.StringAttribute{Optional: true, Validators: []validator.String{stringvalidator.LengthAtLeast(1)},
-						MarkdownDescription: "A placement profile passed to the driver on each Sandbox (the `occ-platform.io/required-profile` annotation). " +
-							"It admits nothing: OpenClaw has no setting that places every session on a node (there is no `cloudWorkers.requiredProfile`), and dedicated OpenClaw is refused (rule ND6)."},
+						MarkdownDescription: "The placement profile the driver must place each Sandbox's Pod by (the `occ-platform.io/required-profile` annotation of the [sandbox driver extension](../guides/sandbox-extension)); a driver without that profile refuses the Sandbox, and the apply fails with `SANDBOX_PROVISIONING_FAILED`. " +
+							"It admits no dedicated OpenClaw: OpenClaw has no setting that places every session on a node (there is no `cloudWorkers.requiredProfile`), and dedicated OpenClaw is refused (rule ND6)."},
 					"gateway_namespace": schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString(sandboxapi.DefaultGatewayNamespace),
 						Validators:          []validator.String{dnsLabel()},
 						MarkdownDescription: "The namespace of the driver's gateway (the OpenShell Helm release). Default `openshell`."},

@@ -48,7 +48,15 @@ func newSandboxEnv(t *testing.T) sandboxEnv {
 // newSandboxEnvIn is newSandboxEnv in the namespace ns of c.
 func newSandboxEnvIn(t *testing.T, c *kubeenv.Cluster, ns string) sandboxEnv {
 	t.Helper()
-	driver := c.StartSandboxDriver(t, kubeenv.SandboxDriverOptions{Namespaces: []string{ns}})
+	return newSandboxEnvWith(t, c, kubeenv.SandboxDriverOptions{Namespaces: []string{ns}})
+}
+
+// newSandboxEnvWith is newSandboxEnv with a driver of these options, in
+// their first namespace.
+func newSandboxEnvWith(t *testing.T, c *kubeenv.Cluster, opts kubeenv.SandboxDriverOptions) sandboxEnv {
+	t.Helper()
+	ns := opts.Namespaces[0]
+	driver := c.StartSandboxDriver(t, opts)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	id, err := c.NamespacedIdentity(ctx, ns, slices.Concat(kube.RequiredRules, kube.SandboxRules))
@@ -366,6 +374,69 @@ func TestAccAgent_AttachmentFailureFailsApply(t *testing.T) {
 			ExpectError: mustRegexp(`CREDENTIAL_ATTACHMENT_FAILED: agent "coder" revision 1 did not activate[\s\S]*KeyNotFound[\s\S]*no openai_api_key credential named openai`),
 		}},
 	})
+}
+
+// rule OS1: a driver that lacks a facet the compute asks for, or the
+// required placement profile, refuses the Sandbox through the extension;
+// the apply fails at once with its reason, and the harness's Pod, which
+// the real controller made, was never scheduled.
+func TestAccAgent_SandboxExtensionRefusalsFailApply(t *testing.T) {
+	c := kubeenv.Shared(t)
+	for name, tc := range map[string]struct {
+		opts kubeenv.SandboxDriverOptions
+		want string
+	}{
+		"facet":   {kubeenv.SandboxDriverOptions{Facets: []string{"networking", "filesystem"}}, `FacetUnsupported: the driver provides the facets networking, filesystem, not process`},
+		"profile": {kubeenv.SandboxDriverOptions{Profiles: map[string]map[string]string{"standard": nil}}, `ProfileUnavailable: the driver has no placement profile "gpu-a"`},
+	} {
+		t.Run(name, func(t *testing.T) {
+			tc.opts.Namespaces = []string{c.TestNamespace(t)}
+			env := newSandboxEnvWith(t, c, tc.opts)
+			env.secret(t, "openai", "api-key", testSentinel)
+			refused := mustRegexp(`SANDBOX_PROVISIONING_FAILED[\s\S]*will not place Sandbox[\s\S]*` + regexp.QuoteMeta(tc.want))
+			var started time.Time
+			resource.Test(t, resource.TestCase{
+				PreCheck:                 func() { testAccPreCheck(t) },
+				ProtoV6ProviderFactories: testAccProtoV6ProviderFactories,
+				Steps: []resource.TestStep{
+					{
+						PreConfig:   func() { started = time.Now() },
+						Config:      env.provider + env.sandboxCompute("k", "") + sandboxCodexKey,
+						ExpectError: refused,
+					},
+					{
+						// After the refusal: it came at once, not at the
+						// deadline, and the harness's Pod, which the real
+						// controller made, was never scheduled.
+						PreConfig: func() {
+							if d := time.Since(started); d > 2*time.Minute {
+								t.Errorf("the refusal took %s; it should fail at once, not at the deadline", d)
+							}
+							pods, err := env.cluster.Clientset.CoreV1().Pods(env.ns).List(context.Background(), metav1.ListOptions{})
+							if err != nil {
+								t.Fatal(err)
+							}
+							harness := 0
+							for _, p := range pods.Items {
+								if p.Labels[render.LabelComponent] != render.ComponentHarness {
+									continue
+								}
+								harness++
+								if p.Spec.NodeName != "" || len(p.Spec.SchedulingGates) != 1 {
+									t.Errorf("the refused harness Pod %s: node %q, gates %v; want it gated", p.Name, p.Spec.NodeName, p.Spec.SchedulingGates)
+								}
+							}
+							if harness != 1 {
+								t.Errorf("%d harness Pods, want the controller's one", harness)
+							}
+						},
+						Config:      env.provider + env.sandboxCompute("k", "") + sandboxCodexKey,
+						ExpectError: refused,
+					},
+				},
+			})
+		})
+	}
 }
 
 // nativeConfig is dedicated native OpenClaw with an api_key Secret.

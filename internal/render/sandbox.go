@@ -22,7 +22,9 @@ type Sandbox struct {
 	Template    *corev1ac.PodTemplateSpecApplyConfiguration
 }
 
-// Object is the Sandbox as the agents.x-k8s.io/v1alpha1 API takes it.
+// Object is the Sandbox as the agents.x-k8s.io/v1beta1 API takes it: the
+// agent-sandbox controller runs one Pod of the template (operatingMode
+// Running, the default).
 func (s *Sandbox) Object(namespace string) (map[string]any, error) {
 	b, err := json.Marshal(s.Template)
 	if err != nil {
@@ -45,7 +47,6 @@ func (s *Sandbox) Object(namespace string) (map[string]any, error) {
 		"metadata":   map[string]any{"name": s.Name, "namespace": namespace, "labels": labels, "annotations": annotations},
 		"spec": map[string]any{
 			"podTemplate": tmpl,
-			"replicas":    int64(1),
 			// A headless Service named like the Sandbox: the gateway reaches
 			// this revision's harness at its stable name.
 			"service": true,
@@ -94,6 +95,11 @@ func sandbox(rev *admission.Revision, n int64, name, component string, tmpl *cor
 	}
 	if a := Attachments(rev); len(a) > 0 {
 		annotations[sandboxapi.AnnotationAttachments] = sandboxapi.EncodeAttachments(a)
+	}
+	// The Pod waits for the driver's extension to place it (facets,
+	// profile) before it is scheduled.
+	if tmpl.Spec != nil {
+		tmpl.Spec.WithSchedulingGates(corev1ac.PodSchedulingGate().WithName(sandboxapi.SchedulingGate))
 	}
 	return &Sandbox{Name: name, Component: component, Labels: Labels(rev, n, component), Annotations: annotations, Template: tmpl}
 }

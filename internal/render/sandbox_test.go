@@ -84,12 +84,13 @@ func TestOS1_SandboxedCodex(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if obj["apiVersion"] != "agents.x-k8s.io/v1alpha1" || obj["kind"] != "Sandbox" {
+	if obj["apiVersion"] != "agents.x-k8s.io/v1beta1" || obj["kind"] != "Sandbox" {
 		t.Errorf("object header = %v %v", obj["apiVersion"], obj["kind"])
 	}
 	spec := obj["spec"].(map[string]any)
-	if spec["replicas"] != int64(1) || spec["service"] != true {
-		t.Errorf("spec = %v", spec)
+	// v1beta1 has no replicas: operatingMode defaults to Running.
+	if _, has := spec["replicas"]; has || spec["service"] != true || len(spec) != 2 {
+		t.Errorf("spec = %v, want podTemplate and service only", spec)
 	}
 	pt := spec["podTemplate"].(map[string]any)
 	if _, ok := pt["spec"].(map[string]any)["containers"]; !ok {

@@ -1,18 +1,26 @@
 // Package sandboxapi is the contract between the provider and a sandbox
-// driver on Kubernetes: the kubernetes-sigs agent-sandbox API the driver
-// serves (agents.x-k8s.io/v1alpha1 Sandbox), the annotations the provider
-// writes on a Sandbox, the conditions the driver reports on it, and where
-// the driver's gateway is found. It is plain data: no I/O.
+// driver on Kubernetes, in two parts:
 //
-// The shape follows the public agent-sandbox API: spec.podTemplate
-// {metadata{labels,annotations}, spec (a PodSpec)}, spec.replicas (0 or 1),
-// spec.service; status.conditions (metav1.Condition), status.replicas,
-// status.selector, status.podIPs, status.serviceFQDN, status.service.
+//   - upstream's: the kubernetes-sigs agent-sandbox API, agents.x-k8s.io/v1beta1
+//     Sandbox as v1.0 serves it (spec.podTemplate {metadata{labels,
+//     annotations}, spec (a PodSpec)}, spec.service, spec.operatingMode;
+//     status.conditions with the Ready condition and its reasons,
+//     status.service, status.serviceFQDN, status.podIPs, status.selector).
+//     The agent-sandbox controller creates the Sandbox's Pod, named like the
+//     Sandbox, from spec.podTemplate;
+//   - ours, the OCC sandbox driver extension (Extension, versioned): what a
+//     driver adds beside that controller for OCC (facets, the required
+//     placement profile, credential attachments and the egress placeholder
+//     swap). Every annotation and condition of it is declared here and
+//     documented on the extension page (docs/guides/sandbox-extension.md).
+//
+// It is plain data: no I/O.
 package sandboxapi
 
 import (
 	"encoding/json"
 	"fmt"
+	"strings"
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
 )
@@ -20,7 +28,7 @@ import (
 // The agent-sandbox API.
 const (
 	Group    = "agents.x-k8s.io"
-	Version  = "v1alpha1"
+	Version  = "v1beta1"
 	Resource = "sandboxes"
 	Kind     = "Sandbox"
 	// CRDName is the CustomResourceDefinition's name.
@@ -30,14 +38,77 @@ const (
 // GVR is the Sandbox resource.
 var GVR = schema.GroupVersionResource{Group: Group, Version: Version, Resource: Resource}
 
-// GroupVersion is "agents.x-k8s.io/v1alpha1".
+// GroupVersion is "agents.x-k8s.io/v1beta1".
 var GroupVersion = Group + "/" + Version
 
-// Conditions on status.conditions.
+// Upstream's Ready condition and the reasons agent-sandbox v1.0 gives it
+// (api/v1beta1/sandbox_types.go).
 const (
-	// ConditionReady is the agent-sandbox Ready condition: True once the
-	// Sandbox's Pod is Ready.
+	// ConditionReady is True once the Sandbox's Pod is Running and Ready
+	// with an address and its Service exists.
 	ConditionReady = "Ready"
+	// ReasonDependenciesReady is Ready=True's reason.
+	ReasonDependenciesReady = "DependenciesReady"
+	// ReasonDependenciesNotReady: the Pod or Service is not there or not
+	// ready yet (progress still to come).
+	ReasonDependenciesNotReady = "DependenciesNotReady"
+	// ReasonReconcilerError: the controller's last attempt failed; its
+	// message is "Error seen: " and the error (for a Pod the API server
+	// refused, the API server's refusal). The controller retries forever.
+	ReasonReconcilerError = "ReconcilerError"
+	// ReasonPodSucceeded and ReasonPodFailed: the Pod reached a terminal
+	// phase.
+	ReasonPodSucceeded = "PodSucceeded"
+	ReasonPodFailed    = "PodFailed"
+	// ReasonMultiplePods: more than one Pod claims the Sandbox; the
+	// controller will not choose.
+	ReasonMultiplePods = "MultiplePods"
+	// ReasonExpired: the Sandbox reached its shutdownTime.
+	ReasonExpired = "SandboxExpired"
+	// ReasonSuspended: spec.operatingMode is Suspended.
+	ReasonSuspended = "SandboxSuspended"
+)
+
+// Terminal reports whether a Ready=False reason and message say the
+// Sandbox will not become ready without a change (a new revision, an
+// operator's repair): a terminal Pod, an ambiguous or expired or suspended
+// Sandbox, or an extension refusal; or a ReconcilerError whose error is the
+// API server refusing the Pod as invalid or forbidden (a bad Pod template,
+// an admission or quota refusal), which the controller retries in vain.
+// Any other reason is progress still to come.
+func Terminal(reason, message string) bool {
+	switch reason {
+	case ReasonPodSucceeded, ReasonPodFailed, ReasonMultiplePods, ReasonExpired, ReasonSuspended:
+		return true
+	case ReasonReconcilerError:
+		// apimachinery's StatusError texts: `Pod "x" is invalid: …`,
+		// `pods "x" is forbidden: …`.
+		return strings.Contains(message, " is invalid: ") || strings.Contains(message, " is forbidden: ")
+	}
+	return false
+}
+
+// Extension names the OCC sandbox driver extension and its version: the
+// annotations below that the provider writes on a Sandbox, the conditions
+// the driver writes back, and the egress contract (Placeholder). A driver
+// that implements it runs beside the agent-sandbox controller.
+const Extension = "occ-sandbox-extension/v1"
+
+// The extension's conditions on a Sandbox's status.conditions.
+const (
+	// ConditionPlaced is the driver's verdict on what the Sandbox asks of
+	// it (AnnotationFacets, AnnotationRequiredProfile): True (reason
+	// ReasonPlaced) once it provides every facet and has released the
+	// Sandbox's Pod for scheduling on the profile's nodes (SchedulingGate
+	// removed, the profile's node selector added); False with
+	// ReasonFacetUnsupported or ReasonProfileUnavailable when it will not,
+	// and then the Pod stays gated. Absent: not judged yet.
+	ConditionPlaced = "sandbox.occ-platform.io/Placed"
+	// Reasons of ConditionPlaced.
+	ReasonPlaced             = "Placed"
+	ReasonFacetUnsupported   = "FacetUnsupported"
+	ReasonProfileUnavailable = "ProfileUnavailable"
+
 	// AttachmentConditionPrefix + attachment name is the condition the
 	// driver's Credential Gateway sets per credential attachment: True
 	// (reason "Attached") once the egress proxy holds the key for it,
@@ -45,14 +116,15 @@ const (
 	AttachmentConditionPrefix = "attachments.occ-platform.io/"
 )
 
-// TerminalReasons are the Ready=False reasons by which a driver says it
-// cannot and will not provision a Sandbox as asked (an incompatibility,
-// OS1: "fail explicitly"); the provider fails at once instead of waiting
-// for its deadline. Any other reason is progress still to come.
-var TerminalReasons = []string{"Unsupported", "InvalidPodTemplate", "PodCreateFailed"}
-
 // AttachmentCondition is the condition type of one attachment.
 func AttachmentCondition(name string) string { return AttachmentConditionPrefix + name }
+
+// SchedulingGate is the scheduling gate the provider puts on a Sandbox's
+// Pod template: the Pod the agent-sandbox controller creates stays
+// unscheduled until the driver's extension has judged the facets and the
+// profile, added the profile's node selector and removed the gate (a gated
+// Pod's node selector may be added to; Kubernetes 1.30+).
+const SchedulingGate = "occ-platform.io/sandbox-extension"
 
 // Annotations the provider writes on a Sandbox's metadata.
 const (

@@ -24,10 +24,16 @@ const (
 	BinControllerManager = "kube-controller-manager"
 	BinScheduler         = "kube-scheduler"
 	BinKwok              = "kwok"
-	BinTofu              = "tofu"
+	// BinAgentSandbox is the agent-sandbox controller
+	// (kubernetes-sigs/agent-sandbox): the real Sandbox controller.
+	BinAgentSandbox = "agent-sandbox-controller"
+	// FileSandboxCRD is the Sandbox CRD of the same agent-sandbox module,
+	// copied from it by the build (data, not a binary).
+	FileSandboxCRD = "agent-sandbox-crd"
+	BinTofu        = "tofu"
 )
 
-var clusterBinaries = []string{BinEtcd, BinAPIServer, BinControllerManager, BinScheduler, BinKwok}
+var clusterBinaries = []string{BinEtcd, BinAPIServer, BinControllerManager, BinScheduler, BinKwok, BinAgentSandbox}
 
 // ErrBinariesMissing is wrapped by the error of Start (and of FindBinaries)
 // when a binary is not there: `make testenv` builds them.
@@ -70,11 +76,21 @@ func FindBinaries(dir string) (Binaries, error) {
 		}
 		bins[name] = path
 	}
+	if path := filepath.Join(dir, FileSandboxCRD); fileExists(path) {
+		bins[FileSandboxCRD] = path
+	} else {
+		missing = append(missing, FileSandboxCRD)
+	}
 	if len(missing) > 0 {
 		return nil, fmt.Errorf("%w: %s not found in %s (run `make testenv` to build them, "+
 			"about 10 minutes the first time; or set %s)", ErrBinariesMissing, strings.Join(missing, ", "), dir, EnvBinDir)
 	}
 	return bins, nil
+}
+
+func fileExists(path string) bool {
+	info, err := os.Stat(path)
+	return err == nil && !info.IsDir()
 }
 
 // TofuPath is the OpenTofu binary built by `make testenv`, or "" when absent.

@@ -97,6 +97,8 @@ type Cluster struct {
 	nodeMu  sync.Mutex
 	nodeErr error
 	procs   []*process // in start order
+	// sandboxCRD is the agent-sandbox module's Sandbox CRD file.
+	sandboxCRD string
 	// apiserver is how the API server was started, for RestartAPIServer.
 	apiserver struct {
 		bin    string
@@ -163,7 +165,7 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 		}
 		return p
 	}
-	etcdClient, etcdPeer, apiPort, kcmPort, schedPort, kwokPort := port(), port(), port(), port(), port(), port()
+	etcdClient, etcdPeer, apiPort, kcmPort, schedPort, kwokPort, sandboxPort := port(), port(), port(), port(), port(), port(), port()
 	if err != nil {
 		return nil, err
 	}
@@ -256,10 +258,12 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 	if err := c.installKwokCRDs(ctx); err != nil {
 		return nil, apiserver.startFailed(err)
 	}
-	// The agent-sandbox API is installed before the controller manager, so
-	// that its garbage collector handles Sandboxes from the start. (A
-	// sandbox driver is "installed" for a compute only where its gateway
-	// Service exists; see StartSandboxDriver.)
+	// The agent-sandbox API (the CRD of the agent-sandbox module the
+	// controller below is built from) is installed before the controller
+	// manager, so that its garbage collector handles Sandboxes from the
+	// start. (A sandbox driver is "installed" for a compute only where its
+	// gateway Service exists; see StartSandboxDriver.)
+	c.sandboxCRD = bins[FileSandboxCRD]
 	if err := c.createSandboxCRD(ctx); err != nil {
 		return nil, apiserver.startFailed(err)
 	}
@@ -310,6 +314,26 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 		return nil, err
 	}
 	opts.Logf("testenv/kubeenv: kube-controller-manager and kube-scheduler healthy (%s)", since(started))
+
+	// The agent-sandbox controller, as its deployment runs it but outside
+	// the cluster: it creates each Sandbox's Pod and headless Service and
+	// reports the Sandbox's conditions. Metrics off; its health endpoint
+	// on loopback says when it runs.
+	sandboxCtl, err := c.start(BinAgentSandbox, bins[BinAgentSandbox], []string{
+		"--kubeconfig=" + f.sandboxKubeconfig,
+		"--leader-elect=false",
+		"--metrics-bind-address=0",
+		"--health-probe-bind-address=" + loopback(sandboxPort),
+	}, nil, logDir)
+	if err != nil {
+		return nil, err
+	}
+	if err = waitFor(ctx, sandboxCtl, func(ctx context.Context) error {
+		return httpOK(ctx, plain, "http://"+loopback(sandboxPort)+"/readyz")
+	}); err != nil {
+		return nil, err
+	}
+	opts.Logf("testenv/kubeenv: agent-sandbox-controller ready (%s)", since(started))
 	// The default StorageClass and its provisioner, for as long as the
 	// cluster runs.
 	pctx, stopProvisioner := context.WithCancel(context.Background())
@@ -522,7 +546,7 @@ type files struct {
 	saPrivate, saPublic                       string
 	tokens                                    string
 	kcmKubeconfig, schedulerKubeconfig        string
-	kwokKubeconfig                            string
+	kwokKubeconfig, sandboxKubeconfig         string
 	stages                                    string
 }
 
@@ -606,6 +630,9 @@ func (c *Cluster) writeFiles() (*files, error) {
 		{&f.schedulerKubeconfig, "kube-scheduler", "system:kube-scheduler", nil},
 		// kwok patches Nodes and Pods, reads its CRDs and manages Leases.
 		{&f.kwokKubeconfig, "kwok", "kwok-controller", []string{"system:masters"}},
+		// The agent-sandbox controller manages Pods, Services and PVCs
+		// of Sandboxes in every namespace (its ClusterRole, in short).
+		{&f.sandboxKubeconfig, "agent-sandbox-controller", "agent-sandbox-controller", []string{"system:masters"}},
 	} {
 		kp, err := client(k.cn, k.groups...)
 		if err != nil {

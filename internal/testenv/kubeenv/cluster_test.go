@@ -428,8 +428,8 @@ func TestStopKillsEveryServerAndRemovesItsData(t *testing.T) {
 		kubeenv.SkipOrFail(t, err)
 	}
 	pids := c.PIDs()
-	if len(pids) != 5 {
-		t.Fatalf("PIDs = %v, want 5 servers", pids)
+	if len(pids) != 6 { // etcd, the API server, kcm, the scheduler, kwok, agent-sandbox-controller
+		t.Fatalf("PIDs = %v, want 6 servers", pids)
 	}
 	start := time.Now()
 	c.Stop()

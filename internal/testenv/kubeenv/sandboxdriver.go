@@ -3,12 +3,9 @@ package kubeenv
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
-	_ "embed"
-	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -23,7 +20,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	metav1validation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -35,35 +31,20 @@ import (
 	"github.com/occ-platform/terraform-provider-occ/internal/sandboxapi"
 )
 
-// The test sandbox driver stands in for OpenShell, the agent-sandbox driver
-// the provider targets in production: it serves the Sandbox API of
-// internal/sandboxapi on the test cluster. For each Sandbox it runs one Pod
-// (which kwok makes Running and Ready, by the behaviour annotations of the
-// Pod template), reports the Pod's readiness and the credential attachments
-// on the Sandbox's status, and simulates the OpenShell gateway: a
+// The test sandbox driver: what a sandbox driver such as OpenShell runs
+// beside the agent-sandbox controller, for the provider's tests. The real
+// controller (kubernetes-sigs/agent-sandbox, which the cluster runs, see
+// Start) creates each Sandbox's Pod and headless Service and reports its
+// Ready condition; this driver implements the OCC sandbox driver extension
+// (sandboxapi.Extension) on top: it reports each credential attachment of
+// a Sandbox as a condition, simulates the OpenShell gateway (a
 // selector-less Service whose one endpoint is ready unless an outage is
-// simulated (SetOutage). Like the upstream agent-sandbox controller, it
-// gives each Sandbox a headless Service of the Sandbox's name that selects
-// its Pod by the label sandboxNameHashLabel (status.service and
-// status.serviceFQDN name it), so that the Pod answers at
-// NAME.NAMESPACE.svc: on the real node a dedicated Codex gateway reaches
-// its sandboxed harness there. With ServeCredentialGateway it also stands
-// in for the Credential Gateway (credentialgateway.go): it holds keys and
-// swaps the harness's placeholder for them on the way out.
+// simulated, SetOutage), and with ServeCredentialGateway stands in for the
+// Credential Gateway (credentialgateway.go): it holds keys and swaps the
+// harness's placeholder for them on the way out.
 
-//go:embed sandbox/agents.x-k8s.io_sandboxes.yaml
-var sandboxCRDYAML []byte
-
-// Condition reasons the driver reports.
+// Condition reasons of the extension's attachment conditions.
 const (
-	// Of the Ready condition.
-	SandboxReasonPodReady           = "PodReady"
-	SandboxReasonPodNotReady        = "PodNotReady"
-	SandboxReasonSuspended          = "Suspended"
-	SandboxReasonInvalidPodTemplate = "InvalidPodTemplate"
-	SandboxReasonPodCreateFailed    = "PodCreateFailed"
-	SandboxReasonPodConflict        = "PodConflict"
-	// Of the attachment conditions.
 	SandboxReasonAttached          = "Attached"
 	SandboxReasonInvalidAnnotation = "InvalidAnnotation"
 )
@@ -74,28 +55,13 @@ const (
 // an attachment that cannot be a condition type.
 var ConditionInvalidAttachments = sandboxapi.AttachmentCondition("invalid")
 
-// annotationTemplateHash, on a Pod the driver created, is a hash of the
-// Sandbox's spec.podTemplate the Pod was built from: a Pod whose hash
-// differs from the Sandbox's template is deleted and created again.
-const annotationTemplateHash = "testenv.occ.dev/sandbox-template-hash"
-
-// sandboxNameHashLabel is the label on a Sandbox's Pod that its headless
-// Service selects (upstream agent-sandbox's label of the same name: a hash
-// of the Sandbox's name, since a name may be longer than a label value).
-const sandboxNameHashLabel = "agents.x-k8s.io/sandbox-name-hash"
-
-// sandboxNameHash is that label's value for a Sandbox name.
-func sandboxNameHash(name string) string {
-	sum := sha256.Sum256([]byte(name))
-	return hex.EncodeToString(sum[:8])
-}
-
 // gatewayEndpointIP is the address of the simulated gateway's endpoint.
 const gatewayEndpointIP = "10.0.0.1"
 
-// InstallSandboxCRD installs the agent-sandbox CRD (idempotent: already
-// exists is fine, concurrent callers are fine) and waits until it is
-// Established, discovery serves sandboxes in agents.x-k8s.io/v1alpha1, and
+// InstallSandboxCRD installs the agent-sandbox module's Sandbox CRD
+// (idempotent: already exists is fine, concurrent callers are fine) and
+// waits until it is Established, discovery serves sandboxes in
+// sandboxapi.GroupVersion, and
 // the garbage collector handles Sandboxes (see waitSandboxGC: the first
 // call on a cluster can take up to about 30 s).
 func (c *Cluster) InstallSandboxCRD(ctx context.Context) error {
@@ -109,8 +75,12 @@ func (c *Cluster) InstallSandboxCRD(ctx context.Context) error {
 // calls it before the controller manager starts, so that the garbage
 // collector knows Sandboxes from its first discovery.
 func (c *Cluster) createSandboxCRD(ctx context.Context) error {
+	raw, err := os.ReadFile(c.sandboxCRD)
+	if err != nil {
+		return fmt.Errorf("testenv/kubeenv: the agent-sandbox Sandbox CRD: %w (make testenv copies it from the module)", err)
+	}
 	crd := &unstructured.Unstructured{}
-	decoder := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(sandboxCRDYAML), 4096)
+	decoder := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(raw), 4096)
 	for len(crd.Object) == 0 { // skip the comment-only document before "---"
 		if err := decoder.Decode(&crd.Object); err != nil {
 			return fmt.Errorf("testenv/kubeenv: decode the Sandbox CRD: %w", err)
@@ -204,7 +174,9 @@ func (c *Cluster) probeSandboxGC(ctx context.Context) error {
 			"apiVersion": sandboxapi.GroupVersion,
 			"kind":       sandboxapi.Kind,
 			"metadata":   map[string]any{"name": name},
-			"spec":       map[string]any{"replicas": int64(0), "podTemplate": map[string]any{"spec": map[string]any{}}},
+			// Suspended: the controller makes no Pod for it.
+			"spec": map[string]any{"operatingMode": "Suspended", "podTemplate": map[string]any{"spec": map[string]any{
+				"containers": []any{map[string]any{"name": "probe", "image": "probe"}}}}},
 		}}, metav1.CreateOptions{})
 		if err != nil {
 			return fmt.Errorf("testenv/kubeenv: sandbox garbage collection probe: %w", err)
@@ -277,6 +249,23 @@ type SandboxDriverOptions struct {
 	// outage is simulated).
 	GatewayNamespace string
 	GatewayService   string
+	// Facets the driver provides (default all three: networking,
+	// filesystem, process); a Sandbox that needs another is refused
+	// (ConditionPlaced False, ReasonFacetUnsupported).
+	Facets []string
+	// Profiles are the placement profiles the driver places by: each
+	// one's node selector is added to the Pod of a Sandbox that requires
+	// it. A Sandbox requiring a profile not listed is refused
+	// (ReasonProfileUnavailable). Default: DefaultProfiles.
+	Profiles map[string]map[string]string
+}
+
+// DefaultProfiles are the stand-in's profiles when its options name none:
+// "gpu-a" and "standard", each selecting the Linux nodes (every node of
+// the test cluster, kwok's and the real one).
+var DefaultProfiles = map[string]map[string]string{
+	"gpu-a":    {"kubernetes.io/os": "linux"},
+	"standard": {"kubernetes.io/os": "linux"},
 }
 
 // SandboxDriver is a running test sandbox driver; see StartSandboxDriver.
@@ -285,6 +274,8 @@ type SandboxDriver struct {
 	t          testing.TB
 	gwNS, gwSv string
 	namespaces []string // watched
+	facets     []string
+	profiles   map[string]map[string]string
 
 	queue workqueue.TypedRateLimitingInterface[sandboxKey]
 
@@ -294,11 +285,11 @@ type SandboxDriver struct {
 	gate   sync.RWMutex
 	outage bool
 
-	mu          sync.Mutex
-	known       map[sandboxKey]bool          // the Sandboxes the watches have seen and not seen deleted
-	failures    map[string]attachmentFailure // by attachment name
-	provisioned []string
-	gateway     *credentialGateway // ServeCredentialGateway's, nil until then
+	mu       sync.Mutex
+	known    map[sandboxKey]bool          // the Sandboxes the watches have seen and not seen deleted
+	failures map[string]attachmentFailure // by attachment name
+	placed   []string
+	gateway  *credentialGateway // ServeCredentialGateway's, nil until then
 
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -336,9 +327,17 @@ func (c *Cluster) StartSandboxDriver(t testing.TB, opts SandboxDriverOptions) *S
 			workqueue.TypedRateLimitingQueueConfig[sandboxKey]{Name: "sandbox-driver"}),
 		known:    map[sandboxKey]bool{},
 		failures: map[string]attachmentFailure{},
+		facets:   opts.Facets,
+		profiles: opts.Profiles,
 	}
 	if d.gwSv == "" {
 		d.gwSv = sandboxapi.DefaultGatewayService
+	}
+	if d.facets == nil {
+		d.facets = []string{"networking", "filesystem", "process"}
+	}
+	if d.profiles == nil {
+		d.profiles = DefaultProfiles
 	}
 	if err := d.ensureGatewayNamespace(ctx); err != nil {
 		t.Fatalf("testenv/kubeenv: sandbox driver gateway namespace: %v", err)
@@ -417,15 +416,6 @@ func (d *SandboxDriver) FailAttachment(name, reason, message string) {
 	d.failures[name] = attachmentFailure{reason: reason, message: message}
 	d.mu.Unlock()
 	d.enqueueAll()
-}
-
-// Provisioned returns the Sandboxes ("ns/name") the driver created a Pod
-// for, in order; a Sandbox whose Pod was created again (template change,
-// resume after replicas 0) appears again.
-func (d *SandboxDriver) Provisioned() []string {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	return slices.Clone(d.provisioned)
 }
 
 // stop ends the worker and the watches and waits for them.
@@ -755,242 +745,45 @@ func (d *SandboxDriver) work(ctx context.Context) {
 
 // --- reconcile ---
 
-// observation is what reconcile found or did about a Sandbox's Pod; the
-// Ready condition is computed from it.
-type observation struct {
-	suspended bool
-	// pod is the Sandbox's current Pod, nil when it has none (yet).
-	pod *corev1.Pod
-	// reason and message, when reason is set, are Ready=False's, whatever
-	// the Pod's state.
-	reason, message string
-}
-
-// reconcile brings one Sandbox's Pod and status in line with its spec. It
-// reads the Sandbox and its Pod from the API server: the watches only say
-// when to look.
+// reconcile places one Sandbox's Pod and writes its extension conditions
+// (ConditionPlaced and the attachments). It reads the
+// Sandbox from the API server: the watches only say when to look. The
+// agent-sandbox controller merge-patches status.conditions from its cache,
+// which can drop a condition written meanwhile; that write is an event of
+// the Sandbox's, which queues it here again, so the conditions are
+// re-asserted (the extension's rule for drivers: sandbox-extension.md).
 func (d *SandboxDriver) reconcile(ctx context.Context, key sandboxKey) error {
 	d.gate.RLock()
 	defer d.gate.RUnlock()
 	if d.outage {
 		return nil // SetOutage(false) queues every Sandbox again
 	}
-	sb, err := d.c.Dynamic.Resource(sandboxapi.GVR).Namespace(key.namespace).Get(ctx, key.name, metav1.GetOptions{})
-	if apierrors.IsNotFound(err) {
-		return nil // deleted: the garbage collector deletes its Pod
-	}
-	if err != nil {
-		return err
-	}
-	if sb.GetDeletionTimestamp() != nil {
-		return nil
-	}
-	obs, err := d.ensurePod(ctx, sb)
-	if err != nil {
-		return err
-	}
-	if err := d.ensureService(ctx, sb); err != nil {
-		return err
-	}
-	return d.updateStatus(ctx, sb, obs)
-}
-
-// ensureService creates the Sandbox's headless Service (no cluster IP, no
-// ports: its name resolves to the Pod's address), owned by the Sandbox so
-// that the garbage collector deletes it with it. A Service of that name
-// that the Sandbox does not own is left alone.
-func (d *SandboxDriver) ensureService(ctx context.Context, sb *unstructured.Unstructured) error {
-	svc := &corev1.Service{
-		ObjectMeta: metav1.ObjectMeta{Name: sb.GetName(), Namespace: sb.GetNamespace(),
-			OwnerReferences: []metav1.OwnerReference{{APIVersion: sandboxapi.GroupVersion, Kind: sandboxapi.Kind, Name: sb.GetName(), UID: sb.GetUID(),
-				Controller: new(true), BlockOwnerDeletion: new(true)}}},
-		Spec: corev1.ServiceSpec{ClusterIP: corev1.ClusterIPNone, Selector: map[string]string{sandboxNameHashLabel: sandboxNameHash(sb.GetName())}},
-	}
-	_, err := d.c.Clientset.CoreV1().Services(sb.GetNamespace()).Create(ctx, svc, metav1.CreateOptions{})
-	if err != nil && !apierrors.IsAlreadyExists(err) {
-		return fmt.Errorf("create service: %w", err)
-	}
-	return nil
-}
-
-// ensurePod creates, replaces or deletes the Sandbox's Pod as its spec asks.
-func (d *SandboxDriver) ensurePod(ctx context.Context, sb *unstructured.Unstructured) (observation, error) {
-	ns, name := sb.GetNamespace(), sb.GetName()
-	replicas, found, _ := unstructured.NestedInt64(sb.Object, "spec", "replicas")
-	if !found {
-		replicas = 1
-	}
-	pod, err := d.c.Clientset.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
-	switch {
-	case apierrors.IsNotFound(err):
-		pod = nil
-	case err != nil:
-		return observation{}, fmt.Errorf("get pod: %w", err)
-	}
-	if replicas == 0 {
-		if pod != nil && pod.DeletionTimestamp == nil && sandboxOwner(pod) != nil {
-			if err := d.deletePod(ctx, pod); err != nil {
-				return observation{}, err
-			}
-		}
-		return observation{suspended: true}, nil
-	}
-
-	want, err := sandboxPod(sb)
-	if err != nil {
-		return observation{reason: SandboxReasonInvalidPodTemplate, message: err.Error()}, nil
-	}
-	if pod != nil {
-		owner := sandboxOwner(pod)
-		switch {
-		case owner == nil:
-			return observation{reason: SandboxReasonPodConflict,
-				message: fmt.Sprintf("pod %s exists and is not controlled by a Sandbox", name)}, nil
-		case pod.DeletionTimestamp != nil:
-			// Its deletion event queues the Sandbox again.
-			return observation{reason: SandboxReasonPodNotReady, message: fmt.Sprintf("pod %s is terminating", name)}, nil
-		case owner.UID != sb.GetUID():
-			if err := d.deletePod(ctx, pod); err != nil {
-				return observation{}, err
-			}
-			return observation{reason: SandboxReasonPodNotReady,
-				message: fmt.Sprintf("replacing pod %s of an earlier Sandbox of the same name", name)}, nil
-		case pod.Annotations[annotationTemplateHash] != want.Annotations[annotationTemplateHash]:
-			if err := d.deletePod(ctx, pod); err != nil {
-				return observation{}, err
-			}
-			return observation{reason: SandboxReasonPodNotReady,
-				message: fmt.Sprintf("replacing pod %s: the pod template changed", name)}, nil
-		}
-		return observation{pod: pod}, nil
-	}
-
-	created, err := d.c.Clientset.CoreV1().Pods(ns).Create(ctx, want, metav1.CreateOptions{})
-	switch {
-	case apierrors.IsAlreadyExists(err):
-		// Created meanwhile; its add event queues the Sandbox again.
-		return observation{reason: SandboxReasonPodNotReady, message: fmt.Sprintf("pod %s is being created", name)}, nil
-	case apierrors.IsInvalid(err) || apierrors.IsForbidden(err) || apierrors.IsBadRequest(err):
-		return observation{reason: SandboxReasonPodCreateFailed, message: err.Error()}, nil
-	case err != nil:
-		return observation{}, fmt.Errorf("create pod: %w", err)
-	}
-	d.mu.Lock()
-	d.provisioned = append(d.provisioned, ns+"/"+name)
-	d.mu.Unlock()
-	return observation{pod: created}, nil
-}
-
-// deletePod deletes this very Pod (UID precondition) at once; a Pod already
-// gone or replaced is fine.
-func (d *SandboxDriver) deletePod(ctx context.Context, pod *corev1.Pod) error {
-	opts := *deleteNow.DeepCopy()
-	opts.Preconditions = metav1.NewUIDPreconditions(string(pod.UID))
-	err := d.c.Clientset.CoreV1().Pods(pod.Namespace).Delete(ctx, pod.Name, opts)
-	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
-		return fmt.Errorf("delete pod: %w", err)
-	}
-	return nil
-}
-
-// sandboxPod is the Pod the Sandbox's spec.podTemplate describes, named
-// like the Sandbox and controlled by it.
-func sandboxPod(sb *unstructured.Unstructured) (*corev1.Pod, error) {
-	tmpl, found, err := unstructured.NestedMap(sb.Object, "spec", "podTemplate")
-	if err != nil || !found {
-		return nil, fmt.Errorf("spec.podTemplate is missing or not an object (%v)", err)
-	}
-	raw, err := json.Marshal(tmpl) // maps marshal with sorted keys: a stable hash
-	if err != nil {
-		return nil, err
-	}
-	sum := sha256.Sum256(raw)
-
-	specMap, _, err := unstructured.NestedMap(tmpl, "spec")
-	if err != nil {
-		return nil, fmt.Errorf("spec.podTemplate.spec: %w", err)
-	}
-	var spec corev1.PodSpec
-	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(specMap, &spec); err != nil {
-		return nil, fmt.Errorf("spec.podTemplate.spec is not a PodSpec: %w", err)
-	}
-	podLabels, _, err := unstructured.NestedStringMap(tmpl, "metadata", "labels")
-	if err != nil {
-		return nil, fmt.Errorf("spec.podTemplate.metadata.labels: %w", err)
-	}
-	annotations, _, err := unstructured.NestedStringMap(tmpl, "metadata", "annotations")
-	if err != nil {
-		return nil, fmt.Errorf("spec.podTemplate.metadata.annotations: %w", err)
-	}
-	if annotations == nil {
-		annotations = map[string]string{}
-	}
-	annotations[annotationTemplateHash] = hex.EncodeToString(sum[:12])
-	if podLabels == nil {
-		podLabels = map[string]string{}
-	}
-	podLabels[sandboxNameHashLabel] = sandboxNameHash(sb.GetName())
-	return &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{
-			Name:        sb.GetName(),
-			Namespace:   sb.GetNamespace(),
-			Labels:      podLabels,
-			Annotations: annotations,
-			OwnerReferences: []metav1.OwnerReference{{
-				APIVersion:         sandboxapi.GroupVersion,
-				Kind:               sandboxapi.Kind,
-				Name:               sb.GetName(),
-				UID:                sb.GetUID(),
-				Controller:         new(true),
-				BlockOwnerDeletion: new(true),
-			}},
-		},
-		Spec: spec,
-	}, nil
-}
-
-// --- status ---
-
-// sandboxStatus is the Sandbox's status as the CRD defines it.
-type sandboxStatus struct {
-	Conditions  []metav1.Condition `json:"conditions,omitempty"`
-	Replicas    int32              `json:"replicas"`
-	Selector    string             `json:"selector,omitempty"`
-	PodIPs      []string           `json:"podIPs,omitempty"`
-	ServiceFQDN string             `json:"serviceFQDN,omitempty"`
-	Service     string             `json:"service,omitempty"`
-}
-
-// updateStatus writes the status computed from obs when it differs from the
-// Sandbox's; on a conflict it reads the Sandbox again and retries.
-func (d *SandboxDriver) updateStatus(ctx context.Context, sb *unstructured.Unstructured, obs observation) error {
-	client := d.c.Dynamic.Resource(sandboxapi.GVR).Namespace(sb.GetNamespace())
-	first := true
+	client := d.c.Dynamic.Resource(sandboxapi.GVR).Namespace(key.namespace)
 	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		if !first {
-			latest, err := client.Get(ctx, sb.GetName(), metav1.GetOptions{})
-			if apierrors.IsNotFound(err) {
-				return nil
-			}
-			if err != nil {
-				return err
-			}
-			if latest.GetUID() != sb.GetUID() {
-				return nil // another Sandbox of the same name: its own events handle it
-			}
-			sb = latest
-		}
-		first = false
-		old := decodeStatus(sb)
-		next := d.computeStatus(sb, obs)
-		if equality.Semantic.DeepEqual(old, next) {
+		sb, err := client.Get(ctx, key.name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
 			return nil
 		}
-		m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&next)
 		if err != nil {
 			return err
 		}
-		sb.Object["status"] = m
+		if sb.GetDeletionTimestamp() != nil {
+			return nil
+		}
+		placed, err := d.place(ctx, sb)
+		if err != nil {
+			return err
+		}
+		old, _, _ := unstructured.NestedSlice(sb.Object, "status", "conditions")
+		next, changed, err := d.extensionConditions(sb, old, placed)
+		if err != nil || !changed {
+			return err
+		}
+		if err := unstructured.SetNestedSlice(sb.Object, next, "status", "conditions"); err != nil {
+			return err
+		}
+		// An update with the read resourceVersion: never over a status
+		// the controller wrote meanwhile.
 		_, err = client.UpdateStatus(ctx, sb, metav1.UpdateOptions{})
 		if apierrors.IsNotFound(err) {
 			return nil
@@ -999,54 +792,115 @@ func (d *SandboxDriver) updateStatus(ctx context.Context, sb *unstructured.Unstr
 	})
 }
 
-func decodeStatus(sb *unstructured.Unstructured) sandboxStatus {
-	var st sandboxStatus
-	if m, ok := sb.Object["status"].(map[string]any); ok {
-		// A status the driver cannot read is replaced as a whole.
-		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(m, &st); err != nil {
-			return sandboxStatus{}
-		}
-	}
-	return st
+// placement is the driver's verdict on a Sandbox's facets and profile;
+// nil while its Pod has not been released yet (none so far).
+type placement struct {
+	status          metav1.ConditionStatus
+	reason, message string
 }
 
-// computeStatus is the Sandbox's status for obs, keeping the conditions'
-// lastTransitionTime when their status does not change.
-func (d *SandboxDriver) computeStatus(sb *unstructured.Unstructured, obs observation) sandboxStatus {
-	st := decodeStatus(sb)
-	ns, name, gen := sb.GetNamespace(), sb.GetName(), sb.GetGeneration()
+// place judges the Sandbox's facets and required profile and, when the
+// driver provides them, releases its Pod (the one the agent-sandbox
+// controller made, named like the Sandbox and controlled by it): the
+// profile's node selector added and the extension's scheduling gate
+// removed, in one update with the read resourceVersion. A refused Sandbox's
+// Pod stays gated.
+func (d *SandboxDriver) place(ctx context.Context, sb *unstructured.Unstructured) (*placement, error) {
+	ann := sb.GetAnnotations()
+	for _, f := range strings.Split(ann[sandboxapi.AnnotationFacets], ",") {
+		if f = strings.TrimSpace(f); f != "" && !slices.Contains(d.facets, f) {
+			return &placement{metav1.ConditionFalse, sandboxapi.ReasonFacetUnsupported,
+				fmt.Sprintf("the driver provides the facets %s, not %s", strings.Join(d.facets, ", "), f)}, nil
+		}
+	}
+	selector := map[string]string{}
+	if p := ann[sandboxapi.AnnotationRequiredProfile]; p != "" {
+		sel, ok := d.profiles[p]
+		if !ok {
+			names := make([]string, 0, len(d.profiles))
+			for n := range d.profiles {
+				names = append(names, n)
+			}
+			slices.Sort(names)
+			return &placement{metav1.ConditionFalse, sandboxapi.ReasonProfileUnavailable,
+				fmt.Sprintf("the driver has no placement profile %q (it has %s)", p, strings.Join(names, ", "))}, nil
+		}
+		selector = sel
+	}
+	pods := d.c.Clientset.CoreV1().Pods(sb.GetNamespace())
+	pod, err := pods.Get(ctx, sb.GetName(), metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		return nil, nil // the controller has not made it yet; its add event queues the Sandbox
+	case err != nil:
+		return nil, err
+	}
+	if owner := sandboxOwner(pod); owner == nil || owner.UID != sb.GetUID() {
+		return nil, nil
+	}
+	released := &placement{metav1.ConditionTrue, sandboxapi.ReasonPlaced, "placed by the driver"}
+	gated := slices.ContainsFunc(pod.Spec.SchedulingGates, func(g corev1.PodSchedulingGate) bool { return g.Name == sandboxapi.SchedulingGate })
+	if !gated {
+		return released, nil
+	}
+	if pod.Spec.NodeSelector == nil {
+		pod.Spec.NodeSelector = map[string]string{}
+	}
+	for k, v := range selector {
+		pod.Spec.NodeSelector[k] = v
+	}
+	pod.Spec.SchedulingGates = slices.DeleteFunc(pod.Spec.SchedulingGates, func(g corev1.PodSchedulingGate) bool { return g.Name == sandboxapi.SchedulingGate })
+	if _, err := pods.Update(ctx, pod, metav1.UpdateOptions{}); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("release pod %s: %w", pod.Name, err)
+	}
+	d.mu.Lock()
+	d.placed = append(d.placed, sb.GetNamespace()+"/"+sb.GetName())
+	d.mu.Unlock()
+	return released, nil
+}
+
+// Placed returns the Sandboxes ("ns/name") whose Pod the driver released
+// for scheduling, in order; a Sandbox whose Pod was made again (a restart)
+// appears again.
+func (d *SandboxDriver) Placed() []string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return slices.Clone(d.placed)
+}
+
+// extensionConditions is the Sandbox's status.conditions (raw, as read)
+// with the extension's conditions computed for it: ConditionPlaced when
+// placed is known, and the attachments; the other
+// conditions (the controller's) are kept as they are, and a condition's
+// lastTransitionTime is kept when its status does not change.
+func (d *SandboxDriver) extensionConditions(sb *unstructured.Unstructured, raw []any, placed *placement) (next []any, changed bool, err error) {
+	var conds []metav1.Condition
+	for _, r := range raw {
+		m, ok := r.(map[string]any)
+		if !ok {
+			continue
+		}
+		var c metav1.Condition
+		if runtime.DefaultUnstructuredConverter.FromUnstructured(m, &c) == nil {
+			conds = append(conds, c)
+		}
+	}
+	before := slices.Clone(conds)
+	gen := sb.GetGeneration()
 	set := func(typ string, status metav1.ConditionStatus, reason, message string) {
-		meta.SetStatusCondition(&st.Conditions, metav1.Condition{
+		meta.SetStatusCondition(&conds, metav1.Condition{
 			Type: typ, Status: status, Reason: reason, Message: message, ObservedGeneration: gen,
 		})
 	}
 
-	st.Service = name
-	st.ServiceFQDN = name + "." + ns + ".svc.cluster.local"
-	podLabels, _, _ := unstructured.NestedStringMap(sb.Object, "spec", "podTemplate", "metadata", "labels")
-	st.Selector = labels.SelectorFromSet(podLabels).String()
-	st.Replicas, st.PodIPs = 0, nil
-	if obs.pod != nil {
-		st.Replicas = 1
-		for _, ip := range obs.pod.Status.PodIPs {
-			st.PodIPs = append(st.PodIPs, ip.IP)
-		}
+	if placed != nil {
+		set(sandboxapi.ConditionPlaced, placed.status, placed.reason, placed.message)
 	}
 
-	switch {
-	case obs.suspended:
-		set(sandboxapi.ConditionReady, metav1.ConditionFalse, SandboxReasonSuspended, "the Sandbox is suspended (spec.replicas is 0)")
-	case obs.reason != "":
-		set(sandboxapi.ConditionReady, metav1.ConditionFalse, obs.reason, obs.message)
-	case obs.pod != nil && PodReady(obs.pod):
-		set(sandboxapi.ConditionReady, metav1.ConditionTrue, SandboxReasonPodReady, fmt.Sprintf("pod %s is ready", obs.pod.Name))
-	case obs.pod != nil:
-		set(sandboxapi.ConditionReady, metav1.ConditionFalse, SandboxReasonPodNotReady, podNotReadyMessage(obs.pod))
-	default:
-		set(sandboxapi.ConditionReady, metav1.ConditionFalse, SandboxReasonPodNotReady, fmt.Sprintf("pod %s does not exist yet", name))
-	}
-
-	// Attachments: one condition each, or the invalid condition alone.
+	// One condition per attachment, or the invalid condition alone.
 	keep := map[string]bool{}
 	attachments, err := decodeAttachments(sb.GetAnnotations()[sandboxapi.AnnotationAttachments])
 	if err != nil {
@@ -1069,10 +923,20 @@ func (d *SandboxDriver) computeStatus(sb *unstructured.Unstructured, obs observa
 		}
 		d.mu.Unlock()
 	}
-	st.Conditions = slices.DeleteFunc(st.Conditions, func(c metav1.Condition) bool {
+	conds = slices.DeleteFunc(conds, func(c metav1.Condition) bool {
 		return strings.HasPrefix(c.Type, sandboxapi.AttachmentConditionPrefix) && !keep[c.Type]
 	})
-	return st
+	if equality.Semantic.DeepEqual(before, conds) {
+		return nil, false, nil
+	}
+	for _, c := range conds {
+		m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&c)
+		if err != nil {
+			return nil, false, err
+		}
+		next = append(next, m)
+	}
+	return next, true, nil
 }
 
 // decodeAttachments is sandboxapi.DecodeAttachments, plus the checks that
@@ -1099,25 +963,4 @@ func decodeAttachments(annotation string) ([]sandboxapi.Attachment, error) {
 		seen[a.Name] = true
 	}
 	return attachments, nil
-}
-
-// podNotReadyMessage says why a Pod is not ready: its phase and the first
-// container that waits or is not ready.
-func podNotReadyMessage(pod *corev1.Pod) string {
-	phase := pod.Status.Phase
-	if phase == "" {
-		phase = corev1.PodPending
-	}
-	msg := fmt.Sprintf("pod %s is %s", pod.Name, phase)
-	for _, cs := range pod.Status.ContainerStatuses {
-		if w := cs.State.Waiting; w != nil && w.Reason != "" {
-			return msg + fmt.Sprintf(", container %s waiting: %s", cs.Name, w.Reason)
-		}
-	}
-	for _, cs := range pod.Status.ContainerStatuses {
-		if !cs.Ready {
-			return msg + fmt.Sprintf(", container %s not ready", cs.Name)
-		}
-	}
-	return msg + ", not ready"
 }

@@ -3,8 +3,6 @@ package kubeenv_test
 import (
 	"context"
 	"encoding/json"
-	"fmt"
-	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -24,6 +22,8 @@ import (
 	"github.com/occ-platform/terraform-provider-occ/internal/testenv/kubeenv"
 )
 
+// The cluster serves the agent-sandbox module's own Sandbox CRD: its
+// schema is upstream's (what the provider writes must pass it).
 func TestSandboxCRDInstallIsIdempotentAndValidates(t *testing.T) {
 	t.Parallel()
 	c := kubeenv.Shared(t)
@@ -58,33 +58,31 @@ func TestSandboxCRDInstallIsIdempotentAndValidates(t *testing.T) {
 
 	// The schema refuses what the API refuses …
 	client := sandboxes(c, ns)
+	strict := metav1.CreateOptions{FieldValidation: metav1.FieldValidationStrict}
 	for name, mutate := range map[string]func(obj map[string]any){
 		"bad-policy":   func(o map[string]any) { _ = unstructured.SetNestedField(o, "Explode", "spec", "shutdownPolicy") },
-		"two-replicas": func(o map[string]any) { _ = unstructured.SetNestedField(o, int64(2), "spec", "replicas") },
+		"bad-mode":     func(o map[string]any) { _ = unstructured.SetNestedField(o, "Paused", "spec", "operatingMode") },
 		"no-template":  func(o map[string]any) { unstructured.RemoveNestedField(o, "spec", "podTemplate") },
 		"bad-time":     func(o map[string]any) { _ = unstructured.SetNestedField(o, "tomorrow", "spec", "shutdownTime") },
+		"v1alpha1-ish": func(o map[string]any) { _ = unstructured.SetNestedField(o, int64(1), "spec", "replicas") }, // not in v1beta1
 	} {
 		sb := sandboxObject(ns, name, sandboxTemplate{})
 		mutate(sb.Object)
-		if _, err := client.Create(ctx, sb, metav1.CreateOptions{}); !apierrors.IsInvalid(err) {
-			t.Errorf("create %s: err = %v, want Invalid", name, err)
+		if _, err := client.Create(ctx, sb, strict); !apierrors.IsInvalid(err) && !apierrors.IsBadRequest(err) {
+			t.Errorf("create %s: err = %v, want Invalid or BadRequest", name, err)
 		}
 	}
 
-	// … and keeps the Pod spec as written, with replicas defaulted to 1.
+	// … and defaults operatingMode to Running.
 	sb := sandboxObject(ns, "ok", sandboxTemplate{})
 	_ = unstructured.SetNestedField(sb.Object, "Retain", "spec", "shutdownPolicy")
 	_ = unstructured.SetNestedField(sb.Object, true, "spec", "service")
-	_ = unstructured.SetNestedField(sb.Object, "30s", "spec", "podTemplate", "spec", "somethingNew")
-	got, err := client.Create(ctx, sb, metav1.CreateOptions{})
+	got, err := client.Create(ctx, sb, strict)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r, _, _ := unstructured.NestedInt64(got.Object, "spec", "replicas"); r != 1 {
-		t.Errorf("spec.replicas = %d, want the default 1", r)
-	}
-	if v, _, _ := unstructured.NestedString(got.Object, "spec", "podTemplate", "spec", "somethingNew"); v != "30s" {
-		t.Errorf("unknown Pod spec field not preserved: %v", got.Object["spec"])
+	if m, _, _ := unstructured.NestedString(got.Object, "spec", "operatingMode"); m != "Running" {
+		t.Errorf("spec.operatingMode = %q, want the default Running", m)
 	}
 	containers, _, _ := unstructured.NestedSlice(got.Object, "spec", "podTemplate", "spec", "containers")
 	if len(containers) != 1 {
@@ -92,7 +90,9 @@ func TestSandboxCRDInstallIsIdempotentAndValidates(t *testing.T) {
 	}
 }
 
-func TestSandboxDriverProvisionsAReadySandboxWithAttachments(t *testing.T) {
+// The real controller runs the Sandbox's Pod and reports Ready; the test
+// driver's extension reports the attachments beside it.
+func TestSandboxDriverAttachesBesideTheRealController(t *testing.T) {
 	t.Parallel()
 	c := kubeenv.Shared(t)
 	ns := c.TestNamespace(t)
@@ -122,19 +122,19 @@ func TestSandboxDriverProvisionsAReadySandboxWithAttachments(t *testing.T) {
 		labels:         map[string]string{"app.kubernetes.io/name": "agent", "occ-platform.io/agent": "a1"},
 		podAnnotations: map[string]string{"example.com/note": "copied"},
 		annotations:    map[string]string{sandboxapi.AnnotationAttachments: sandboxapi.EncodeAttachments(attachments)},
+		service:        true,
 	}
 	created, err := sandboxes(c, ns).Create(ctx, sandboxObject(ns, "agent", tmpl), metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 
-	st := waitSandbox(t, c, ns, "agent", 20*time.Second, func(st sandboxStatus) bool {
-		return conditionIs(st, sandboxapi.ConditionReady, metav1.ConditionTrue, kubeenv.SandboxReasonPodReady) &&
+	st := waitSandbox(t, c, ns, "agent", 30*time.Second, func(st sandboxStatus) bool {
+		return conditionIs(st, sandboxapi.ConditionReady, metav1.ConditionTrue, sandboxapi.ReasonDependenciesReady) &&
 			conditionIs(st, sandboxapi.AttachmentCondition("openai"), metav1.ConditionTrue, kubeenv.SandboxReasonAttached) &&
 			conditionIs(st, sandboxapi.AttachmentCondition("codex"), metav1.ConditionTrue, kubeenv.SandboxReasonAttached)
 	})
-	if st.Replicas != 1 || len(st.PodIPs) == 0 || st.Service != "agent" || st.ServiceFQDN != "agent."+ns+".svc.cluster.local" ||
-		st.Selector != "app.kubernetes.io/name=agent,occ-platform.io/agent=a1" {
+	if len(st.PodIPs) == 0 || st.Service != "agent" || st.ServiceFQDN != "agent."+ns+".svc.cluster.local" || st.Selector == "" {
 		t.Errorf("status %+v", st)
 	}
 	ready := meta.FindStatusCondition(st.Conditions, sandboxapi.ConditionReady)
@@ -145,14 +145,14 @@ func TestSandboxDriverProvisionsAReadySandboxWithAttachments(t *testing.T) {
 		t.Errorf("codex attachment message = %q", msg)
 	}
 
-	// The Pod: the template's labels and annotations, controlled by the Sandbox.
+	// The Pod, the controller's: named like the Sandbox, the template's
+	// labels and annotations, controlled by the Sandbox.
 	pod, err := c.Clientset.CoreV1().Pods(ns).Get(ctx, "agent", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	owner := metav1.GetControllerOf(pod)
-	if owner == nil || owner.APIVersion != sandboxapi.GroupVersion || owner.Kind != sandboxapi.Kind || owner.Name != "agent" ||
-		owner.UID != created.GetUID() || owner.BlockOwnerDeletion == nil || !*owner.BlockOwnerDeletion {
+	if owner == nil || owner.APIVersion != sandboxapi.GroupVersion || owner.Kind != sandboxapi.Kind || owner.Name != "agent" || owner.UID != created.GetUID() {
 		t.Errorf("pod owner references %+v", pod.OwnerReferences)
 	}
 	for k, v := range tmpl.labels {
@@ -162,9 +162,6 @@ func TestSandboxDriverProvisionsAReadySandboxWithAttachments(t *testing.T) {
 	}
 	if pod.Annotations["example.com/note"] != "copied" || len(pod.Spec.Containers) != 1 || pod.Spec.Containers[0].Image != sandboxImage {
 		t.Errorf("pod annotations %v containers %+v", pod.Annotations, pod.Spec.Containers)
-	}
-	if got := d.Provisioned(); !slices.Equal(got, []string{ns + "/agent"}) {
-		t.Errorf("Provisioned() = %v", got)
 	}
 
 	// A failing attachment turns False; the others and Ready keep their
@@ -194,23 +191,44 @@ func TestSandboxDriverProvisionsAReadySandboxWithAttachments(t *testing.T) {
 	waitSandbox(t, c, ns, "agent", 10*time.Second, func(st sandboxStatus) bool {
 		return conditionIs(st, kubeenv.ConditionInvalidAttachments, metav1.ConditionFalse, kubeenv.SandboxReasonInvalidAnnotation) &&
 			meta.FindStatusCondition(st.Conditions, sandboxapi.AttachmentCondition("codex")) == nil &&
-			conditionIs(st, sandboxapi.ConditionReady, metav1.ConditionTrue, kubeenv.SandboxReasonPodReady)
+			conditionIs(st, sandboxapi.ConditionReady, metav1.ConditionTrue, sandboxapi.ReasonDependenciesReady)
 	})
+
+	// The Pod deleted (what a restart does): the controller makes it again
+	// and the Sandbox is Ready again.
+	if err := c.Clientset.CoreV1().Pods(ns).Delete(ctx, "agent", metav1.DeleteOptions{GracePeriodSeconds: new(int64(0))}); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		p, err := c.Clientset.CoreV1().Pods(ns).Get(ctx, "agent", metav1.GetOptions{})
+		if err == nil && p.UID != pod.UID && kubeenv.PodReady(p) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no new ready Pod after deleting the Sandbox's: %v\n--- agent-sandbox-controller log ---\n%s", err, c.LogTail(kubeenv.BinAgentSandbox, 20))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+
+	// Deleting the Sandbox: the garbage collector deletes its Pod.
+	if err := sandboxes(c, ns).Delete(ctx, "agent", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitPodGone(t, c, ns, "agent", 30*time.Second)
 }
 
-func TestSandboxDriverOutageHoldsProvisioningAndFlipsTheEndpoint(t *testing.T) {
+// An outage: the gateway's endpoint turns unready and the extension writes
+// nothing; the controller, upstream's, goes on. After it the driver
+// catches up.
+func TestSandboxDriverOutageHoldsAttachmentsAndFlipsTheEndpoint(t *testing.T) {
 	t.Parallel()
 	c := kubeenv.Shared(t)
 	ns := c.TestNamespace(t)
 	ctx := sandboxTestCtx(t, 2*time.Minute)
 	d := c.StartSandboxDriver(t, kubeenv.SandboxDriverOptions{Namespaces: []string{ns}})
-
-	if _, err := sandboxes(c, ns).Create(ctx, sandboxObject(ns, "before", sandboxTemplate{}), metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	waitSandbox(t, c, ns, "before", 20*time.Second, func(st sandboxStatus) bool {
-		return conditionIs(st, sandboxapi.ConditionReady, metav1.ConditionTrue, kubeenv.SandboxReasonPodReady)
-	})
+	withAttachment := sandboxTemplate{annotations: map[string]string{sandboxapi.AnnotationAttachments: sandboxapi.EncodeAttachments(
+		[]sandboxapi.Attachment{{Name: "openai", Gateway: "cg-main", SourceType: "openai_api_key", Env: "OPENAI_API_KEY"}})}}
 
 	if err := d.SetOutage(ctx, true); err != nil {
 		t.Fatal(err)
@@ -218,30 +236,17 @@ func TestSandboxDriverOutageHoldsProvisioningAndFlipsTheEndpoint(t *testing.T) {
 	if gatewayReady(t, ctx, c, d) {
 		t.Fatal("gateway endpoint still ready during the outage")
 	}
-	// During the outage: a new Sandbox gets no Pod and no status, and a
-	// suspended one keeps its Pod and its status.
-	if _, err := sandboxes(c, ns).Create(ctx, sandboxObject(ns, "during", sandboxTemplate{}), metav1.CreateOptions{}); err != nil {
+	if _, err := sandboxes(c, ns).Create(ctx, sandboxObject(ns, "during", withAttachment), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	setReplicas(t, ctx, c, ns, "before", 0)
-	time.Sleep(2 * time.Second)
-	if _, err := c.Clientset.CoreV1().Pods(ns).Get(ctx, "during", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
-		t.Fatalf("pod of a Sandbox created during the outage: err = %v, want NotFound", err)
-	}
-	if _, err := c.Clientset.CoreV1().Pods(ns).Get(ctx, "before", metav1.GetOptions{}); err != nil {
-		t.Fatalf("pod of a Sandbox suspended during the outage: %v, want it kept", err)
-	}
-	if st := readSandbox(t, ctx, c, ns, "during"); len(st.Conditions) != 0 {
-		t.Fatalf("status written during the outage: %+v", st)
-	}
-	if st := readSandbox(t, ctx, c, ns, "before"); !conditionIs(st, sandboxapi.ConditionReady, metav1.ConditionTrue, kubeenv.SandboxReasonPodReady) {
-		t.Fatalf("status changed during the outage: %+v", st)
-	}
-	if got := d.Provisioned(); !slices.Equal(got, []string{ns + "/before"}) {
-		t.Fatalf("Provisioned() during the outage = %v", got)
+	st := waitSandbox(t, c, ns, "during", 30*time.Second, func(st sandboxStatus) bool {
+		return conditionIs(st, sandboxapi.ConditionReady, metav1.ConditionTrue, sandboxapi.ReasonDependenciesReady)
+	})
+	time.Sleep(time.Second)
+	if st = readSandbox(t, ctx, c, ns, "during"); meta.FindStatusCondition(st.Conditions, sandboxapi.AttachmentCondition("openai")) != nil {
+		t.Fatalf("attachment written during the outage: %+v", st)
 	}
 
-	// After it: the driver catches up.
 	if err := d.SetOutage(ctx, false); err != nil {
 		t.Fatal(err)
 	}
@@ -249,108 +254,116 @@ func TestSandboxDriverOutageHoldsProvisioningAndFlipsTheEndpoint(t *testing.T) {
 		t.Fatal("gateway endpoint not ready after the outage")
 	}
 	waitSandbox(t, c, ns, "during", 20*time.Second, func(st sandboxStatus) bool {
-		return conditionIs(st, sandboxapi.ConditionReady, metav1.ConditionTrue, kubeenv.SandboxReasonPodReady)
+		return conditionIs(st, sandboxapi.AttachmentCondition("openai"), metav1.ConditionTrue, kubeenv.SandboxReasonAttached) &&
+			conditionIs(st, sandboxapi.ConditionReady, metav1.ConditionTrue, sandboxapi.ReasonDependenciesReady)
 	})
-	waitSandbox(t, c, ns, "before", 20*time.Second, func(st sandboxStatus) bool {
-		return conditionIs(st, sandboxapi.ConditionReady, metav1.ConditionFalse, kubeenv.SandboxReasonSuspended)
-	})
-	waitPodGone(t, c, ns, "before", 10*time.Second)
-	if got := d.Provisioned(); !slices.Equal(got, []string{ns + "/before", ns + "/during"}) {
-		t.Fatalf("Provisioned() = %v", got)
-	}
 }
 
-func TestSandboxDriverSuspendResumeAndDelete(t *testing.T) {
+// The extension places a Sandbox's gated Pod by its required profile, or
+// refuses a facet or a profile it lacks and leaves the Pod gated.
+func TestSandboxDriverPlacesByProfileOrRefuses(t *testing.T) {
 	t.Parallel()
 	c := kubeenv.Shared(t)
 	ns := c.TestNamespace(t)
 	ctx := sandboxTestCtx(t, 2*time.Minute)
-	d := c.StartSandboxDriver(t, kubeenv.SandboxDriverOptions{Namespaces: []string{ns}})
+	d := c.StartSandboxDriver(t, kubeenv.SandboxDriverOptions{Namespaces: []string{ns},
+		Facets:   []string{"networking", "filesystem"},
+		Profiles: map[string]map[string]string{"first-node": {"kubernetes.io/hostname": c.Nodes[0]}}})
 
-	if _, err := sandboxes(c, ns).Create(ctx, sandboxObject(ns, "sb", sandboxTemplate{}), metav1.CreateOptions{}); err != nil {
+	gated := func(name, facets, profile string) *unstructured.Unstructured {
+		ann := map[string]string{sandboxapi.AnnotationFacets: facets}
+		if profile != "" {
+			ann[sandboxapi.AnnotationRequiredProfile] = profile
+		}
+		sb := sandboxObject(ns, name, sandboxTemplate{annotations: ann})
+		_ = unstructured.SetNestedSlice(sb.Object, []any{map[string]any{"name": sandboxapi.SchedulingGate}}, "spec", "podTemplate", "spec", "schedulingGates")
+		if _, err := sandboxes(c, ns).Create(ctx, sb, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		return sb
+	}
+
+	gated("placed", "networking,filesystem", "first-node")
+	waitSandbox(t, c, ns, "placed", 30*time.Second, func(st sandboxStatus) bool {
+		return conditionIs(st, sandboxapi.ConditionPlaced, metav1.ConditionTrue, sandboxapi.ReasonPlaced) &&
+			conditionIs(st, sandboxapi.ConditionReady, metav1.ConditionTrue, sandboxapi.ReasonDependenciesReady)
+	})
+	pod, err := c.Clientset.CoreV1().Pods(ns).Get(ctx, "placed", metav1.GetOptions{})
+	if err != nil {
 		t.Fatal(err)
 	}
-	waitSandbox(t, c, ns, "sb", 20*time.Second, func(st sandboxStatus) bool {
-		return conditionIs(st, sandboxapi.ConditionReady, metav1.ConditionTrue, kubeenv.SandboxReasonPodReady)
-	})
-
-	// replicas 0: the Pod goes, the Sandbox reports Suspended.
-	setReplicas(t, ctx, c, ns, "sb", 0)
-	st := waitSandbox(t, c, ns, "sb", 20*time.Second, func(st sandboxStatus) bool {
-		return conditionIs(st, sandboxapi.ConditionReady, metav1.ConditionFalse, kubeenv.SandboxReasonSuspended)
-	})
-	if st.Replicas != 0 || len(st.PodIPs) != 0 {
-		t.Errorf("suspended status %+v, want replicas 0 and no pod IPs", st)
-	}
-	waitPodGone(t, c, ns, "sb", 10*time.Second)
-
-	// replicas 1: a new Pod, Ready again.
-	setReplicas(t, ctx, c, ns, "sb", 1)
-	waitSandbox(t, c, ns, "sb", 20*time.Second, func(st sandboxStatus) bool {
-		return conditionIs(st, sandboxapi.ConditionReady, metav1.ConditionTrue, kubeenv.SandboxReasonPodReady) && st.Replicas == 1
-	})
-	if got := d.Provisioned(); !slices.Equal(got, []string{ns + "/sb", ns + "/sb"}) {
-		t.Errorf("Provisioned() = %v, want the Sandbox twice", got)
+	if len(pod.Spec.SchedulingGates) != 0 || pod.Spec.NodeSelector["kubernetes.io/hostname"] != c.Nodes[0] || pod.Spec.NodeName != c.Nodes[0] {
+		t.Errorf("pod gates %v, node selector %v, node %q; want released onto %s", pod.Spec.SchedulingGates, pod.Spec.NodeSelector, pod.Spec.NodeName, c.Nodes[0])
 	}
 
-	// Deleting the Sandbox: the garbage collector deletes its Pod.
-	if err := sandboxes(c, ns).Delete(ctx, "sb", metav1.DeleteOptions{}); err != nil {
-		t.Fatal(err)
+	for name, want := range map[string]struct{ facets, profile, reason, says string }{
+		"no-process": {"networking,filesystem,process", "first-node", sandboxapi.ReasonFacetUnsupported, "not process"},
+		"no-profile": {"networking", "gpu-b", sandboxapi.ReasonProfileUnavailable, `no placement profile "gpu-b" (it has first-node)`},
+	} {
+		gated(name, want.facets, want.profile)
+		st := waitSandbox(t, c, ns, name, 30*time.Second, func(st sandboxStatus) bool {
+			return conditionIs(st, sandboxapi.ConditionPlaced, metav1.ConditionFalse, want.reason)
+		})
+		if msg := meta.FindStatusCondition(st.Conditions, sandboxapi.ConditionPlaced).Message; !strings.Contains(msg, want.says) {
+			t.Errorf("%s: Placed message %q, want it to say %q", name, msg, want.says)
+		}
+		time.Sleep(500 * time.Millisecond)
+		p, err := c.Clientset.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatalf("%s: the controller made no Pod: %v", name, err)
+		}
+		if len(p.Spec.SchedulingGates) != 1 || p.Spec.NodeName != "" {
+			t.Errorf("%s: refused Pod gates %v node %q, want it still gated", name, p.Spec.SchedulingGates, p.Spec.NodeName)
+		}
 	}
-	waitPodGone(t, c, ns, "sb", 30*time.Second)
+	if got := d.Placed(); len(got) != 1 || got[0] != ns+"/placed" {
+		t.Errorf("Placed() = %v", got)
+	}
 }
 
-func TestSandboxDriverReportsNotReadyAndReplacesThePodOnTemplateChange(t *testing.T) {
+// What the real controller reports while a Pod is not ready, and for a Pod
+// the API server refuses, and how sandboxapi.Terminal reads each.
+func TestSandboxControllerReasonsAsTheProviderReadsThem(t *testing.T) {
 	t.Parallel()
 	c := kubeenv.Shared(t)
 	ns := c.TestNamespace(t)
 	ctx := sandboxTestCtx(t, 2*time.Minute)
-	d := c.StartSandboxDriver(t, kubeenv.SandboxDriverOptions{Namespaces: []string{ns}})
+	c.StartSandboxDriver(t, kubeenv.SandboxDriverOptions{Namespaces: []string{ns}})
 
-	tmpl := sandboxTemplate{podAnnotations: kubeenv.Behavior(kubeenv.BehaviorNeverReady, 0)}
-	if _, err := sandboxes(c, ns).Create(ctx, sandboxObject(ns, "stuck", tmpl), metav1.CreateOptions{}); err != nil {
+	// Not ready yet: progress, not terminal; the attachments the extension
+	// wrote survive the controller's status writes.
+	tmpl := sandboxTemplate{podAnnotations: kubeenv.Behavior(kubeenv.BehaviorReadyAfter, 3*time.Second),
+		annotations: map[string]string{sandboxapi.AnnotationAttachments: sandboxapi.EncodeAttachments(
+			[]sandboxapi.Attachment{{Name: "openai", Gateway: "cg-main", SourceType: "openai_api_key", Env: "OPENAI_API_KEY"}})}}
+	if _, err := sandboxes(c, ns).Create(ctx, sandboxObject(ns, "slow", tmpl), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	st := waitSandbox(t, c, ns, "stuck", 20*time.Second, func(st sandboxStatus) bool {
+	st := waitSandbox(t, c, ns, "slow", 20*time.Second, func(st sandboxStatus) bool {
 		r := meta.FindStatusCondition(st.Conditions, sandboxapi.ConditionReady)
-		return r != nil && r.Status == metav1.ConditionFalse && r.Reason == kubeenv.SandboxReasonPodNotReady && strings.Contains(r.Message, "Running")
+		return r != nil && r.Status == metav1.ConditionFalse && r.Reason == sandboxapi.ReasonDependenciesNotReady
 	})
-	if st.Replicas != 1 {
-		t.Errorf("status %+v, want replicas 1", st)
+	if r := meta.FindStatusCondition(st.Conditions, sandboxapi.ConditionReady); sandboxapi.Terminal(r.Reason, r.Message) {
+		t.Errorf("Terminal(%q, %q) = true for a Pod still starting", r.Reason, r.Message)
 	}
-	first, err := c.Clientset.CoreV1().Pods(ns).Get(ctx, "stuck", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-
-	// Changing the template (dropping the behaviour) replaces the Pod.
-	patch := fmt.Sprintf(`{"spec":{"podTemplate":{"metadata":{"annotations":{%q:null}}}}}`, kubeenv.AnnotationBehavior)
-	if _, err := sandboxes(c, ns).Patch(ctx, "stuck", types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	waitSandbox(t, c, ns, "stuck", 20*time.Second, func(st sandboxStatus) bool {
-		return conditionIs(st, sandboxapi.ConditionReady, metav1.ConditionTrue, kubeenv.SandboxReasonPodReady)
+	waitSandbox(t, c, ns, "slow", 30*time.Second, func(st sandboxStatus) bool {
+		return conditionIs(st, sandboxapi.ConditionReady, metav1.ConditionTrue, sandboxapi.ReasonDependenciesReady) &&
+			conditionIs(st, sandboxapi.AttachmentCondition("openai"), metav1.ConditionTrue, kubeenv.SandboxReasonAttached)
 	})
-	second, err := c.Clientset.CoreV1().Pods(ns).Get(ctx, "stuck", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if second.UID == first.UID || second.Annotations[kubeenv.AnnotationBehavior] != "" {
-		t.Errorf("pod not replaced: uid %s → %s, annotations %v", first.UID, second.UID, second.Annotations)
-	}
-	if got := d.Provisioned(); len(got) != 2 {
-		t.Errorf("Provisioned() = %v, want the Sandbox twice", got)
-	}
 
-	// A template the API server refuses as a Pod: PodCreateFailed.
+	// A template the API server refuses as a Pod: ReconcilerError with the
+	// refusal, which Terminal reads as final.
 	bad := sandboxObject(ns, "bad", sandboxTemplate{})
-	_ = unstructured.SetNestedSlice(bad.Object, []any{}, "spec", "podTemplate", "spec", "containers")
+	_ = unstructured.SetNestedField(bad.Object, "Sometimes", "spec", "podTemplate", "spec", "restartPolicy")
 	if _, err := sandboxes(c, ns).Create(ctx, bad, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	waitSandbox(t, c, ns, "bad", 20*time.Second, func(st sandboxStatus) bool {
-		return conditionIs(st, sandboxapi.ConditionReady, metav1.ConditionFalse, kubeenv.SandboxReasonPodCreateFailed)
+	st = waitSandbox(t, c, ns, "bad", 20*time.Second, func(st sandboxStatus) bool {
+		return conditionIs(st, sandboxapi.ConditionReady, metav1.ConditionFalse, sandboxapi.ReasonReconcilerError)
 	})
+	r := meta.FindStatusCondition(st.Conditions, sandboxapi.ConditionReady)
+	if !sandboxapi.Terminal(r.Reason, r.Message) || !strings.Contains(r.Message, "restartPolicy") {
+		t.Errorf("Ready = %s: %s; want a terminal refusal naming restartPolicy", r.Reason, r.Message)
+	}
 }
 
 // --- helpers ---
@@ -373,6 +386,7 @@ type sandboxTemplate struct {
 	labels         map[string]string // of the Pod template
 	podAnnotations map[string]string // of the Pod template
 	annotations    map[string]string // of the Sandbox
+	service        bool              // spec.service
 }
 
 // sandboxObject is a Sandbox with one container in its Pod template.
@@ -388,25 +402,28 @@ func sandboxObject(ns, name string, tmpl sandboxTemplate) *unstructured.Unstruct
 	if tmpl.annotations != nil {
 		metadata["annotations"] = anyMap(tmpl.annotations)
 	}
+	spec := map[string]any{
+		"podTemplate": map[string]any{
+			"metadata": map[string]any{"labels": anyMap(tmpl.labels), "annotations": anyMap(tmpl.podAnnotations)},
+			"spec": map[string]any{
+				"containers": []any{map[string]any{"name": "runtime", "image": sandboxImage}},
+			},
+		},
+	}
+	if tmpl.service {
+		spec["service"] = true
+	}
 	return &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": sandboxapi.GroupVersion,
 		"kind":       sandboxapi.Kind,
 		"metadata":   metadata,
-		"spec": map[string]any{
-			"podTemplate": map[string]any{
-				"metadata": map[string]any{"labels": anyMap(tmpl.labels), "annotations": anyMap(tmpl.podAnnotations)},
-				"spec": map[string]any{
-					"containers": []any{map[string]any{"name": "runtime", "image": sandboxImage}},
-				},
-			},
-		},
+		"spec":       spec,
 	}}
 }
 
 // sandboxStatus is a Sandbox's status, as the tests read it.
 type sandboxStatus struct {
 	Conditions  []metav1.Condition `json:"conditions"`
-	Replicas    int32              `json:"replicas"`
 	Selector    string             `json:"selector"`
 	PodIPs      []string           `json:"podIPs"`
 	ServiceFQDN string             `json:"serviceFQDN"`
@@ -473,14 +490,6 @@ func waitPodGone(t *testing.T, c *kubeenv.Cluster, ns, name string, timeout time
 				ns, name, timeout, err, c.LogTail(kubeenv.BinControllerManager, 20))
 		}
 		time.Sleep(100 * time.Millisecond)
-	}
-}
-
-func setReplicas(t *testing.T, ctx context.Context, c *kubeenv.Cluster, ns, name string, replicas int) {
-	t.Helper()
-	patch := fmt.Sprintf(`{"spec":{"replicas":%d}}`, replicas)
-	if _, err := sandboxes(c, ns).Patch(ctx, name, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
-		t.Fatal(err)
 	}
 }
 
