@@ -16,6 +16,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-testing/statecheck"
 	"github.com/hashicorp/terraform-plugin-testing/terraform"
 	"github.com/hashicorp/terraform-plugin-testing/tfjsonpath"
+	admissionv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -436,6 +437,77 @@ func TestAccAgent_SandboxExtensionRefusalsFailApply(t *testing.T) {
 				},
 			})
 		})
+	}
+}
+
+// rule OS1: a harness Pod the API server refuses (here an admission
+// policy of the cluster's) is reported by the real agent-sandbox
+// controller as ReconcilerError with the refusal, which it retries
+// forever; the apply fails at once with SANDBOX_PROVISIONING_FAILED and
+// the refusal, instead of waiting for its deadline.
+func TestAccAgent_SandboxPodRefusedFailsApply(t *testing.T) {
+	env := newSandboxEnv(t)
+	env.secret(t, "openai", "api-key", testSentinel)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	adm := env.cluster.Clientset.AdmissionregistrationV1()
+	name := "no-harness-" + env.ns
+	policy := &admissionv1.ValidatingAdmissionPolicy{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: admissionv1.ValidatingAdmissionPolicySpec{
+			FailurePolicy: new(admissionv1.Fail),
+			MatchConstraints: &admissionv1.MatchResources{ResourceRules: []admissionv1.NamedRuleWithOperations{{
+				RuleWithOperations: admissionv1.RuleWithOperations{Operations: []admissionv1.OperationType{admissionv1.Create},
+					Rule: admissionv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"pods"}}}}}},
+			Validations: []admissionv1.Validation{{
+				Expression: `!has(object.metadata.labels) || !('` + render.LabelComponent + `' in object.metadata.labels) || object.metadata.labels['` + render.LabelComponent + `'] != 'harness'`,
+				Message:    "harness Pods are not allowed in this namespace",
+			}},
+		},
+	}
+	if _, err := adm.ValidatingAdmissionPolicies().Create(ctx, policy, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = adm.ValidatingAdmissionPolicies().Delete(context.Background(), name, metav1.DeleteOptions{})
+	})
+	binding := &admissionv1.ValidatingAdmissionPolicyBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: admissionv1.ValidatingAdmissionPolicyBindingSpec{PolicyName: name, ValidationActions: []admissionv1.ValidationAction{admissionv1.Deny},
+			MatchResources: &admissionv1.MatchResources{NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"kubernetes.io/metadata.name": env.ns}}}},
+	}
+	if _, err := adm.ValidatingAdmissionPolicyBindings().Create(ctx, binding, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = adm.ValidatingAdmissionPolicyBindings().Delete(context.Background(), name, metav1.DeleteOptions{})
+	})
+	// In force once a dry-run create of a harness Pod is refused.
+	probe := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "probe", Labels: map[string]string{render.LabelComponent: "harness"}},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "probe"}}}}
+	for {
+		_, err := env.cluster.Clientset.CoreV1().Pods(env.ns).Create(ctx, probe, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		if err != nil && strings.Contains(err.Error(), "not allowed in this namespace") {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("the admission policy is not in force: %v", err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+
+	var started time.Time
+	resource.Test(t, resource.TestCase{
+		PreCheck:                 func() { testAccPreCheck(t) },
+		ProtoV6ProviderFactories: testAccProtoV6ProviderFactories,
+		Steps: []resource.TestStep{{
+			PreConfig:   func() { started = time.Now() },
+			Config:      env.provider + env.sandboxCompute("k", "") + sandboxCodexKey,
+			ExpectError: mustRegexp(`SANDBOX_PROVISIONING_FAILED[\s\S]*ReconcilerError[\s\S]*is\s+forbidden[\s\S]*harness\s+Pods\s+are\s+not\s+allowed`),
+		}},
+	})
+	if d := time.Since(started); d > 2*time.Minute {
+		t.Errorf("the refusal took %s; it should fail at once, not at the deadline", d)
 	}
 }
 
