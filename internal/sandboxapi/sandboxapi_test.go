@@ -1,6 +1,10 @@
 package sandboxapi
 
-import "testing"
+import (
+	"os"
+	"strings"
+	"testing"
+)
 
 // rule OS1: a Ready=False reason of agent-sandbox v1.0 that will not
 // change without a new revision fails the apply at once; progress is
@@ -26,6 +30,29 @@ func TestOS1_Terminal(t *testing.T) {
 	} {
 		if got := Terminal(tc.reason, tc.message); got != tc.want {
 			t.Errorf("Terminal(%q, %q) = %v, want %v", tc.reason, tc.message, got, tc.want)
+		}
+	}
+}
+
+// The extension page names every annotation, condition, reason and gate
+// of the contract, and every upstream reason the provider acts on: a
+// driver author reads it, not this package.
+func TestExtensionPageNamesTheContract(t *testing.T) {
+	b, err := os.ReadFile("../../docs/guides/sandbox-extension.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	page := string(b)
+	for _, s := range []string{
+		Extension, Version, Group,
+		AnnotationFacets, AnnotationRequiredProfile, AnnotationAttachments, SchedulingGate,
+		ConditionPlaced, ReasonPlaced, ReasonFacetUnsupported, ReasonProfileUnavailable,
+		AttachmentConditionPrefix + "<name>", Placeholder, DefaultGatewayNamespace + "/" + DefaultGatewayService,
+		ConditionReady, ReasonDependenciesReady, ReasonReconcilerError, ReasonPodFailed, ReasonPodSucceeded,
+		ReasonMultiplePods, ReasonExpired, ReasonSuspended,
+	} {
+		if !strings.Contains(page, s) {
+			t.Errorf("docs/guides/sandbox-extension.md does not name %q", s)
 		}
 	}
 }
