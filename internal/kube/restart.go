@@ -40,8 +40,8 @@ const restartFieldManager = render.FieldManager + "-restart"
 // fail at once). A Deployment's Pod template gets AnnotationRestartedAt,
 // written only while the template still runs the activated revision (a
 // JSON patch that tests its revision label and id first); a Sandbox's Pod,
-// which its driver makes, is deleted by name and UID so the driver makes
-// it again. Nothing else is written, except one Event that records the
+// which the agent-sandbox controller makes, is deleted by name and UID so
+// the controller makes it again (and the driver places it again). Nothing else is written, except one Event that records the
 // restart.
 func (e *Executor) Restart(ctx context.Context, r executor.Restart) (executor.Restarted, error) {
 	var writes executor.Writes

@@ -116,7 +116,7 @@ func agentSchema(ctx context.Context) schema.Schema {
 				PlanModifiers: []planmodifier.String{stringplanmodifier.RequiresReplace()},
 				MarkdownDescription: "The Agent's name, a DNS-1035 label (it names the Agent's Service). On a Kubernetes compute at most " +
 					strconv.Itoa(render.MaxAgentNameLength()) + " characters, so that the names derived from it (such as `NAME-harness-rN`) fit Kubernetes' 63, and not ending in `-harness-rN` or `-node-rN`: " +
-					"that is the Service the sandbox driver makes for another agent's Sandbox. Changing it replaces the Agent."},
+					"that is the Service the agent-sandbox controller makes for another agent's Sandbox. Changing it replaces the Agent."},
 			"compute": schema.ObjectAttribute{Required: true, AttributeTypes: computeRefType(),
 				MarkdownDescription: passWhole("Where the Agent runs.", "compute", "occ_compute")},
 			"configuration": schema.ObjectAttribute{Required: true, AttributeTypes: refType(configurationSchema(), []string{"document"}, nil),

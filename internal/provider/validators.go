@@ -80,7 +80,7 @@ func (v agentNameValidator) ValidateString(ctx context.Context, req validator.St
 	}
 	if other, ok := render.SandboxServiceOwner(s); ok {
 		addAttrError(&resp.Diagnostics, req.Path, "INVALID_REQUEST: agent name is another agent's Sandbox Service",
-			fmt.Sprintf("%q is the name of the Service the sandbox driver makes for a Sandbox of agent %q in the same namespace, and an agent's own Service is named like the agent: "+
+			fmt.Sprintf("%q is the name of the Service the agent-sandbox controller makes for a Sandbox of agent %q in the same namespace, and an agent's own Service is named like the agent: "+
 				"the two agents would share one Service, and agent %q's gateway could reach this one. On a Kubernetes compute an agent's name may not end in -harness-rN or -node-rN; "+
 				"choose another name (changing the name replaces the Agent).", s, other, other))
 		return

@@ -412,7 +412,8 @@ func dedicatedCodex(rev *admission.Revision, n int64) (*Objects, error) {
 		ServingComponent: ComponentGateway,
 	}
 	if Sandboxed(rev) {
-		// The driver provisions the harness: one Sandbox per revision (OS1).
+		// The harness runs in the revision's Sandbox (OS1): the agent-sandbox
+		// controller makes its Pod, the driver places it.
 		objs.Deployments = []*appsv1ac.DeploymentApplyConfiguration{gateway}
 		objs.Sandboxes = []*Sandbox{sandbox(rev, n, HarnessSandboxName(a, n), ComponentHarness, harness.Spec.Template)}
 	} else {

@@ -66,9 +66,10 @@ func MaxAgentNameLength() int {
 var sandboxServiceName = regexp.MustCompile(`^([a-z][-a-z0-9]*)-(harness|node)-r[1-9][0-9]*$`)
 
 // SandboxServiceOwner reports whether an agent's own Service, named like
-// the agent (ServiceName), would bear the name of the Service the sandbox
-// driver makes for another agent's Sandbox in the same namespace: the
-// other agent, and ok. The driver, not the provider, writes that Service,
+// the agent (ServiceName), would bear the name of the Service the
+// agent-sandbox controller makes for another agent's Sandbox in the same
+// namespace: the other agent, and ok. The controller, not the provider,
+// writes that Service,
 // so no create guard stands between the two: such a name is refused on a
 // Kubernetes compute.
 func SandboxServiceOwner(agent string) (other string, ok bool) {

@@ -143,15 +143,15 @@ const (
 // Placeholder is the credential a harness behind a Credential Gateway
 // holds in its Attachment.Env instead of the key (AU3).
 //
-// The egress contract (ours, "occ credential-gateway egress v1"; OpenShell
-// publishes none a test can run): the driver routes the Sandbox's outbound
+// The egress part of the extension (Extension; OpenShell publishes no
+// contract a test can run): the driver routes the Sandbox's outbound
 // HTTP through its Credential Gateway's egress proxy, which replaces
 // Placeholder in a request's Authorization or x-api-key header with the
 // key the gateway holds for the Sandbox's attachment, and passes any other
 // request unchanged. A Sandbox with no held key for its attachment has the
 // attachment's condition False; its placeholder never reaches a model as a
 // key it could accept. The test driver (internal/testenv/kubeenv) implements
-// this contract for plain HTTP, with the Sandbox's connections to the
+// this part for plain HTTP, with the Sandbox's connections to the
 // model redirected to its proxy in the node's network namespace.
 const Placeholder = "openshell-placeholder"
 

@@ -19,8 +19,8 @@ import (
 )
 
 // The test driver's Credential Gateway: an egress proxy that implements the
-// project's egress contract (sandboxapi.Placeholder, "occ credential-gateway
-// egress v1") for the Sandboxes of this driver. Like OpenShell's, it is
+// egress part of the OCC sandbox driver extension (sandboxapi.Extension,
+// sandboxapi.Placeholder) for the Sandboxes of this driver. Like OpenShell's, it is
 // transparent to the harness: the test redirects the Pods' connections to
 // the upstreams in the node's network namespace (RealNode.RedirectInNode),
 // so every process of the Sandbox goes through it whatever its environment
