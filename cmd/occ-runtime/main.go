@@ -20,7 +20,9 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
 	"os/signal"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -79,6 +81,14 @@ func parseArgs(args []string, stderr io.Writer) (wrapperArgs, error) {
 
 func run(args []string, stdout, stderr io.Writer) int {
 	start := time.Now()
+	if len(args) > 0 {
+		switch args[0] {
+		case "monitor-detach":
+			return detachMonitor(args[1:], stderr)
+		case "monitor":
+			return runMonitor(args[1:], stdout, stderr)
+		}
+	}
 	o, err := parseArgs(args, stderr)
 	if err != nil {
 		return 2
@@ -141,6 +151,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return exitFor(s)
 	default:
 	}
+	if o.Container == "gateway" {
+		startMonitor(o, start, stderr)
+	}
 	if err := startup.Spawn(rec, res, os.Environ()); err != nil {
 		fmt.Fprintf(stderr, "occ-runtime: %v\n", err)
 		return 1
@@ -178,4 +191,99 @@ func serveHeld(port int, code string, stderr io.Writer) (stop func()) {
 	})}
 	go func() { _ = srv.Serve(ln) }()
 	return func() { _ = srv.Close() }
+}
+
+// startMonitor leaves a monitor beside the gateway this process is about
+// to become (startup.Monitor): when this start is a respawn of the
+// container's gateway, or the gateway has a dedicated harness to watch. It
+// goes through monitor-detach, which starts the monitor and exits, so that
+// the monitor is reaped by tini (the image's subreaper), not left to the
+// gateway. A monitor that cannot start costs records, never the gateway.
+func startMonitor(o wrapperArgs, start time.Time, stderr io.Writer) {
+	n, err := startup.CountStart(os.TempDir())
+	if err != nil {
+		fmt.Fprintf(stderr, "occ-runtime: %v (no gateway-respawn record)\n", err)
+	}
+	mo := startup.MonitorOptions{Start: n}
+	if o.HealthPort > 0 {
+		mo.GatewayReady = fmt.Sprintf("http://127.0.0.1:%d/readyz", o.HealthPort)
+	}
+	if o.WaitPeer == startup.PeerHarness {
+		if mo.PeerReady, err = startup.HarnessStatusURL(os.Getenv("OPENCLAW_CONFIG_PATH")); err != nil {
+			fmt.Fprintf(stderr, "occ-runtime: %v (no peer-status-changed records)\n", err)
+		}
+	}
+	if !mo.MonitorNeeded() {
+		return
+	}
+	self, err := os.Executable()
+	if err != nil {
+		fmt.Fprintf(stderr, "occ-runtime: cannot start the monitor: %v\n", err)
+		return
+	}
+	cmd := exec.Command(self, "monitor-detach",
+		"--container="+o.Container, "--harness="+o.Harness, "--start="+strconv.Itoa(mo.Start),
+		"--gateway-ready="+mo.GatewayReady, "--peer-ready="+mo.PeerReady,
+		"--since="+strconv.FormatInt(start.UnixMilli(), 10), "--gateway-pid="+strconv.Itoa(os.Getpid()))
+	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
+	if err := cmd.Run(); err != nil {
+		fmt.Fprintf(stderr, "occ-runtime: cannot start the monitor: %v\n", err)
+	}
+}
+
+// detachMonitor starts "monitor" with the same arguments and returns at
+// once, leaving it orphaned.
+func detachMonitor(args []string, stderr io.Writer) int {
+	self, err := os.Executable()
+	if err != nil {
+		fmt.Fprintf(stderr, "occ-runtime: monitor: %v\n", err)
+		return 1
+	}
+	cmd := exec.Command(self, append([]string{"monitor"}, args...)...)
+	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
+	if err := cmd.Start(); err != nil {
+		fmt.Fprintf(stderr, "occ-runtime: monitor: %v\n", err)
+		return 1
+	}
+	return 0
+}
+
+// runMonitor is the monitor process: the gateway's respawn and peer
+// records (startup.Monitor) on the container's output, until SIGTERM.
+func runMonitor(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("occ-runtime monitor", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var container, harness, gatewayReady, peerReady string
+	var startN, gatewayPID int
+	var since int64
+	fs.StringVar(&container, "container", "gateway", "container name")
+	fs.StringVar(&harness, "harness", "", "harness: openclaw or codex (codex writes records on stderr)")
+	fs.IntVar(&startN, "start", 1, "this start's number of the container's gateway")
+	fs.StringVar(&gatewayReady, "gateway-ready", "", "the gateway's readiness URL")
+	fs.StringVar(&peerReady, "peer-ready", "", "the dedicated harness's readiness URL")
+	fs.Int64Var(&since, "since", 0, "the wrapper's start, Unix milliseconds")
+	fs.IntVar(&gatewayPID, "gateway-pid", 0, "the gateway's PID (the wrapper's, which execs it): the monitor ends when it does")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	out := stdout
+	if harness == startup.HarnessCodex {
+		out = stderr
+	}
+	began := time.Now()
+	if since > 0 {
+		began = time.UnixMilli(since)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	if gatewayPID > 0 {
+		ctx = startup.WhileAlive(ctx, gatewayPID)
+	}
+	err := startup.Monitor(ctx, startup.MonitorOptions{Rec: startup.NewRecorder(out, container, began, nil),
+		Start: startN, GatewayReady: gatewayReady, PeerReady: peerReady})
+	if err != nil {
+		fmt.Fprintf(stderr, "occ-runtime: monitor: %v\n", err)
+		return 1
+	}
+	return 0
 }

@@ -36,6 +36,9 @@ func FuzzParse(f *testing.F) {
 		`{"event":"runtime.startup_phase","time":"2026-11-29T10:00:00.123456789+02:00","container":"gateway","phase":"model_probe","outcome":"ok","durationMs":12,"elapsedMs":40}`,
 		`{"event":"openclaw.model_probe","container":"gateway","code":"AUTHENTICATION_FAILED","final":true,"providerCode":401,"responseHeaderMarker":["www-authenticate","x-request-id"],"bodyShape":"json-error-code","providerErrorCode":"invalid_api_key","providerErrorType":"other"}`,
 		`{"event":"peer-status-changed"}`,
+		`{"event":"peer-status-changed","container":"gateway","peer":"harness","peerStatus":"lost","elapsedMs":9000}`,
+		`{"event":"peer-status-changed","peer":"harness","peerStatus":"sk-abcdefghijklmnop"}`,
+		`{"event":"gateway-respawn","container":"gateway","attempt":2,"elapsedMs":4100}`,
 		`  {"event":"gateway-respawn","time":"2026-01-01T00:00:00Z"}  ` + "\r\n",
 		// Free text in a closed-set field: refused, and not echoed.
 		`{"event":"codex.model_probe","code":"MODEL_PROBE_FAILED","causeKind":"provider_error","causeDetail":"Incorrect API key provided: sk-abcdefghijklmnop"}`,

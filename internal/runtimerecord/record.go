@@ -100,6 +100,15 @@ var ProviderErrorValues = []string{"invalid_api_key", "authentication_error", "i
 // Containers is the closed set of container names.
 var Containers = []string{"gateway", "harness", "node"}
 
+// Peers is the closed set of peers a gateway reports on: its dedicated
+// harness.
+var Peers = []string{"harness"}
+
+// PeerStatuses is the closed set of a peer-status-changed record's status:
+// the peer stopped answering its readiness endpoint (lost), or answers it
+// again (ready).
+var PeerStatuses = []string{"lost", "ready"}
+
 // Record is one startup record. Unset fields are omitted.
 type Record struct {
 	Event     Event     `json:"event"`
@@ -112,7 +121,8 @@ type Record struct {
 	DurationMS int64   `json:"durationMs,omitempty"`
 	ElapsedMS  int64   `json:"elapsedMs,omitempty"`
 
-	// codex.model_probe and openclaw.model_probe
+	// codex.model_probe and openclaw.model_probe; on gateway-respawn, the
+	// number of this start of the container (2 for its first restart).
 	Attempt  int    `json:"attempt,omitempty"`
 	ExitCode *int   `json:"exitCode,omitempty"`
 	Signal   string `json:"signal,omitempty"`
@@ -129,6 +139,10 @@ type Record struct {
 	BodyShape            string   `json:"bodyShape,omitempty"`
 	ProviderErrorCode    string   `json:"providerErrorCode,omitempty"`
 	ProviderErrorType    string   `json:"providerErrorType,omitempty"`
+
+	// peer-status-changed: which peer, and its new status.
+	Peer       string `json:"peer,omitempty"`
+	PeerStatus string `json:"peerStatus,omitempty"`
 }
 
 // Signals are the termination signals a record may name.
@@ -171,6 +185,8 @@ func (r Record) Validate() error {
 		check("bodyShape", r.BodyShape, BodyShapes),
 		check("providerErrorCode", r.ProviderErrorCode, ProviderErrorValues),
 		check("providerErrorType", r.ProviderErrorType, ProviderErrorValues),
+		check("peer", r.Peer, Peers),
+		check("peerStatus", r.PeerStatus, PeerStatuses),
 	} {
 		if c != nil {
 			return c

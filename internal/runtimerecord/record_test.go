@@ -44,6 +44,8 @@ func TestPR7_ClosedSetsRefuseFreeText(t *testing.T) {
 		`{"event":"codex.model_probe","code":"NOT_A_CODE"}`,
 		`{"event":"runtime.startup_phase","phase":"login","outcome":"failed","container":"/etc/secret"}`,
 		`{"event":"codex.model_probe","failureClass":"401 Unauthorized from api.openai.com"}`,
+		`{"event":"peer-status-changed","peer":"ws://coder-harness-r1:18790","peerStatus":"lost"}`,
+		`{"event":"peer-status-changed","peer":"harness","peerStatus":"down since sk-abc"}`,
 	}
 	for _, line := range bad {
 		if _, ok, err := Parse([]byte(line)); !ok || err == nil {

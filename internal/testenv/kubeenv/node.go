@@ -95,11 +95,13 @@ type RealNode struct {
 
 	runDir   string
 	hostVeth string
-	cluster  *Cluster
-	procs    []*process
-	forward  net.Listener
-	wg       sync.WaitGroup
-	stopOnce sync.Once
+	// ctr and socket reach the node's containerd (KillContainer).
+	ctr, socket string
+	cluster     *Cluster
+	procs       []*process
+	forward     net.Listener
+	wg          sync.WaitGroup
+	stopOnce    sync.Once
 }
 
 // FindNodeBinaries looks the real node's binaries and tools up; the error
@@ -215,6 +217,7 @@ func (c *Cluster) startRealNode(ctx context.Context, f *files) (_ *RealNode, err
 	if err := n.importImages(ctx, bins["ctr"], cfg.socket); err != nil {
 		return nil, ctrd.startFailed(err)
 	}
+	n.ctr, n.socket = bins["ctr"], cfg.socket
 	c.opts.Logf("testenv/kubeenv: real node %s: containerd up, images imported (%s)", n.Name, since(started))
 
 	kubelet, err := n.start("kubelet", bins[BinKubelet], []string{
@@ -685,6 +688,22 @@ conntrack: {maxPerCore: 0}
 		return nil, err
 	}
 	return cfg, nil
+}
+
+// KillContainer kills a container's processes on the node with SIGKILL
+// (what an OOM kill or a crash looks like to the kubelet, which then
+// restarts the container). containerID is a Pod's containerStatuses[].
+// containerID ("containerd://…").
+func (n *RealNode) KillContainer(ctx context.Context, containerID string) error {
+	id, ok := strings.CutPrefix(containerID, "containerd://")
+	if !ok || id == "" {
+		return fmt.Errorf("testenv/kubeenv: %q is not a containerd container ID", containerID)
+	}
+	out, err := exec.CommandContext(ctx, n.ctr, "--address", n.socket, "-n", "k8s.io", "tasks", "kill", "--all", "--signal", "SIGKILL", id).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("testenv/kubeenv: kill container %s: %v: %s", id, err, tailString(string(out), 5))
+	}
+	return nil
 }
 
 // importImages imports the image archives into containerd's k8s.io
