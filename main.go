@@ -6,6 +6,7 @@ import (
 	"context"
 	"flag"
 	"log"
+	"os"
 
 	"github.com/hashicorp/terraform-plugin-framework/providerserver"
 
@@ -25,6 +26,11 @@ func main() {
 	flag.Parse()
 	if err := release.Check(); err != nil {
 		log.Fatal(err.Error())
+	}
+	if !debug {
+		for _, name := range provider.QuietLogs(os.Environ()) {
+			_ = os.Setenv(name, "OFF")
+		}
 	}
 
 	err := providerserver.Serve(context.Background(), provider.New(version, commit), providerserver.ServeOpts{
