@@ -24,6 +24,18 @@
 # also planned for 1 and N agents in an existing namespace of it, with the
 # plan's preflight on and off: what the preflight adds.
 #
+# Side by side with the hashicorp kubernetes provider: with
+# KUBERNETES_PROVIDER naming its binary (v3.2.1 built from source, for
+# example), N "stacks" of each are planned: N occ_configuration,
+# occ_credential_source and occ_agent (one per agent) against N
+# kubernetes_config_map_v1, kubernetes_deployment_v1 and
+# kubernetes_service_v1. Both plan offline (-refresh=false, nothing to
+# read); the kubernetes provider is given BENCH_KUBECONFIG when set.
+#
+# BENCH_PROFILE=DIR runs the occ plans through internal/benchmark/profprovider
+# (the same provider, with a CPU and an allocation profile per provider
+# process in DIR; `go tool pprof -top bin/terraform-provider-occ DIR/cpu-PID.pprof`).
+#
 # It prints figures only; it asserts nothing. Run it through `make bench`,
 # which builds the provider first.
 set -euo pipefail
@@ -34,6 +46,8 @@ reps="${BENCH_REPS:-3}"
 terraform="${TERRAFORM:-terraform}"
 bin="${root}/bin/terraform-provider-occ"
 noop_bin="${root}/.dev/noop-bin/terraform-provider-noop"
+prof_bin="${root}/.dev/prof-bin/terraform-provider-occ"
+k8s_bin="${KUBERNETES_PROVIDER:-}"
 
 case "$n" in '' | *[!0-9]* | 0) echo "error: N must be a positive integer (got '${n}')" >&2; exit 2 ;; esac
 case "$reps" in '' | *[!0-9]* | 0) echo "error: BENCH_REPS must be a positive integer (got '${reps}')" >&2; exit 2 ;; esac
@@ -43,6 +57,16 @@ for b in "$bin" "$noop_bin"; do
 		exit 1
 	fi
 done
+if [ -n "$k8s_bin" ] && [ ! -x "$k8s_bin" ]; then
+	echo "error: KUBERNETES_PROVIDER=${k8s_bin} is not an executable (the hashicorp kubernetes provider's binary)" >&2
+	exit 1
+fi
+if [ -n "${BENCH_PROFILE:-}" ]; then
+	mkdir -p "$BENCH_PROFILE"
+	go build -C "$root" -o "$prof_bin" ./internal/benchmark/profprovider
+	bin="$prof_bin"
+	export BENCH_PROFILE
+fi
 "${root}/scripts/check-terraform.sh" "$terraform" >/dev/null
 
 work="$(mktemp -d "${TMPDIR:-/tmp}/occ-bench-plan.XXXXXX")"
@@ -56,18 +80,25 @@ trap cleanup EXIT
 export CHECKPOINT_DISABLE=1 TF_IN_AUTOMATION=1 LC_ALL=C OCC_PREFLIGHT=false
 unset TF_LOG TF_LOG_PROVIDER TF_LOG_PATH
 
+k8s_override=""
+if [ -n "$k8s_bin" ]; then
+	mkdir -p "${work}/k8s-bin"
+	ln -s "$(cd "$(dirname "$k8s_bin")" && pwd)/$(basename "$k8s_bin")" "${work}/k8s-bin/terraform-provider-kubernetes"
+	k8s_override="\"hashicorp/kubernetes\" = \"${work}/k8s-bin\""
+fi
 write_cli_config() { # FILE PLUGIN_DIR
 	cat >"$1" <<EOF
 provider_installation {
   dev_overrides {
     "occ-platform/occ" = "$2"
     "occ-platform/noop" = "${noop_bin%/*}"
+    ${k8s_override}
   }
   direct {}
 }
 EOF
 }
-write_cli_config "${work}/terraformrc" "${root}/bin"
+write_cli_config "${work}/terraformrc" "${bin%/*}"
 export TF_CLI_CONFIG_FILE="${work}/terraformrc"
 
 mkdir -p "${work}/baseline" "${work}/occ" "${work}/noop"
@@ -217,6 +248,151 @@ if [ -n "$rss" ]; then
 	}'
 else
 	echo "provider  peak RSS: not measured (no GNU time, and no provider process was seen)"
+fi
+
+if [ -n "$k8s_bin" ]; then
+	# N stacks each: what one agent costs a user of either provider.
+	mkdir -p "${work}/occ-stacks" "${work}/k8s-stacks"
+	cat >"${work}/occ-stacks/main.tf" <<EOF
+terraform {
+  required_providers {
+    occ = {
+      source = "occ-platform/occ"
+    }
+  }
+}
+
+resource "occ_compute" "k" {
+  name = "bench"
+  kubernetes = {
+    namespace = "bench"
+    cpu_limit = "2"
+  }
+}
+
+resource "occ_configuration" "c" {
+  count = ${n}
+  name  = "agent-\${count.index}"
+  document = jsonencode({
+    agents = { defaults = { model = "anthropic/claude-sonnet-4-5" } }
+  })
+}
+
+resource "occ_credential_source" "s" {
+  count      = ${n}
+  name       = "agent-\${count.index}"
+  compute    = occ_compute.k
+  method     = "api_key"
+  secret_ref = { name = "agent-\${count.index}", key = "api-key" }
+}
+
+resource "occ_agent" "a" {
+  count         = ${n}
+  name          = "agent-\${count.index}"
+  compute       = occ_compute.k
+  configuration = occ_configuration.c[count.index]
+  harness_auth  = { source = occ_credential_source.s[count.index] }
+}
+EOF
+	k8s_provider_block=""
+	if [ -n "${BENCH_KUBECONFIG:-}" ]; then
+		k8s_provider_block="provider \"kubernetes\" {
+  config_path = \"${BENCH_KUBECONFIG}\"
+}"
+	fi
+	cat >"${work}/k8s-stacks/main.tf" <<EOF
+terraform {
+  required_providers {
+    kubernetes = {
+      source = "hashicorp/kubernetes"
+    }
+  }
+}
+
+${k8s_provider_block}
+
+resource "kubernetes_config_map_v1" "c" {
+  count = ${n}
+  metadata {
+    name      = "agent-\${count.index}"
+    namespace = "bench"
+  }
+  data = {
+    "openclaw.json" = jsonencode({
+      agents = { defaults = { model = "anthropic/claude-sonnet-4-5" } }
+    })
+  }
+}
+
+resource "kubernetes_deployment_v1" "d" {
+  count = ${n}
+  metadata {
+    name      = "agent-\${count.index}"
+    namespace = "bench"
+  }
+  spec {
+    replicas = 1
+    selector {
+      match_labels = { app = "agent-\${count.index}" }
+    }
+    template {
+      metadata {
+        labels = { app = "agent-\${count.index}" }
+      }
+      spec {
+        container {
+          name  = "gateway"
+          image = "ghcr.io/occ-platform/runtime/openclaw:latest"
+          port {
+            container_port = 18789
+          }
+          env {
+            name = "ANTHROPIC_API_KEY"
+            value_from {
+              secret_key_ref {
+                name = "agent-\${count.index}"
+                key  = "api-key"
+              }
+            }
+          }
+          resources {
+            limits = { cpu = "2" }
+          }
+          volume_mount {
+            name       = "config"
+            mount_path = "/config"
+          }
+        }
+        volume {
+          name = "config"
+          config_map {
+            name = kubernetes_config_map_v1.c[count.index].metadata[0].name
+          }
+        }
+      }
+    }
+  }
+}
+
+resource "kubernetes_service_v1" "s" {
+  count = ${n}
+  metadata {
+    name      = "agent-\${count.index}"
+    namespace = "bench"
+  }
+  spec {
+    selector = { app = "agent-\${count.index}" }
+    port {
+      port = 18789
+    }
+  }
+}
+EOF
+	echo "stacks:   N=${n} of each; kubernetes provider: ${k8s_bin}"
+	measure k8s "${work}/k8s-stacks"
+	k8s="$MEDIAN"
+	measure occ "${work}/occ-stacks"
+	awk -v k="$k8s" -v o="$MEDIAN" 'BEGIN { if (k > 0) printf "ratio     occ stacks / kubernetes stacks = %.2fx   (target <= 0.7x)\n", o / k }'
 fi
 
 if [ -n "${BENCH_KUBECONFIG:-}" ]; then
