@@ -93,12 +93,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return 2
 	}
-	o.Records = stdout
-	if o.Harness == startup.HarnessCodex {
-		// LG3: a Codex app server's stdout is protocol; its logs, and so
-		// the wrapper's records, go to stderr.
-		o.Records = stderr
-	}
+	o.Records = recordsOut(o.Harness, stdout, stderr)
 	o.Start = start
 
 	sigs := make(chan os.Signal, 1)
@@ -193,6 +188,16 @@ func serveHeld(port int, code string, stderr io.Writer) (stop func()) {
 	return func() { _ = srv.Close() }
 }
 
+// recordsOut is where the records of a harness's container go: stdout, but
+// stderr for Codex (LG3: a Codex app server's stdout is protocol; its logs,
+// and so the wrapper's records, go to stderr).
+func recordsOut(harness string, stdout, stderr io.Writer) io.Writer {
+	if harness == startup.HarnessCodex {
+		return stderr
+	}
+	return stdout
+}
+
 // startMonitor leaves a monitor beside the gateway this process is about
 // to become (startup.Monitor): when this start is a respawn of the
 // container's gateway, or the gateway has a dedicated harness to watch. It
@@ -266,10 +271,6 @@ func runMonitor(args []string, stdout, stderr io.Writer) int {
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
-	out := stdout
-	if harness == startup.HarnessCodex {
-		out = stderr
-	}
 	began := time.Now()
 	if since > 0 {
 		began = time.UnixMilli(since)
@@ -279,7 +280,7 @@ func runMonitor(args []string, stdout, stderr io.Writer) int {
 	if gatewayPID > 0 {
 		ctx = startup.WhileAlive(ctx, gatewayPID)
 	}
-	err := startup.Monitor(ctx, startup.MonitorOptions{Rec: startup.NewRecorder(out, container, began, nil),
+	err := startup.Monitor(ctx, startup.MonitorOptions{Rec: startup.NewRecorder(recordsOut(harness, stdout, stderr), container, began, nil),
 		Start: startN, GatewayReady: gatewayReady, PeerReady: peerReady})
 	if err != nil {
 		fmt.Fprintf(stderr, "occ-runtime: monitor: %v\n", err)
