@@ -12,7 +12,6 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/selection"
 	"k8s.io/apimachinery/pkg/watch"
 
@@ -98,15 +97,8 @@ func sandboxVerdict(obj *unstructured.Unstructured) (ready bool, waiting string,
 	}
 	conds := map[string]metav1.Condition{}
 	raw, _, _ := unstructured.NestedSlice(obj.Object, "status", "conditions")
-	for _, r := range raw {
-		m, ok := r.(map[string]any)
-		if !ok {
-			continue
-		}
-		var c metav1.Condition
-		if runtime.DefaultUnstructuredConverter.FromUnstructured(m, &c) == nil {
-			conds[c.Type] = c
-		}
+	for _, c := range sandboxapi.Conditions(raw) {
+		conds[c.Type] = c
 	}
 	var pending []string
 	for _, a := range attachments {

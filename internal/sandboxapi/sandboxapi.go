@@ -22,6 +22,8 @@ import (
 	"fmt"
 	"strings"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 )
 
@@ -199,3 +201,20 @@ const (
 	// LabelServiceName is the EndpointSlice label naming its Service.
 	LabelServiceName = "kubernetes.io/service-name"
 )
+
+// Conditions decodes a Sandbox's status.conditions as read (raw): every
+// entry that is a condition, in order; anything else is skipped.
+func Conditions(raw []any) []metav1.Condition {
+	var conds []metav1.Condition
+	for _, r := range raw {
+		m, ok := r.(map[string]any)
+		if !ok {
+			continue
+		}
+		var c metav1.Condition
+		if runtime.DefaultUnstructuredConverter.FromUnstructured(m, &c) == nil {
+			conds = append(conds, c)
+		}
+	}
+	return conds
+}

@@ -877,17 +877,7 @@ func (d *SandboxDriver) Placed() []string {
 // conditions (the controller's) are kept as they are, and a condition's
 // lastTransitionTime is kept when its status does not change.
 func (d *SandboxDriver) extensionConditions(sb *unstructured.Unstructured, raw []any, placed *placement) (next []any, changed bool, err error) {
-	var conds []metav1.Condition
-	for _, r := range raw {
-		m, ok := r.(map[string]any)
-		if !ok {
-			continue
-		}
-		var c metav1.Condition
-		if runtime.DefaultUnstructuredConverter.FromUnstructured(m, &c) == nil {
-			conds = append(conds, c)
-		}
-	}
+	conds := sandboxapi.Conditions(raw)
 	before := slices.Clone(conds)
 	gen := sb.GetGeneration()
 	set := func(typ string, status metav1.ConditionStatus, reason, message string) {
