@@ -108,8 +108,8 @@ resource "terraform_data" "r" {
   input = "agent-\${count.index}"
 }
 EOF
-cat >"${work}/occ/main.tf" <<EOF
-terraform {
+# The provider and the one compute of both occ configurations.
+occ_head='terraform {
   required_providers {
     occ = {
       source = "occ-platform/occ"
@@ -123,7 +123,9 @@ resource "occ_compute" "k" {
     namespace = "bench"
     cpu_limit = "2"
   }
-}
+}'
+cat >"${work}/occ/main.tf" <<EOF
+${occ_head}
 
 resource "occ_configuration" "c" {
   name = "bench"
@@ -254,21 +256,7 @@ if [ -n "$k8s_bin" ]; then
 	# N stacks each: what one agent costs a user of either provider.
 	mkdir -p "${work}/occ-stacks" "${work}/k8s-stacks"
 	cat >"${work}/occ-stacks/main.tf" <<EOF
-terraform {
-  required_providers {
-    occ = {
-      source = "occ-platform/occ"
-    }
-  }
-}
-
-resource "occ_compute" "k" {
-  name = "bench"
-  kubernetes = {
-    namespace = "bench"
-    cpu_limit = "2"
-  }
-}
+${occ_head}
 
 resource "occ_configuration" "c" {
   count = ${n}
