@@ -22,10 +22,7 @@ func builtProviderCLI(t *testing.T) func(dir string, args ...string) (string, in
 		t.Fatalf("the provider binary is not built (%v): run `make build`, or `make testacc-new-terraform`, which builds it", err)
 	}
 	cli := testCLI(t).path
-	rc := filepath.Join(t.TempDir(), "terraformrc")
-	if err := os.WriteFile(rc, fmt.Appendf(nil, "provider_installation {\n  dev_overrides {\n    \"occ-platform/occ\" = %q\n  }\n  direct {}\n}\n", bin), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	rc := devOverridesConfig(t, bin)
 	return func(dir string, args ...string) (string, int) {
 		t.Helper()
 		cmd := exec.Command(cli, append([]string{"-chdir=" + dir}, args...)...)
@@ -40,6 +37,17 @@ func builtProviderCLI(t *testing.T) func(dir string, args ...string) (string, in
 		}
 		return string(out), code
 	}
+}
+
+// devOverridesConfig writes a CLI configuration that takes the occ
+// provider from pluginDir (dev_overrides) and returns its path.
+func devOverridesConfig(t *testing.T, pluginDir string) string {
+	t.Helper()
+	rc := filepath.Join(t.TempDir(), "terraformrc")
+	if err := os.WriteFile(rc, fmt.Appendf(nil, "provider_installation {\n  dev_overrides {\n    \"occ-platform/occ\" = %q\n  }\n  direct {}\n}\n", pluginDir), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return rc
 }
 
 // writeFile writes a file of a test's configuration directory.

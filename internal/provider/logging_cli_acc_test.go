@@ -40,8 +40,7 @@ func TestAccProvider_LogsOnlyWhenAsked(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(plugins, "terraform-provider-occ"), []byte(wrapper), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	rc := filepath.Join(tmp, "terraformrc")
-	writeConfigFile(t, tmp, "terraformrc", fmt.Sprintf("provider_installation {\n  dev_overrides {\n    \"occ-platform/occ\" = %q\n  }\n  direct {}\n}\n", plugins))
+	rc := devOverridesConfig(t, plugins)
 	dir := filepath.Join(tmp, "config")
 	if err := os.Mkdir(dir, 0o755); err != nil {
 		t.Fatal(err)
