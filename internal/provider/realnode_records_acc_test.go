@@ -15,7 +15,6 @@ import (
 
 	"github.com/occ-platform/terraform-provider-occ/internal/render"
 	"github.com/occ-platform/terraform-provider-occ/internal/runtimerecord"
-	"github.com/occ-platform/terraform-provider-occ/internal/testenv/fakemodel"
 	"github.com/occ-platform/terraform-provider-occ/internal/testenv/kubeenv"
 )
 
@@ -30,12 +29,7 @@ func TestAccAgent_RealNodeGatewayRecords(t *testing.T) {
 	if testing.Short() {
 		t.Skip("the real node")
 	}
-	env := newRealEnv(t)
-	sb := newSandboxEnvIn(t, env.cluster, env.ns)
-	srv := env.model(t, fakemodel.Step{Kind: fakemodel.OK})
-	t.Setenv("TF_VAR_key", testSentinel)
-	config := sb.provider + sb.sandboxCompute("k", `cpu_limit = "1"
-    memory_limit = "2Gi"`) + withChatCompletions(t, codexAgentConfig(srv.URL, "8m"), `agents = { defaults = { model = "codex/gpt-5-codex" } }`)
+	env, _, srv, config := realNodeSandboxedCodex(t)
 	clock := &applyClock{}
 	defer podLogsOnFailure(t, env, "coder")
 	resource.Test(t, resource.TestCase{

@@ -17,6 +17,21 @@ import (
 	"github.com/occ-platform/terraform-provider-occ/internal/turn"
 )
 
+// realNodeSandboxedCodex is the agent of the real-node Sandbox tests:
+// dedicated Codex "coder" on a sandboxed compute of 1 CPU and 2 GiB, whose
+// harness answers through the fake model srv (one OK answer per turn), with
+// the gateway's chat completions on for the turns.
+func realNodeSandboxedCodex(t *testing.T) (env realEnv, sb sandboxEnv, srv *fakemodel.Server, config string) {
+	t.Helper()
+	env = newRealEnv(t)
+	sb = newSandboxEnvIn(t, env.cluster, env.ns)
+	srv = env.model(t, fakemodel.Step{Kind: fakemodel.OK})
+	t.Setenv("TF_VAR_key", testSentinel)
+	config = sb.provider + sb.sandboxCompute("k", `cpu_limit = "1"
+    memory_limit = "2Gi"`) + withChatCompletions(t, codexAgentConfig(srv.URL, "8m"), `agents = { defaults = { model = "codex/gpt-5-codex" } }`)
+	return env, sb, srv, config
+}
+
 // TestAccAgent_RealNodeSandboxedCodexTurn: dedicated Codex whose harness
 // the sandbox driver provisions (one Sandbox per revision; the test
 // driver stands in for OpenShell, internal/testenv/kubeenv/sandboxdriver.go)
@@ -29,12 +44,7 @@ func TestAccAgent_RealNodeSandboxedCodexTurn(t *testing.T) {
 	if testing.Short() {
 		t.Skip("the real node")
 	}
-	env := newRealEnv(t)
-	sb := newSandboxEnvIn(t, env.cluster, env.ns)
-	srv := env.model(t, fakemodel.Step{Kind: fakemodel.OK})
-	t.Setenv("TF_VAR_key", testSentinel)
-	config := sb.provider + sb.sandboxCompute("k", `cpu_limit = "1"
-    memory_limit = "2Gi"`) + withChatCompletions(t, codexAgentConfig(srv.URL, "8m"), `agents = { defaults = { model = "codex/gpt-5-codex" } }`)
+	env, sb, srv, config := realNodeSandboxedCodex(t)
 	clock := &applyClock{}
 	var gatewayIP string
 	defer podLogsOnFailure(t, env, "coder")
