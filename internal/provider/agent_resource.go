@@ -30,11 +30,12 @@ import (
 )
 
 var (
-	_ resource.Resource                = (*agentResource)(nil)
-	_ resource.ResourceWithModifyPlan  = (*agentResource)(nil)
-	_ resource.ResourceWithConfigure   = (*agentResource)(nil)
-	_ resource.ResourceWithImportState = (*agentResource)(nil)
-	_ resource.ResourceWithIdentity    = (*agentResource)(nil)
+	_ resource.Resource                 = (*agentResource)(nil)
+	_ resource.ResourceWithModifyPlan   = (*agentResource)(nil)
+	_ resource.ResourceWithConfigure    = (*agentResource)(nil)
+	_ resource.ResourceWithImportState  = (*agentResource)(nil)
+	_ resource.ResourceWithIdentity     = (*agentResource)(nil)
+	_ resource.ResourceWithUpgradeState = (*agentResource)(nil)
 )
 
 // NewAgentResource is occ_agent: one deployed assistant. Plan runs the full
@@ -97,11 +98,18 @@ func (r *agentResource) Schema(ctx context.Context, _ resource.SchemaRequest, re
 	resp.Schema = agentSchema(ctx)
 }
 
+// UpgradeState: version 0 held the compute reference whole.
+func (r *agentResource) UpgradeState(ctx context.Context) map[int64]resource.StateUpgrader {
+	return map[int64]resource.StateUpgrader{0: computeRefUpgrader(agentSchema(ctx), false)}
+}
+
 func agentSchema(ctx context.Context) schema.Schema {
 	computed := func(desc string) schema.StringAttribute {
 		return schema.StringAttribute{Computed: true, MarkdownDescription: desc}
 	}
 	return schema.Schema{
+		// Version 1: compute is {id, name, settings} (computeRefUpgrader).
+		Version: 1,
 		MarkdownDescription: "One deployed assistant. `terraform plan` runs the OCC admission over the Agent's compute, configuration and " +
 			"credential source (passed whole: `compute = occ_compute.prod`) and shows the exact revision that would run in " +
 			"`admitted_document`; a refused combination fails the plan with `INVALID_REQUEST` or `RESOURCE_CONFLICT` at the attribute " +

@@ -2,6 +2,7 @@ package provider
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/hashicorp/terraform-plugin-framework-timeouts/resource/timeouts"
 	"github.com/hashicorp/terraform-plugin-framework/attr"
@@ -25,18 +26,25 @@ type computeModel struct {
 	Kind         types.String
 	Blocks       map[string]types.Object
 	Installation types.Object
+	// Settings is occ_compute's computed `settings`, what a by-value
+	// reference carries instead of the blocks (compute_settings.go).
+	Settings types.String
 	// Timeouts is occ_compute's own (a reference has none).
 	Timeouts timeouts.Value
 }
 
-// computeModelOf reads a compute object: occ_compute's whole value, or a
-// by-value reference (which has no installation).
+// computeModelOf reads a whole compute object: occ_compute's value, or a
+// reference of the legacy shape (which has no installation). A by-value
+// reference ({id, name, settings}) is read with computeRefModel.
 func computeModelOf(o types.Object) computeModel {
 	attrs := o.Attributes()
-	m := computeModel{Blocks: map[string]types.Object{}, Installation: types.ObjectNull(installationAttrTypes)}
+	m := computeModel{Blocks: map[string]types.Object{}, Installation: types.ObjectNull(installationAttrTypes), Settings: types.StringNull()}
 	m.ID, _ = attrs["id"].(types.String)
 	m.Name, _ = attrs["name"].(types.String)
 	m.Kind, _ = attrs["kind"].(types.String)
+	if s, ok := attrs["settings"].(types.String); ok {
+		m.Settings = s
+	}
 	if inst, ok := attrs["installation"].(types.Object); ok {
 		m.Installation = inst
 	}
@@ -62,7 +70,7 @@ func getCompute(ctx context.Context, from interface {
 // object is the model as occ_compute's value.
 func (m computeModel) object(diags *diag.Diagnostics) types.Object {
 	attrTypes := computeSchema().Type().(basetypes.ObjectType).AttrTypes
-	attrs := map[string]attr.Value{"id": m.ID, "name": m.Name, "kind": m.Kind, "installation": m.Installation, "timeouts": m.Timeouts}
+	attrs := map[string]attr.Value{"id": m.ID, "name": m.Name, "kind": m.Kind, "installation": m.Installation, "timeouts": m.Timeouts, "settings": m.Settings}
 	if tt, ok := attrTypes["timeouts"].(timeouts.Type); ok && !m.Timeouts.Type(context.Background()).Equal(tt) {
 		// A reference's model, which has none.
 		attrs["timeouts"] = timeouts.Value{Object: types.ObjectNull(tt.AttrTypes)}
@@ -156,14 +164,46 @@ func computeFromObject(ctx context.Context, o types.Object, diags *diag.Diagnost
 	if o.IsNull() || o.IsUnknown() {
 		return admission.Compute{}, false
 	}
-	return computeFromModel(ctx, computeModelOf(o), diags)
+	if _, whole := o.Attributes()["kind"]; whole {
+		return computeFromModel(ctx, computeModelOf(o), diags)
+	}
+	m, ok := computeRefModel(ctx, o, diags)
+	if !ok {
+		return admission.Compute{}, false
+	}
+	return computeFromModel(ctx, m, diags)
 }
 
-// computeRefType is the attribute type of a by-value compute reference:
-// the compute without its live installation, so that a driver outage read
-// on refresh changes no Agent's plan (deploy reads the driver itself).
-func computeRefType() map[string]attr.Type {
-	return refType(computeSchema(), []string{"installation", "timeouts"}, nil)
+// computeRefModel reads a by-value reference ({id, name, settings}) into
+// the model its compute has; ok is false while its settings are unknown,
+// or when they are not a compute's (an error says so).
+func computeRefModel(ctx context.Context, o types.Object, diags *diag.Diagnostics) (computeModel, bool) {
+	attrs := o.Attributes()
+	m := computeModel{Blocks: map[string]types.Object{}, Installation: types.ObjectNull(installationAttrTypes), Kind: types.StringNull()}
+	m.ID, _ = attrs["id"].(types.String)
+	m.Name, _ = attrs["name"].(types.String)
+	m.Settings, _ = attrs["settings"].(types.String)
+	switch {
+	case m.Settings.IsUnknown():
+		return m, false
+	case m.Settings.IsNull():
+		diags.AddError("INVALID_REQUEST: the compute reference has no settings",
+			"Pass the occ_compute resource whole (compute = occ_compute.NAME), whose computed settings the reference carries; do not write its attributes out.")
+		return m, false
+	}
+	blocks, err := decodeSettings(ctx, m.Settings.ValueString())
+	if err != nil {
+		diags.AddError("INVALID_REQUEST: the compute reference's settings are not a compute's",
+			fmt.Sprintf("The settings %v. Pass the occ_compute resource whole (compute = occ_compute.NAME); do not write its attributes out.", err))
+		return m, false
+	}
+	for k, b := range blocks {
+		m.Blocks[k] = b
+	}
+	if kind, _, _, ok := m.block(); ok {
+		m.Kind = types.StringValue(kind)
+	}
+	return m, true
 }
 
 func computeFromModel(ctx context.Context, m computeModel, diags *diag.Diagnostics) (admission.Compute, bool) {

@@ -27,6 +27,7 @@ var (
 	_ resource.ResourceWithImportState    = (*computeResource)(nil)
 	_ resource.ResourceWithIdentity       = (*computeResource)(nil)
 	_ resource.ResourceWithConfigure      = (*computeResource)(nil)
+	_ resource.ResourceWithUpgradeState   = (*computeResource)(nil)
 )
 
 // NewComputeResource is the occ_compute resource: where Agents run, a
@@ -70,6 +71,8 @@ func (r *computeResource) Schema(_ context.Context, _ resource.SchemaRequest, re
 
 func computeSchema() schema.Schema {
 	s := schema.Schema{
+		// Version 1 adds settings (computeUpgrader).
+		Version: 1,
 		MarkdownDescription: "Where Agents run: a Kubernetes tenant namespace or an SSH host under systemd. Exactly one of `kubernetes` or " +
 			"`ssh`. Admission at plan needs neither the cluster nor the host (a refresh of a compute with a sandbox driver reads its installation live). Creating a Kubernetes compute checks that the cluster answers, creates " +
 			"the tenant namespace when it is missing (destroy deletes it again only if the provider created it for this compute and " +
@@ -84,6 +87,10 @@ func computeSchema() schema.Schema {
 				PlanModifiers:       []planmodifier.String{stringplanmodifier.RequiresReplace()},
 				MarkdownDescription: "The compute's name, a DNS label. Changing it replaces the compute."},
 			"kind": schema.StringAttribute{Computed: true, MarkdownDescription: "`kubernetes` or `ssh`, from the block that is set. A compute cannot change kind in place."},
+			"settings": schema.StringAttribute{Computed: true,
+				MarkdownDescription: "The block that is set, with every default filled in, as canonical JSON keyed by the block's name (`{\"kubernetes\": {…}}`). " +
+					"This is what a reference to the compute carries (`occ_agent`'s and `occ_credential_source`'s `compute`, and the data sources' and actions'): " +
+					"one value in place of the block's attributes, which keeps plans of many agents fast. Known at plan once the block is."},
 			"installation": schema.SingleNestedAttribute{
 				Computed:            true,
 				MarkdownDescription: "The capabilities an Agent can use on this compute (rule ND5). Without a sandbox driver they follow from the declared settings; with one they are read live from the cluster on create and refresh (`sandbox_driver_unavailable` is true while its gateway is not ready).",
@@ -212,6 +219,7 @@ func (r *computeResource) ModifyPlan(ctx context.Context, req resource.ModifyPla
 		}
 	}
 	plan.Installation = types.ObjectUnknown(installationAttrTypes)
+	plan.Settings = computeSettings(ctx, plan, &resp.Diagnostics)
 	c, known := computeFromModel(ctx, plan, &resp.Diagnostics)
 	switch {
 	case !known:
@@ -366,4 +374,25 @@ func (r *computeResource) Delete(ctx context.Context, req resource.DeleteRequest
 // from configuration as an in-place update that writes nothing remote.
 func (r *computeResource) ImportState(ctx context.Context, req resource.ImportStateRequest, resp *resource.ImportStateResponse) {
 	importLogicalByName(ctx, req, resp, false)
+}
+
+// UpgradeState: a version 0 state has no settings; they are computed from
+// its block, as the next plan would, so that neither the compute nor any
+// agent on it plans a change for the upgrade alone.
+func (r *computeResource) UpgradeState(context.Context) map[int64]resource.StateUpgrader {
+	prior := computeSchema()
+	prior.Version = 0
+	delete(prior.Attributes, "settings")
+	return map[int64]resource.StateUpgrader{
+		0: {PriorSchema: &prior, StateUpgrader: func(ctx context.Context, req resource.UpgradeStateRequest, resp *resource.UpgradeStateResponse) {
+			var o types.Object
+			resp.Diagnostics.Append(req.State.Get(ctx, &o)...)
+			if resp.Diagnostics.HasError() {
+				return
+			}
+			m := computeModelOf(o)
+			m.Settings = computeSettings(ctx, m, &resp.Diagnostics)
+			resp.Diagnostics.Append(resp.State.Set(ctx, m.object(&resp.Diagnostics))...)
+		}},
+	}
 }

@@ -33,6 +33,7 @@ var (
 	_ resource.ResourceWithImportState    = (*credentialSourceResource)(nil)
 	_ resource.ResourceWithIdentity       = (*credentialSourceResource)(nil)
 	_ resource.ResourceWithConfigure      = (*credentialSourceResource)(nil)
+	_ resource.ResourceWithUpgradeState   = (*credentialSourceResource)(nil)
 )
 
 // NewCredentialSourceResource is occ_credential_source: where an Agent's
@@ -83,8 +84,15 @@ func (r *credentialSourceResource) Schema(_ context.Context, _ resource.SchemaRe
 	resp.Schema = credentialSourceSchema()
 }
 
+// UpgradeState: version 0 held the compute reference whole.
+func (r *credentialSourceResource) UpgradeState(context.Context) map[int64]resource.StateUpgrader {
+	return map[int64]resource.StateUpgrader{0: computeRefUpgrader(credentialSourceSchema(), true)}
+}
+
 func credentialSourceSchema() schema.Schema {
 	return schema.Schema{
+		// Version 1: compute is {id, name, settings} (computeRefUpgrader).
+		Version: 1,
 		MarkdownDescription: "Where an Agent's model credential comes from. The `method` is the Agent's auth binding (rules AU1 to AU5): " +
 			"`api_key` and `codex_pat` from a Kubernetes Secret (`value_wo` or `secret_ref`), `credential_source` from the Credential " +
 			"Gateway (`source_type`), and `runtime` from an operator's " +

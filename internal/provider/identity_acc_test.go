@@ -157,7 +157,8 @@ func TestAccIdentity_SSH(t *testing.T) {
 				ImportPlanChecks: resource.ImportPlanChecks{PreApply: []plancheck.PlanCheck{
 					plancheck.ExpectResourceAction("occ_agent.generated", plancheck.ResourceActionUpdate),
 					plancheck.ExpectKnownValue("occ_agent.generated", tfjsonpath.New("revision"), knownvalue.Int64Exact(1)),
-					plancheck.ExpectKnownValue("occ_agent.generated", tfjsonpath.New("compute").AtMapKey("ssh").AtMapKey("host"), knownvalue.StringExact(host)),
+					plancheck.ExpectKnownValue("occ_agent.generated", tfjsonpath.New("compute").AtMapKey("settings"),
+						knownvalue.StringRegexp(regexp.MustCompile(`^\{"ssh":\{.*"host":"`+regexp.QuoteMeta(host)+`"`))),
 				}},
 			},
 		},
@@ -192,7 +193,8 @@ func TestAccAgent_GeneratedConfigPlans(t *testing.T) {
 				ImportPlanChecks: resource.ImportPlanChecks{PreApply: []plancheck.PlanCheck{
 					plancheck.ExpectResourceAction("occ_agent.generated", plancheck.ResourceActionUpdate),
 					plancheck.ExpectKnownValue("occ_agent.generated", tfjsonpath.New("revision"), knownvalue.Int64Exact(1)),
-					plancheck.ExpectKnownValue("occ_agent.generated", tfjsonpath.New("compute").AtMapKey("kubernetes").AtMapKey("namespace"), knownvalue.StringExact(env.ns)),
+					plancheck.ExpectKnownValue("occ_agent.generated", tfjsonpath.New("compute").AtMapKey("settings"),
+						knownvalue.StringRegexp(regexp.MustCompile(`^\{"kubernetes":\{.*"namespace":"`+regexp.QuoteMeta(env.ns)+`"`))),
 					plancheck.ExpectKnownValue("occ_agent.generated", tfjsonpath.New("configuration").AtMapKey("name"), knownvalue.StringExact("support")),
 					plancheck.ExpectKnownValue("occ_agent.generated", tfjsonpath.New("harness_auth").AtMapKey("source").AtMapKey("method"), knownvalue.StringExact("api_key")),
 				}},

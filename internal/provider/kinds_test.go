@@ -80,21 +80,27 @@ func TestKindRegistry_OneRegistrationWiresTheKind(t *testing.T) {
 	if _, ok := computeSchema().Attributes["vm"]; !ok {
 		t.Fatal("occ_compute has no vm block")
 	}
-	refTypes := computeRefType()
-	vmType, ok := refTypes["vm"].(basetypes.ObjectType)
+	computeTypes := schemaObjectType(computeSchema()).AttrTypes
+	vmType, ok := computeTypes["vm"].(basetypes.ObjectType)
 	if !ok {
-		t.Fatalf("a compute reference has no vm object: %v", refTypes["vm"])
+		t.Fatalf("occ_compute's value has no vm object: %v", computeTypes["vm"])
 	}
 	attrs := map[string]attr.Value{"id": types.StringValue("v1"), "name": types.StringValue("v1"), "kind": types.StringValue("vm")}
-	for name, typ := range refTypes {
-		if _, set := attrs[name]; !set {
-			attrs[name] = types.ObjectNull(typ.(basetypes.ObjectType).AttrTypes)
-		}
+	for _, row := range executors {
+		attrs[row.block] = types.ObjectNull(computeTypes[row.block].(basetypes.ObjectType).AttrTypes)
 	}
 	attrs["vm"] = types.ObjectValueMust(vmType.AttrTypes, map[string]attr.Value{"address": types.StringValue("10.1.2.3")})
-	ref := types.ObjectValueMust(refTypes, attrs)
+	whole := computeModel{ID: attrs["id"].(types.String), Name: attrs["name"].(types.String), Kind: attrs["kind"].(types.String), Blocks: map[string]types.Object{}}
+	for _, row := range executors {
+		whole.Blocks[row.block] = attrs[row.block].(types.Object)
+	}
 
+	// A reference carries the vm block in its settings, and gives it back.
 	var diags diag.Diagnostics
+	ref := computeRef(context.Background(), whole, &diags)
+	if got := ref.Attributes()["settings"].(types.String).ValueString(); got != `{"vm":{"address":"10.1.2.3"}}` {
+		t.Errorf("settings = %s", got)
+	}
 	c, known := computeFromObject(context.Background(), ref, &diags)
 	if !known || diags.HasError() {
 		t.Fatalf("known = %v, %v", known, diags)
@@ -113,20 +119,20 @@ func TestKindRegistry_OneRegistrationWiresTheKind(t *testing.T) {
 	}
 
 	// The model round-trips through occ_compute's value.
-	m := computeModelOf(ref)
+	m, _ := computeRefModel(context.Background(), ref, &diags)
 	m.Installation = types.ObjectNull(installationAttrTypes)
 	if o := m.object(&diags); diags.HasError() || !o.Attributes()["vm"].Equal(attrs["vm"]) {
 		t.Errorf("object = %v, %v", o, diags)
 	}
 
 	// Two blocks, or none, are refused naming the registered kinds.
-	two := computeModelOf(ref)
-	two.Blocks["kubernetes"] = types.ObjectUnknown(refTypes["kubernetes"].(basetypes.ObjectType).AttrTypes)
+	two, _ := computeRefModel(context.Background(), ref, &diags)
+	two.Blocks["kubernetes"] = types.ObjectUnknown(computeTypes["kubernetes"].(basetypes.ObjectType).AttrTypes)
 	var unknownDiags diag.Diagnostics
 	if checkOneKind(two, &unknownDiags); unknownDiags.HasError() {
 		t.Errorf("an unknown block was judged at once: %v", unknownDiags)
 	}
-	none := computeModelOf(ref)
+	none, _ := computeRefModel(context.Background(), ref, &diags)
 	none.Blocks["vm"] = types.ObjectNull(vmType.AttrTypes)
 	var noneDiags diag.Diagnostics
 	checkOneKind(none, &noneDiags)

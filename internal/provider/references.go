@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/base64"
 	"fmt"
+	"maps"
 	"strings"
 
 	"github.com/hashicorp/terraform-plugin-framework/attr"
@@ -29,8 +30,13 @@ import (
 var referenceAttributes = []string{"compute", "configuration", "harness_auth", "harness", "execution_mode"}
 
 // referencesVersion starts every record: a record of another shape (a
-// provider whose schema differs) is not read.
-const referencesVersion = "occ-references-v1:"
+// provider whose schema differs) is not read, except version 1, whose
+// compute reference held the compute whole (legacyComputeRefType); it is
+// read and its compute converted as a state upgrade converts it.
+const (
+	referencesVersion   = "occ-references-v2:"
+	referencesVersionV1 = "occ-references-v1:"
+)
 
 // maxReferences bounds a record: Kubernetes allows 256 KiB of annotations
 // on an object in all. A larger one is not recorded (the apply warns).
@@ -78,15 +84,20 @@ func encodeReferences(ctx context.Context, m agentModel) (string, error) {
 // decodeReferences fills m's references from rec; err says why it cannot
 // (a record of another provider version, or damaged).
 func decodeReferences(ctx context.Context, rec string, m *agentModel) error {
+	s := agentSchema(ctx)
 	body, ok := strings.CutPrefix(rec, referencesVersion)
+	legacy := false
 	if !ok {
-		return fmt.Errorf("the record was written by another provider version")
+		if body, legacy = strings.CutPrefix(rec, referencesVersionV1); !legacy {
+			return fmt.Errorf("the record was written by another provider version")
+		}
+		s.Attributes = maps.Clone(s.Attributes)
+		s.Attributes["compute"] = legacyComputeAttribute(false)
 	}
 	b, err := base64.StdEncoding.DecodeString(body)
 	if err != nil {
 		return fmt.Errorf("the record is damaged: %w", err)
 	}
-	s := agentSchema(ctx)
 	v, err := (&tfprotov6.DynamicValue{MsgPack: b}).Unmarshal(referencesType(ctx, s))
 	if err != nil {
 		return fmt.Errorf("the record does not fit this provider's schema: %w", err)
@@ -110,6 +121,12 @@ func decodeReferences(ctx context.Context, rec string, m *agentModel) error {
 	mode, ok5 := got["execution_mode"].(types.String)
 	if !ok1 || !ok2 || !ok3 || !ok4 || !ok5 {
 		return fmt.Errorf("the record does not fit this provider's schema")
+	}
+	if legacy {
+		var diags diag.Diagnostics
+		if compute = computeRef(ctx, computeModelOf(compute), &diags); diags.HasError() {
+			return fmt.Errorf("its compute: %s", diags.Errors()[0].Detail())
+		}
 	}
 	m.Compute, m.Configuration, m.HarnessAuth, m.Harness, m.ExecutionMode = compute, configuration, auth, harness, mode
 	return nil
