@@ -62,13 +62,17 @@ type Executor struct {
 	references string
 	// prepared is shared by every operation (nil: nothing is remembered).
 	prepared *preparedSet
+	// grants are the access reviews the API server allowed, shared by
+	// every operation (nil: each review is asked again).
+	grants *grantSet
 	// cfg is the connection, for the streams client-go's typed clients do
 	// not make (a turn's port-forward); nil: none.
 	cfg *rest.Config
 	// preflight is what the plan's preflights read once and share
 	// (preflight.go); nil: each preflight reads for itself.
 	preflight *preflightCache
-	// preflightClient is Client with PreflightQPS (New); nil: Client.
+	// preflightClient is Client with PreflightQPS (New), for the
+	// preflight's and a refresh's reads; nil: Client.
 	preflightClient kubernetes.Interface
 }
 

@@ -46,7 +46,7 @@ func New(cfg *rest.Config) (*Executor, error) {
 	if err != nil {
 		return nil, fmt.Errorf("kubernetes client: %w", err)
 	}
-	return &Executor{Client: client, Dynamic: dyn, Metadata: meta, prepared: &preparedSet{done: map[string]bool{}}, cfg: cfg, preflight: newPreflightCache(),
+	return &Executor{Client: client, Dynamic: dyn, Metadata: meta, prepared: &preparedSet{done: map[string]bool{}}, grants: &grantSet{allowed: map[string]bool{}}, cfg: cfg, preflight: newPreflightCache(),
 		preflightClient: preflightClient}, nil
 }
 
@@ -344,6 +344,13 @@ func (e *Executor) awaitDriver(ctx context.Context, rev *admission.Revision, c a
 
 // Read observes an agent through its Service and workloads.
 func (e *Executor) Read(ctx context.Context, a executor.Agent) (executor.Observed, error) {
+	if e.preflightClient != nil {
+		// Reads only, as the preflight's: a refresh of hundreds of agents
+		// waits on the API server, not on the writers' client-side limit.
+		c := *e
+		c.Client = e.preflightClient
+		e = &c
+	}
 	ns, sandboxed := where(a)
 	top := render.TopologyOf(a.Harness, a.ExecutionMode, sandboxed)
 	o, svc, err := e.observe(ctx, ns, a.Name, top)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -130,8 +131,16 @@ func (e *Executor) CheckRules(ctx context.Context, ns string, rules []rbacv1.Pol
 }
 
 // allowed asks the API server, with one SelfSubjectAccessReview, whether
-// the provider's identity may do what attrs say.
+// the provider's identity may do what attrs say. An answer of yes is
+// remembered for the provider process (grantSet): the plan's preflight,
+// the apply's second look before its first write (AD6) and each deploy's
+// prepare ask the same questions of one namespace, 45 of them. A no is
+// asked again, so that a permission granted since counts.
 func (e *Executor) allowed(ctx context.Context, attrs authzv1.ResourceAttributes) (bool, error) {
+	key := grantKey(attrs)
+	if e.grants.has(key) {
+		return true, nil
+	}
 	review := &authzv1.SelfSubjectAccessReview{Spec: authzv1.SelfSubjectAccessReviewSpec{ResourceAttributes: &attrs}}
 	got, err := e.Client.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx, review, metav1.CreateOptions{})
 	if err != nil {
@@ -141,7 +150,39 @@ func (e *Executor) allowed(ctx context.Context, attrs authzv1.ResourceAttributes
 		}
 		return false, fmt.Errorf("check permissions%s: %w", where, err)
 	}
+	if got.Status.Allowed {
+		e.grants.add(key)
+	}
 	return got.Status.Allowed, nil
+}
+
+// grantSet is the access reviews the API server allowed in this process.
+type grantSet struct {
+	mu      sync.Mutex
+	allowed map[string]bool
+}
+
+// grantKey names a review by everything allowed asks about.
+func grantKey(a authzv1.ResourceAttributes) string {
+	return strings.Join([]string{a.Namespace, a.Verb, a.Group, a.Version, a.Resource, a.Subresource, a.Name}, "\x00")
+}
+
+func (g *grantSet) has(key string) bool {
+	if g == nil {
+		return false
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.allowed[key]
+}
+
+func (g *grantSet) add(key string) {
+	if g == nil {
+		return
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.allowed[key] = true
 }
 
 // MissingPermissions lists what the provider's identity may not do.
