@@ -28,6 +28,8 @@
 set -euo pipefail
 
 root="$(cd "$(dirname "$0")/.." && pwd)"
+# shellcheck source=scripts/bench-k8s-stacks.sh
+. "${root}/scripts/bench-k8s-stacks.sh"
 n="${1:-50}"
 par="${BENCH_PARALLELISM:-10}"
 terraform="${TERRAFORM:-terraform}"
@@ -138,111 +140,17 @@ resource "occ_agent" "a" {
 EOF
 
 mkdir -p "${work}/k8s"
-cat >"${work}/k8s/main.tf" <<EOF
-terraform {
-  required_providers {
-    kubernetes = {
-      source = "hashicorp/kubernetes"
-    }
-  }
-}
-
-provider "kubernetes" {
-  config_path = "${kubeconfig}"
-}
+{
+	k8s_stacks "$n" 'kubernetes_namespace_v1.n.metadata[0].name' 1 "$kubeconfig"
+	cat <<EOF
 
 resource "kubernetes_namespace_v1" "n" {
   metadata {
     name = "bench-k8s-$$"
   }
 }
-
-resource "kubernetes_secret_v1" "k" {
-  count = ${n}
-  metadata {
-    name      = "agent-\${count.index}"
-    namespace = kubernetes_namespace_v1.n.metadata[0].name
-  }
-  data = { "api-key" = "bench-key-\${count.index}" }
-}
-
-resource "kubernetes_config_map_v1" "c" {
-  count = ${n}
-  metadata {
-    name      = "agent-\${count.index}"
-    namespace = kubernetes_namespace_v1.n.metadata[0].name
-  }
-  data = {
-    "openclaw.json" = jsonencode({
-      agents = { defaults = { model = "anthropic/claude-sonnet-4-5" } }
-    })
-  }
-}
-
-resource "kubernetes_deployment_v1" "d" {
-  count = ${n}
-  metadata {
-    name      = "agent-\${count.index}"
-    namespace = kubernetes_namespace_v1.n.metadata[0].name
-  }
-  spec {
-    replicas = 1
-    selector {
-      match_labels = { app = "agent-\${count.index}" }
-    }
-    template {
-      metadata {
-        labels = { app = "agent-\${count.index}" }
-      }
-      spec {
-        container {
-          name  = "gateway"
-          image = "ghcr.io/occ-platform/runtime/openclaw:latest"
-          port {
-            container_port = 18789
-          }
-          env {
-            name = "ANTHROPIC_API_KEY"
-            value_from {
-              secret_key_ref {
-                name = kubernetes_secret_v1.k[count.index].metadata[0].name
-                key  = "api-key"
-              }
-            }
-          }
-          resources {
-            limits = { cpu = "2" }
-          }
-          volume_mount {
-            name       = "config"
-            mount_path = "/config"
-          }
-        }
-        volume {
-          name = "config"
-          config_map {
-            name = kubernetes_config_map_v1.c[count.index].metadata[0].name
-          }
-        }
-      }
-    }
-  }
-}
-
-resource "kubernetes_service_v1" "s" {
-  count = ${n}
-  metadata {
-    name      = "agent-\${count.index}"
-    namespace = kubernetes_namespace_v1.n.metadata[0].name
-  }
-  spec {
-    selector = { app = "agent-\${count.index}" }
-    port {
-      port = 18789
-    }
-  }
-}
 EOF
+} >"${work}/k8s/main.tf"
 
 # run NAME DIR EXPECT -- ARGS...: one terraform command, timed and counted;
 # prints "NAME  S s  R requests"; on failure shows Terraform's output and

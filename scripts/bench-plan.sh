@@ -41,6 +41,8 @@
 set -euo pipefail
 
 root="$(cd "$(dirname "$0")/.." && pwd)"
+# shellcheck source=scripts/bench-k8s-stacks.sh
+. "${root}/scripts/bench-k8s-stacks.sh"
 n="${1:-200}"
 reps="${BENCH_REPS:-3}"
 terraform="${TERRAFORM:-terraform}"
@@ -282,100 +284,7 @@ resource "occ_agent" "a" {
   harness_auth  = { source = occ_credential_source.s[count.index] }
 }
 EOF
-	k8s_provider_block=""
-	if [ -n "${BENCH_KUBECONFIG:-}" ]; then
-		k8s_provider_block="provider \"kubernetes\" {
-  config_path = \"${BENCH_KUBECONFIG}\"
-}"
-	fi
-	cat >"${work}/k8s-stacks/main.tf" <<EOF
-terraform {
-  required_providers {
-    kubernetes = {
-      source = "hashicorp/kubernetes"
-    }
-  }
-}
-
-${k8s_provider_block}
-
-resource "kubernetes_config_map_v1" "c" {
-  count = ${n}
-  metadata {
-    name      = "agent-\${count.index}"
-    namespace = "bench"
-  }
-  data = {
-    "openclaw.json" = jsonencode({
-      agents = { defaults = { model = "anthropic/claude-sonnet-4-5" } }
-    })
-  }
-}
-
-resource "kubernetes_deployment_v1" "d" {
-  count = ${n}
-  metadata {
-    name      = "agent-\${count.index}"
-    namespace = "bench"
-  }
-  spec {
-    replicas = 1
-    selector {
-      match_labels = { app = "agent-\${count.index}" }
-    }
-    template {
-      metadata {
-        labels = { app = "agent-\${count.index}" }
-      }
-      spec {
-        container {
-          name  = "gateway"
-          image = "ghcr.io/occ-platform/runtime/openclaw:latest"
-          port {
-            container_port = 18789
-          }
-          env {
-            name = "ANTHROPIC_API_KEY"
-            value_from {
-              secret_key_ref {
-                name = "agent-\${count.index}"
-                key  = "api-key"
-              }
-            }
-          }
-          resources {
-            limits = { cpu = "2" }
-          }
-          volume_mount {
-            name       = "config"
-            mount_path = "/config"
-          }
-        }
-        volume {
-          name = "config"
-          config_map {
-            name = kubernetes_config_map_v1.c[count.index].metadata[0].name
-          }
-        }
-      }
-    }
-  }
-}
-
-resource "kubernetes_service_v1" "s" {
-  count = ${n}
-  metadata {
-    name      = "agent-\${count.index}"
-    namespace = "bench"
-  }
-  spec {
-    selector = { app = "agent-\${count.index}" }
-    port {
-      port = 18789
-    }
-  }
-}
-EOF
+	k8s_stacks "$n" '"bench"' 0 "${BENCH_KUBECONFIG:-}" >"${work}/k8s-stacks/main.tf"
 	echo "stacks:   N=${n} of each; kubernetes provider: ${k8s_bin}"
 	measure k8s "${work}/k8s-stacks"
 	k8s="$MEDIAN"

@@ -1,0 +1,126 @@
+# Sourced by scripts/bench-plan.sh and scripts/bench-apply.sh: the
+# configuration of the hashicorp kubernetes provider's side of the
+# side-by-side benchmarks.
+#
+# k8s_stacks N NAMESPACE SECRETS KUBECONFIG: prints N stacks of
+# kubernetes_config_map_v1, kubernetes_deployment_v1 (one gateway
+# container reading its key from a Secret and its configuration from the
+# ConfigMap) and kubernetes_service_v1, what one occ_agent deploys at its
+# simplest. NAMESPACE is an HCL expression (a quoted name, or a
+# kubernetes_namespace_v1's). With SECRETS=1 each stack also writes its
+# Secret (kubernetes_secret_v1), as an occ_credential_source with
+# value_wo does; otherwise the Deployment names Secret agent-N. With a
+# KUBECONFIG, the provider block points at it.
+k8s_stacks() {
+	local n="$1" ns="$2" secrets="$3" kubeconfig="${4:-}" secret_name='"agent-${count.index}"'
+	cat <<EOF
+terraform {
+  required_providers {
+    kubernetes = {
+      source = "hashicorp/kubernetes"
+    }
+  }
+}
+EOF
+	if [ -n "$kubeconfig" ]; then
+		cat <<EOF
+
+provider "kubernetes" {
+  config_path = "${kubeconfig}"
+}
+EOF
+	fi
+	if [ "$secrets" = 1 ]; then
+		secret_name='kubernetes_secret_v1.k[count.index].metadata[0].name'
+		cat <<EOF
+
+resource "kubernetes_secret_v1" "k" {
+  count = ${n}
+  metadata {
+    name      = "agent-\${count.index}"
+    namespace = ${ns}
+  }
+  data = { "api-key" = "bench-key-\${count.index}" }
+}
+EOF
+	fi
+	cat <<EOF
+
+resource "kubernetes_config_map_v1" "c" {
+  count = ${n}
+  metadata {
+    name      = "agent-\${count.index}"
+    namespace = ${ns}
+  }
+  data = {
+    "openclaw.json" = jsonencode({
+      agents = { defaults = { model = "anthropic/claude-sonnet-4-5" } }
+    })
+  }
+}
+
+resource "kubernetes_deployment_v1" "d" {
+  count = ${n}
+  metadata {
+    name      = "agent-\${count.index}"
+    namespace = ${ns}
+  }
+  spec {
+    replicas = 1
+    selector {
+      match_labels = { app = "agent-\${count.index}" }
+    }
+    template {
+      metadata {
+        labels = { app = "agent-\${count.index}" }
+      }
+      spec {
+        container {
+          name  = "gateway"
+          image = "ghcr.io/occ-platform/runtime/openclaw:latest"
+          port {
+            container_port = 18789
+          }
+          env {
+            name = "ANTHROPIC_API_KEY"
+            value_from {
+              secret_key_ref {
+                name = ${secret_name}
+                key  = "api-key"
+              }
+            }
+          }
+          resources {
+            limits = { cpu = "2" }
+          }
+          volume_mount {
+            name       = "config"
+            mount_path = "/config"
+          }
+        }
+        volume {
+          name = "config"
+          config_map {
+            name = kubernetes_config_map_v1.c[count.index].metadata[0].name
+          }
+        }
+      }
+    }
+  }
+}
+
+resource "kubernetes_service_v1" "s" {
+  count = ${n}
+  metadata {
+    name      = "agent-\${count.index}"
+    namespace = ${ns}
+  }
+  spec {
+    selector = { app = "agent-\${count.index}" }
+    port {
+      port = 18789
+    }
+  }
+}
+EOF
+}
