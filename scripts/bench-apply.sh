@@ -28,8 +28,8 @@
 set -euo pipefail
 
 root="$(cd "$(dirname "$0")/.." && pwd)"
-# shellcheck source=scripts/bench-k8s-stacks.sh
-. "${root}/scripts/bench-k8s-stacks.sh"
+# shellcheck source=scripts/bench-lib.sh
+. "${root}/scripts/bench-lib.sh"
 n="${1:-50}"
 par="${BENCH_PARALLELISM:-10}"
 terraform="${TERRAFORM:-terraform}"
@@ -38,8 +38,8 @@ apicount="${root}/.dev/bench-bin/apicount"
 k8s_bin="${KUBERNETES_PROVIDER:-}"
 kubeconfig="${BENCH_KUBECONFIG:-}"
 
-case "$n" in '' | *[!0-9]* | 0) echo "error: N must be a positive integer (got '${n}')" >&2; exit 2 ;; esac
-case "$par" in '' | *[!0-9]* | 0) echo "error: BENCH_PARALLELISM must be a positive integer (got '${par}')" >&2; exit 2 ;; esac
+positive_int N "$n"
+positive_int BENCH_PARALLELISM "$par"
 if [ -z "$kubeconfig" ] || [ ! -r "$kubeconfig" ]; then
 	echo "error: BENCH_KUBECONFIG must name a running cluster's kubeconfig: make cluster-up REAL_NODE=0, then BENCH_KUBECONFIG=${root}/.dev/cluster/kubeconfig" >&2
 	exit 1
@@ -51,10 +51,6 @@ for b in "$bin" "$apicount"; do
 		exit 1
 	fi
 done
-if [ -n "$k8s_bin" ] && [ ! -x "$k8s_bin" ]; then
-	echo "error: KUBERNETES_PROVIDER=${k8s_bin} is not an executable (the hashicorp kubernetes provider's binary)" >&2
-	exit 1
-fi
 "${root}/scripts/check-terraform.sh" "$terraform" >/dev/null
 "$apicount" "$kubeconfig" >/dev/null
 
@@ -73,12 +69,7 @@ trap cleanup EXIT
 export CHECKPOINT_DISABLE=1 TF_IN_AUTOMATION=1 LC_ALL=C
 unset TF_LOG TF_LOG_PROVIDER TF_LOG_PATH
 
-k8s_override=""
-if [ -n "$k8s_bin" ]; then
-	mkdir -p "${work}/k8s-bin"
-	ln -s "$(cd "$(dirname "$k8s_bin")" && pwd)/$(basename "$k8s_bin")" "${work}/k8s-bin/terraform-provider-kubernetes"
-	k8s_override="\"hashicorp/kubernetes\" = \"${work}/k8s-bin\""
-fi
+k8s_plugin_dir "$work"
 cat >"${work}/terraformrc" <<EOF
 provider_installation {
   dev_overrides {

@@ -41,8 +41,8 @@
 set -euo pipefail
 
 root="$(cd "$(dirname "$0")/.." && pwd)"
-# shellcheck source=scripts/bench-k8s-stacks.sh
-. "${root}/scripts/bench-k8s-stacks.sh"
+# shellcheck source=scripts/bench-lib.sh
+. "${root}/scripts/bench-lib.sh"
 n="${1:-200}"
 reps="${BENCH_REPS:-3}"
 terraform="${TERRAFORM:-terraform}"
@@ -51,18 +51,14 @@ noop_bin="${root}/.dev/noop-bin/terraform-provider-noop"
 prof_bin="${root}/.dev/prof-bin/terraform-provider-occ"
 k8s_bin="${KUBERNETES_PROVIDER:-}"
 
-case "$n" in '' | *[!0-9]* | 0) echo "error: N must be a positive integer (got '${n}')" >&2; exit 2 ;; esac
-case "$reps" in '' | *[!0-9]* | 0) echo "error: BENCH_REPS must be a positive integer (got '${reps}')" >&2; exit 2 ;; esac
+positive_int N "$n"
+positive_int BENCH_REPS "$reps"
 for b in "$bin" "$noop_bin"; do
 	if [ ! -x "$b" ]; then
 		echo "error: ${b} is missing: run 'make bench', which builds the provider and the no-op baseline provider." >&2
 		exit 1
 	fi
 done
-if [ -n "$k8s_bin" ] && [ ! -x "$k8s_bin" ]; then
-	echo "error: KUBERNETES_PROVIDER=${k8s_bin} is not an executable (the hashicorp kubernetes provider's binary)" >&2
-	exit 1
-fi
 if [ -n "${BENCH_PROFILE:-}" ]; then
 	mkdir -p "$BENCH_PROFILE"
 	go build -C "$root" -o "$prof_bin" ./internal/benchmark/profprovider
@@ -82,12 +78,7 @@ trap cleanup EXIT
 export CHECKPOINT_DISABLE=1 TF_IN_AUTOMATION=1 LC_ALL=C OCC_PREFLIGHT=false
 unset TF_LOG TF_LOG_PROVIDER TF_LOG_PATH
 
-k8s_override=""
-if [ -n "$k8s_bin" ]; then
-	mkdir -p "${work}/k8s-bin"
-	ln -s "$(cd "$(dirname "$k8s_bin")" && pwd)/$(basename "$k8s_bin")" "${work}/k8s-bin/terraform-provider-kubernetes"
-	k8s_override="\"hashicorp/kubernetes\" = \"${work}/k8s-bin\""
-fi
+k8s_plugin_dir "$work"
 write_cli_config() { # FILE PLUGIN_DIR
 	cat >"$1" <<EOF
 provider_installation {

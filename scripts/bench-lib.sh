@@ -1,7 +1,28 @@
-# Sourced by scripts/bench-plan.sh and scripts/bench-apply.sh: the
-# configuration of the hashicorp kubernetes provider's side of the
-# side-by-side benchmarks.
-#
+# Sourced by scripts/bench-plan.sh and scripts/bench-apply.sh: what both
+# check of their arguments, and the hashicorp kubernetes provider's side of
+# the side-by-side benchmarks.
+
+# positive_int WHAT VALUE: exits 2, naming WHAT, unless VALUE is a positive
+# integer.
+positive_int() {
+	case "$2" in '' | *[!0-9]* | 0) echo "error: $1 must be a positive integer (got '$2')" >&2; exit 2 ;; esac
+}
+
+# k8s_plugin_dir WORK: with KUBERNETES_PROVIDER set, checks it is an
+# executable and links it as WORK/k8s-bin/terraform-provider-kubernetes;
+# sets k8s_override to the dev_overrides line for it ("" without it).
+k8s_plugin_dir() {
+	k8s_override=""
+	[ -n "${KUBERNETES_PROVIDER:-}" ] || return 0
+	if [ ! -x "$KUBERNETES_PROVIDER" ]; then
+		echo "error: KUBERNETES_PROVIDER=${KUBERNETES_PROVIDER} is not an executable (the hashicorp kubernetes provider's binary)" >&2
+		exit 1
+	fi
+	mkdir -p "$1/k8s-bin"
+	ln -sf "$(cd "$(dirname "$KUBERNETES_PROVIDER")" && pwd)/$(basename "$KUBERNETES_PROVIDER")" "$1/k8s-bin/terraform-provider-kubernetes"
+	k8s_override="\"hashicorp/kubernetes\" = \"$1/k8s-bin\""
+}
+
 # k8s_stacks N NAMESPACE SECRETS KUBECONFIG: prints N stacks of
 # kubernetes_config_map_v1, kubernetes_deployment_v1 (one gateway
 # container reading its key from a Secret and its configuration from the
