@@ -102,33 +102,8 @@ resource "occ_compute" "k" {
     cpu_limit = "2"
   }
 }
-
-resource "occ_configuration" "c" {
-  count = ${n}
-  name  = "agent-\${count.index}"
-  document = jsonencode({
-    agents = { defaults = { model = "anthropic/claude-sonnet-4-5" } }
-  })
-}
-
-resource "occ_credential_source" "s" {
-  count            = ${n}
-  name             = "agent-\${count.index}"
-  compute          = occ_compute.k
-  method           = "api_key"
-  value_wo         = "bench-key-\${count.index}"
-  value_wo_version = 1
-}
-
-resource "occ_agent" "a" {
-  count         = ${n}
-  name          = "agent-\${count.index}"
-  compute       = occ_compute.k
-  configuration = occ_configuration.c[count.index]
-  harness_auth  = { source = occ_credential_source.s[count.index] }
-  timeouts      = { create = "10m", update = "10m", delete = "5m" }
-}
 EOF
+occ_stacks "$n" 1 >>"${work}/occ/main.tf"
 
 mkdir -p "${work}/k8s"
 {

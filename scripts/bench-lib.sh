@@ -1,6 +1,6 @@
 # Sourced by scripts/bench-plan.sh and scripts/bench-apply.sh: what both
-# check of their arguments, and the hashicorp kubernetes provider's side of
-# the side-by-side benchmarks.
+# check of their arguments, and the stacks of both sides of the
+# side-by-side benchmarks (occ_stacks, k8s_stacks).
 
 # positive_int WHAT VALUE: exits 2, naming WHAT, unless VALUE is a positive
 # integer.
@@ -144,4 +144,60 @@ resource "kubernetes_service_v1" "s" {
   }
 }
 EOF
+}
+
+# occ_stacks N APPLIED: prints N stacks of occ_configuration,
+# occ_credential_source and occ_agent on occ_compute.k (which the caller
+# writes). APPLIED=1 is for an apply: the source writes its own Secret
+# (value_wo) and the agent has generous timeouts; otherwise the source
+# names Secret agent-N (secret_ref), which a plan does not read.
+occ_stacks() {
+	local n="$1" applied="$2"
+	cat <<EOF
+
+resource "occ_configuration" "c" {
+  count = ${n}
+  name  = "agent-\${count.index}"
+  document = jsonencode({
+    agents = { defaults = { model = "anthropic/claude-sonnet-4-5" } }
+  })
+}
+EOF
+	if [ "$applied" = 1 ]; then
+		cat <<EOF
+
+resource "occ_credential_source" "s" {
+  count            = ${n}
+  name             = "agent-\${count.index}"
+  compute          = occ_compute.k
+  method           = "api_key"
+  value_wo         = "bench-key-\${count.index}"
+  value_wo_version = 1
+}
+EOF
+	else
+		cat <<EOF
+
+resource "occ_credential_source" "s" {
+  count      = ${n}
+  name       = "agent-\${count.index}"
+  compute    = occ_compute.k
+  method     = "api_key"
+  secret_ref = { name = "agent-\${count.index}", key = "api-key" }
+}
+EOF
+	fi
+	cat <<EOF
+
+resource "occ_agent" "a" {
+  count         = ${n}
+  name          = "agent-\${count.index}"
+  compute       = occ_compute.k
+  configuration = occ_configuration.c[count.index]
+  harness_auth  = { source = occ_credential_source.s[count.index] }
+EOF
+	if [ "$applied" = 1 ]; then
+		echo '  timeouts      = { create = "10m", update = "10m", delete = "5m" }'
+	fi
+	echo "}"
 }

@@ -248,33 +248,10 @@ fi
 if [ -n "$k8s_bin" ]; then
 	# N stacks each: what one agent costs a user of either provider.
 	mkdir -p "${work}/occ-stacks" "${work}/k8s-stacks"
-	cat >"${work}/occ-stacks/main.tf" <<EOF
-${occ_head}
-
-resource "occ_configuration" "c" {
-  count = ${n}
-  name  = "agent-\${count.index}"
-  document = jsonencode({
-    agents = { defaults = { model = "anthropic/claude-sonnet-4-5" } }
-  })
-}
-
-resource "occ_credential_source" "s" {
-  count      = ${n}
-  name       = "agent-\${count.index}"
-  compute    = occ_compute.k
-  method     = "api_key"
-  secret_ref = { name = "agent-\${count.index}", key = "api-key" }
-}
-
-resource "occ_agent" "a" {
-  count         = ${n}
-  name          = "agent-\${count.index}"
-  compute       = occ_compute.k
-  configuration = occ_configuration.c[count.index]
-  harness_auth  = { source = occ_credential_source.s[count.index] }
-}
-EOF
+	{
+		echo "${occ_head}"
+		occ_stacks "$n" 0
+	} >"${work}/occ-stacks/main.tf"
 	k8s_stacks "$n" '"bench"' 0 "${BENCH_KUBECONFIG:-}" >"${work}/k8s-stacks/main.tf"
 	echo "stacks:   N=${n} of each; kubernetes provider: ${k8s_bin}"
 	measure k8s "${work}/k8s-stacks"
