@@ -157,15 +157,12 @@ func fullyKnown(v attr.Value) bool {
 	return true
 }
 
-// computeFromObject converts a compute object (occ_compute's state shape,
-// or a by-value reference) into admission's Compute; known is false when
-// anything admission needs is still unknown.
+// computeFromObject converts a by-value compute reference into
+// admission's Compute; known is false when anything admission needs is
+// still unknown. occ_compute's own value goes through computeFromModel.
 func computeFromObject(ctx context.Context, o types.Object, diags *diag.Diagnostics) (admission.Compute, bool) {
 	if o.IsNull() || o.IsUnknown() {
 		return admission.Compute{}, false
-	}
-	if _, whole := o.Attributes()["kind"]; whole {
-		return computeFromModel(ctx, computeModelOf(o), diags)
 	}
 	m, ok := computeRefModel(ctx, o, diags)
 	if !ok {

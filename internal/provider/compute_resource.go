@@ -71,7 +71,7 @@ func (r *computeResource) Schema(_ context.Context, _ resource.SchemaRequest, re
 
 func computeSchema() schema.Schema {
 	s := schema.Schema{
-		// Version 1 adds settings (computeUpgrader).
+		// Version 1 adds settings (UpgradeState).
 		Version: 1,
 		MarkdownDescription: "Where Agents run: a Kubernetes tenant namespace or an SSH host under systemd. Exactly one of `kubernetes` or " +
 			"`ssh`. Admission at plan needs neither the cluster nor the host (a refresh of a compute with a sandbox driver reads its installation live). Creating a Kubernetes compute checks that the cluster answers, creates " +

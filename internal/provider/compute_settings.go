@@ -23,12 +23,13 @@ import (
 // `compute`, the data sources' and actions') is {id, name, settings}:
 // settings is occ_compute's computed `settings`, the compute's one kind
 // block with every default filled in (and its unset attributes left out),
-// as canonical JSON keyed by the block's name ({"kubernetes": {...}}). One string rather than the block's
-// tree of attributes: Terraform and the plugin framework handle every leaf
-// of every agent's planned object several times per plan, and the
-// compute's block is most of an agent's leaves (issue 28). The block is
-// read back with its own schema type, so a kind registered outside this
-// package (RegisterKind) travels the same way.
+// as canonical JSON keyed by the block's name ({"kubernetes": {...}}).
+// One string rather than the block's tree of attributes: Terraform and
+// the plugin framework handle every leaf of every agent's planned object
+// several times per plan, and the compute's block was most of an agent's
+// leaves (issue 28). The block is read back with its own schema type, so
+// a kind registered outside this package (RegisterKind) travels the same
+// way.
 
 // computeRefType is the attribute type of a by-value compute reference.
 // The compute's live installation is not part of it, so that a driver

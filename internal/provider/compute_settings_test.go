@@ -121,7 +121,7 @@ func TestComputeSettings_UpgradeKeepsEveryReferenceEqual(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			want, known := computeFromObject(ctx, lv.(types.Object), &diags)
+			want, known := computeFromModel(ctx, computeModelOf(lv.(types.Object)), &diags)
 			if !known || diags.HasError() {
 				t.Fatalf("legacy reference: %v %v", known, diags)
 			}
