@@ -125,6 +125,16 @@ func (e *Executor) op(log executor.Log) *Executor {
 	return &c
 }
 
+// reads makes e, an operation's executor (op), read through
+// preflightClient (PreflightQPS): for operations that only read or
+// dry-run.
+func (e *Executor) reads() *Executor {
+	if e.preflightClient != nil {
+		e.Client = e.preflightClient
+	}
+	return e
+}
+
 // Prepare makes sure the tenant namespace exists (creating it when
 // missing) and that the provider's identity holds every permission it will
 // use there; with a sandbox driver, also the Sandbox permissions and the
@@ -344,13 +354,9 @@ func (e *Executor) awaitDriver(ctx context.Context, rev *admission.Revision, c a
 
 // Read observes an agent through its Service and workloads.
 func (e *Executor) Read(ctx context.Context, a executor.Agent) (executor.Observed, error) {
-	if e.preflightClient != nil {
-		// Reads only, as the preflight's: a refresh of hundreds of agents
-		// waits on the API server, not on the writers' client-side limit.
-		c := *e
-		c.Client = e.preflightClient
-		e = &c
-	}
+	// Reads only, as the preflight's: a refresh of hundreds of agents
+	// waits on the API server, not on the writers' client-side limit.
+	e = e.op(e.log).reads()
 	ns, sandboxed := where(a)
 	top := render.TopologyOf(a.Harness, a.ExecutionMode, sandboxed)
 	o, svc, err := e.observe(ctx, ns, a.Name, top)

@@ -145,10 +145,7 @@ func (e *Executor) Preflight(ctx context.Context, d executor.Deployment) (execut
 		refuse(err)
 		return out, nil
 	}
-	op := e.op(d.Log)
-	if op.preflightClient != nil {
-		op.Client = op.preflightClient // reads and dry runs only: its own, higher limit
-	}
+	op := e.op(d.Log).reads() // reads and dry runs only: their own, higher limit
 	op.log.Print("preflight", map[string]any{"work.operation": "preflight", "revision": n})
 	cache := e.preflightCache()
 	cv, err := op.clusterView(ctx, cache)
