@@ -86,7 +86,7 @@ func TestRealNode_Figures(t *testing.T) {
 	// An independent observer of the Pods (readiness among them), per agent.
 	pods := watchPodMilestones(ctx, t, c.Clientset, ns)
 
-	// Twenty gateways share the node's two cores: each gets its share.
+	// Several gateways share the node's two cores: each gets its share.
 	cpu := int64(1000)
 	if agents > 1 {
 		cpu = max(1800/int64(agents), 50)
