@@ -671,12 +671,8 @@ func secretEnv(name string, s admission.SourceBinding) *corev1ac.EnvVarApplyConf
 		corev1ac.SecretKeySelector().WithName(s.SecretName).WithKey(key)))
 }
 
-// StartupProbePeriod is the startup probe's period in seconds. The
-// readiness probe only runs once the startup probe has passed, so a
-// runtime that listens is noticed up to a period late, and activation with
-// it: one second keeps that out of the time to serve (issue 28), at one
-// request a second per starting container, none once it has started.
-const StartupProbePeriod = 1
+// StartupProbePeriod is the startup probe's period in seconds.
+const StartupProbePeriod = 5
 
 // startupAllowance is what a container may take to start beside the model
 // probe: the Codex login (30 s) and the runtime's own start (plugin install,

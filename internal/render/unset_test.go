@@ -24,8 +24,7 @@ var updateGolden = flag.Bool("update-golden", false, "rewrite testdata/unset fro
 // moved to ghcr.io/occ-platform/runtime). The rendering changes only with
 // a change meant to change what existing agents run at their next
 // revision, noted there too (all: the ephemeral-storage limit and the
-// emptyDir size limits, issue 27; all: the startup probe every second,
-// issue 28).
+// emptyDir size limits, issue 27).
 var pinnedRevisionIDs = map[string]string{
 	"embedded":        "2cd6b8225d4c2971",
 	"dedicated codex": "30bdcdb44d9cde2c",
