@@ -72,7 +72,8 @@ func (m milestones) see(name string, at time.Time) {
 // startupLogMilestones reads a runtime container's log, each line prefixed
 // with containerd's RFC 3339 timestamp (PodLogOptions.Timestamps): the
 // wrapper's start (its first record's time less its elapsed time), the
-// runtime's exec (the process_spawn record) and the runtime's own lines.
+// runtime's exec (the process_spawn record), both read by the records'
+// one reader (runtimerecord.Parse), and the runtime's own JSON lines.
 // Lines it cannot read are passed over: the log is the container's, not
 // ours.
 func startupLogMilestones(log string) milestones {
@@ -88,33 +89,32 @@ func startupLogMilestones(log string) milestones {
 		if err != nil {
 			continue
 		}
-		var rec struct {
-			Event     runtimerecord.Event `json:"event"`
-			Time      time.Time           `json:"time"`
-			Phase     runtimerecord.Phase `json:"phase"`
-			Outcome   string              `json:"outcome"`
-			ElapsedMS int64               `json:"elapsedMs"`
-			Message   string              `json:"message"`
-		}
-		if json.Unmarshal([]byte(line), &rec) != nil {
-			continue
-		}
+		rec, isRecord, err := runtimerecord.Parse([]byte(line))
 		switch {
+		case isRecord && err != nil:
+			// a record that breaks the closed sets: not trusted
 		case rec.Event == runtimerecord.EventStartupPhase:
 			if !rec.Time.IsZero() && rec.ElapsedMS >= 0 {
 				m.see(msWrapperStarted, rec.Time.Add(-time.Duration(rec.ElapsedMS)*time.Millisecond))
 			}
-			if rec.Phase == runtimerecord.PhaseProcessSpawn && rec.Outcome == string(runtimerecord.OutcomeOK) {
+			if rec.Phase == runtimerecord.PhaseProcessSpawn && rec.Outcome == runtimerecord.OutcomeOK {
 				m.see(msRuntimeSpawned, at)
 			}
-		case rec.Event != "":
+		case isRecord:
 			// another wrapper record (a probe, the monitor's)
 		default:
+			// the runtime's own line
+			var out struct {
+				Message string `json:"message"`
+			}
+			if json.Unmarshal([]byte(line), &out) != nil {
+				continue
+			}
 			if _, spawned := m[msRuntimeSpawned]; spawned {
 				m.see(msRuntimeFirstOut, at)
 			}
 			for prefix, name := range openclawLines {
-				if strings.HasPrefix(strings.ToLower(rec.Message), prefix) {
+				if strings.HasPrefix(strings.ToLower(out.Message), prefix) {
 					m.see(name, at)
 				}
 			}
