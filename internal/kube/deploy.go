@@ -149,7 +149,10 @@ func (e *Executor) apply(ctx context.Context, d executor.Deployment) (_ executor
 	}
 	if e.references != "" {
 		// On the Service the activation writes anyway: no request more.
+		// The activation writes ExposedService, rendered from Service
+		// before this: both carry it.
 		objs.Service.WithAnnotations(map[string]string{AnnotationReferences: e.references})
+		objs.ExposedService.Annotations[AnnotationReferences] = e.references
 	}
 	r := &rollout{rev: rev, c: c, n: n, serving: serving, objs: objs, ns: objs.Namespace, g: newGuard(rev.Agent, objs.Namespace)}
 	ns := r.ns

@@ -1,10 +1,13 @@
 package kube
 
 import (
+	"net/http"
+	"strings"
 	"testing"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
 
 	"github.com/occ-platform/terraform-provider-occ/internal/admission"
 	"github.com/occ-platform/terraform-provider-occ/internal/executor"
@@ -17,8 +20,15 @@ import (
 // deploy (a compute changed outside revision identity) refreshes it
 // without touching a workload, and a deploy without one leaves it.
 func TestReferences_KeptOnTheService(t *testing.T) {
-	c, exec, compute, ctx := liveExecutor(t, 120*time.Second)
+	c, _, compute, ctx := liveExecutor(t, 120*time.Second)
 	ns := compute.Kubernetes().Namespace
+	counted := rest.CopyConfig(c.Config)
+	counter := &countingTransport{}
+	counted.WrapTransport = func(rt http.RoundTripper) http.RoundTripper { counter.next = rt; return counter }
+	exec, err := New(counted)
+	if err != nil {
+		t.Fatal(err)
+	}
 	agent := executor.Agent{Name: "bench", Compute: &compute, Harness: admission.HarnessOpenClaw, ExecutionMode: admission.ModeEmbedded}
 	annotation := func() string {
 		t.Helper()
@@ -35,6 +45,14 @@ func TestReferences_KeptOnTheService(t *testing.T) {
 	if got := annotation(); got != "record-1" {
 		t.Fatalf("Service records %q, want record-1", got)
 	}
+	// The create activates with one request on the Service, the record in it.
+	counter.mu.Lock()
+	for _, r := range counter.reqs {
+		if strings.Contains(r, "/services") && !strings.HasPrefix(r, "GET ") && !strings.HasPrefix(r, "POST ") {
+			t.Errorf("the create wrote the Service again to record its references: %s", r)
+		}
+	}
+	counter.mu.Unlock()
 	if o, err := exec.Read(ctx, agent); err != nil || o.References != "record-1" {
 		t.Fatalf("Read: %+v, %v", o, err)
 	}
