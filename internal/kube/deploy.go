@@ -544,10 +544,16 @@ func (e *Executor) applyConfigMap(ctx context.Context, r *rollout, cm *corev1ac.
 // RESOURCE_CONFLICT, and nothing is written.
 func (e *Executor) checkCreate(ctx context.Context, rev *admission.Revision, ns string) error {
 	svc, err := e.existingService(ctx, ns, render.ServiceName(rev.Agent))
-	switch {
-	case err != nil || svc == nil:
+	if err != nil || svc == nil {
 		return err
-	case !ownedBy(svc, rev.Agent):
+	}
+	return judgeCreate(svc, rev, ns)
+}
+
+// judgeCreate is checkCreate's judgement of the Service svc that holds the
+// agent's Service name.
+func judgeCreate(svc *corev1.Service, rev *admission.Revision, ns string) error {
+	if !ownedBy(svc, rev.Agent) {
 		return foreignService(svc, rev.Agent)
 	}
 	active, id := svc.Annotations[AnnotationActivatedRevision], svc.Annotations[render.AnnotationRevisionID]
@@ -566,9 +572,16 @@ func (e *Executor) checkCreate(ctx context.Context, rev *admission.Revision, ns 
 // "web"'s harness Service.
 func (e *Executor) checkOwned(ctx context.Context, ns, name, agent string) error {
 	svc, err := e.existingService(ctx, ns, name)
-	switch {
-	case err != nil || svc == nil:
+	if err != nil || svc == nil {
 		return err
+	}
+	return judgeOwned(svc, agent)
+}
+
+// judgeOwned is checkOwned's judgement of the Service svc that holds the
+// name.
+func judgeOwned(svc *corev1.Service, agent string) error {
+	switch {
 	case ownedBy(svc, agent):
 		return nil
 	case svc.Labels[render.LabelAgent] == "" && wroteIt(svc):

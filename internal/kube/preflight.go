@@ -10,14 +10,17 @@ import (
 	"strings"
 	"sync"
 
+	appsv1 "k8s.io/api/apps/v1"
 	authzv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
+	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	"k8s.io/klog/v2"
 	psaapi "k8s.io/pod-security-admission/api"
 	psapolicy "k8s.io/pod-security-admission/policy"
@@ -176,13 +179,20 @@ func (e *Executor) Preflight(ctx context.Context, d executor.Deployment) (execut
 		}
 	}
 	pods := podsOf(objs)
+	var free map[string]bool // ServiceAccounts found not to exist
 	if nv.exists {
-		if taken := op.takenName(ctx, rev, objs, d.Serving); taken != nil {
-			refuse(taken) // a name is another's: the deploy stops there, so nothing to dry-run
-		} else {
-			for _, err := range op.dryRun(ctx, objs, rev.Agent, d.Serving == 0) {
-				refuse(err)
-			}
+		var taken error
+		var errs []error
+		if d.Serving == 0 {
+			taken, errs, free = op.dryRunCreate(ctx, rev, objs)
+		} else if taken = op.takenName(ctx, rev, objs, d.Serving); taken == nil {
+			errs = op.dryRun(ctx, objs, rev.Agent, false)
+		}
+		if taken != nil {
+			refuse(taken) // a name is another's: the deploy stops there, so nothing else is judged
+		}
+		for _, err := range errs {
+			refuse(err)
 		}
 	}
 	own := cv.ownPods(objs.Namespace, rev.Agent, d.Serving > 0)
@@ -190,7 +200,7 @@ func (e *Executor) Preflight(ctx context.Context, d executor.Deployment) (execut
 		// The API server admits each Pod as its Deployment would create
 		// it, and says where admission places it.
 		for i := range pods {
-			if err := op.dryRunPod(ctx, &pods[i]); err != nil {
+			if err := op.dryRunPod(ctx, &pods[i], free); err != nil {
 				refuse(err)
 			}
 		}
@@ -616,6 +626,160 @@ func (e *Executor) dryRun(ctx context.Context, objs *render.Objects, agent strin
 	return errs
 }
 
+// dryRunCreate is takenName and dryRun for a first deploy (serving 0),
+// with one request per object where no name is held, the common case: a
+// dry-run create both has the API server judge the object and finds its
+// name free. Only a name whose create fails is read, and a held one is
+// judged as takenName judges it, in takenName's order: the first that is
+// another's is the one refusal (taken), as there. An object the agent
+// already has under its name (an earlier attempt's) is judged as dryRun
+// judges it: a dry-run apply, or kept as it is (its token Secrets, its
+// immutable ConfigMaps). free names the ServiceAccounts that do not exist.
+func (e *Executor) dryRunCreate(ctx context.Context, rev *admission.Revision, objs *render.Objects) (taken error, errs []error, free map[string]bool) {
+	ns, agent := objs.Namespace, rev.Agent
+	c, nps, deps := e.Client.CoreV1(), e.Client.NetworkingV1().NetworkPolicies(ns), e.Client.AppsV1().Deployments(ns)
+	none := metav1.GetOptions{}
+	dryCreate := metav1.CreateOptions{FieldManager: render.FieldManager, DryRun: []string{metav1.DryRunAll}}
+	dry := metav1.ApplyOptions{FieldManager: render.FieldManager, Force: true, DryRun: []string{metav1.DryRunAll}}
+	// object is one name of the revision: its dry run; how a name its
+	// create finds held is read and judged (nil judge: the agent's when
+	// ours); its dry-run apply when the agent holds it (nil: kept as it is).
+	type object struct {
+		kind, name string
+		dryRun     func(context.Context) error
+		get        func(context.Context) (metav1.Object, error)
+		judge      func(metav1.Object) error
+		update     func(context.Context) error
+		err        error // the dry run's
+		held       bool  // read and found the agent's
+	}
+	var ordered, names []*object // in dryRun's order; in takenName's
+	token := func(name, key, component string) *object {
+		s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: render.AgentLabels(agent, component)},
+			Type: corev1.SecretTypeOpaque, StringData: map[string]string{key: "preflight"}}
+		return &object{kind: "Secret", name: name,
+			dryRun: func(ctx context.Context) error { _, err := c.Secrets(ns).Create(ctx, s, dryCreate); return err },
+			get:    func(ctx context.Context) (metav1.Object, error) { return c.Secrets(ns).Get(ctx, name, none) }}
+	}
+	service := func(ac *corev1ac.ServiceApplyConfiguration, judge func(metav1.Object) error) *object {
+		return &object{kind: "Service", name: *ac.Name, judge: judge,
+			dryRun: func(ctx context.Context) error {
+				return createAs[corev1.Service](ctx, ac, c.Services(ns).Create, dryCreate)
+			},
+			get:    func(ctx context.Context) (metav1.Object, error) { return c.Services(ns).Get(ctx, *ac.Name, none) },
+			update: func(ctx context.Context) error { _, err := c.Services(ns).Apply(ctx, ac, dry); return err }}
+	}
+	tokens := []*object{token(render.GatewayTokenSecret(agent), render.GatewayTokenKey, render.ComponentGateway)}
+	if rev.Harness == admission.HarnessCodex {
+		tokens = append(tokens, token(render.AppServerTokenSecret(agent), render.AppServerTokenKey, render.ComponentHarness))
+	}
+	agentService := service(objs.Service, func(cur metav1.Object) error { return judgeCreate(cur.(*corev1.Service), rev, ns) })
+	ordered = append(ordered, tokens...)
+	names = append(append(names, tokens...), agentService)
+	var rest []*object
+	for _, sa := range objs.ServiceAccounts {
+		rest = append(rest, &object{kind: "ServiceAccount", name: *sa.Name,
+			dryRun: func(ctx context.Context) error {
+				return createAs[corev1.ServiceAccount](ctx, sa, c.ServiceAccounts(ns).Create, dryCreate)
+			},
+			get: func(ctx context.Context) (metav1.Object, error) {
+				return c.ServiceAccounts(ns).Get(ctx, *sa.Name, none)
+			},
+			update: func(ctx context.Context) error { _, err := c.ServiceAccounts(ns).Apply(ctx, sa, dry); return err }})
+	}
+	for _, cm := range objs.ConfigMaps {
+		rest = append(rest, &object{kind: "ConfigMap", name: *cm.Name,
+			dryRun: func(ctx context.Context) error {
+				return createAs[corev1.ConfigMap](ctx, cm, c.ConfigMaps(ns).Create, dryCreate)
+			},
+			get: func(ctx context.Context) (metav1.Object, error) { return c.ConfigMaps(ns).Get(ctx, *cm.Name, none) }})
+	}
+	for _, np := range objs.NetworkPolicies {
+		rest = append(rest, &object{kind: "NetworkPolicy", name: *np.Name,
+			dryRun: func(ctx context.Context) error {
+				return createAs[networkingv1.NetworkPolicy](ctx, np, nps.Create, dryCreate)
+			},
+			get:    func(ctx context.Context) (metav1.Object, error) { return nps.Get(ctx, *np.Name, none) },
+			update: func(ctx context.Context) error { _, err := nps.Apply(ctx, np, dry); return err }})
+	}
+	if hs := objs.HarnessService; hs != nil {
+		rest = append(rest, service(hs, func(cur metav1.Object) error { return judgeOwned(cur.(*corev1.Service), agent) }))
+	}
+	ordered, names = append(ordered, rest...), append(names, rest...)
+	for _, s := range objs.Sandboxes {
+		// Not a name takenName reads: its dry-run apply, as dryRun's.
+		if e.Dynamic == nil {
+			break
+		}
+		ordered = append(ordered, &object{kind: "Sandbox", name: s.Name, dryRun: func(ctx context.Context) error {
+			obj, err := s.Object(ns)
+			if err == nil {
+				_, err = e.Dynamic.Resource(sandboxapi.GVR).Namespace(ns).Apply(ctx, s.Name, &unstructured.Unstructured{Object: obj}, dry)
+			}
+			return err
+		}})
+	}
+	for _, d := range objs.Deployments {
+		o := &object{kind: "Deployment", name: *d.Name,
+			dryRun: func(ctx context.Context) error { return createAs[appsv1.Deployment](ctx, d, deps.Create, dryCreate) },
+			get:    func(ctx context.Context) (metav1.Object, error) { return deps.Get(ctx, *d.Name, none) },
+			update: func(ctx context.Context) error { _, err := deps.Apply(ctx, d, dry); return err }}
+		ordered, names = append(ordered, o), append(names, o)
+	}
+	ordered = append(ordered, agentService)
+
+	for _, o := range ordered {
+		o.err = o.dryRun(ctx)
+	}
+	for _, o := range names {
+		if o.err == nil {
+			continue // free
+		}
+		cur, err := o.get(ctx)
+		switch {
+		case apierrors.IsNotFound(err):
+			continue // refused for what it is, not for its name
+		case err != nil:
+			return fmt.Errorf("read %s %s: %w", o.kind, o.name, err), nil, nil
+		case o.judge != nil:
+			if err := o.judge(cur); err != nil {
+				return err, nil, nil
+			}
+		case !ours(cur, agent):
+			return foreignObject(o.kind, ns, cur, agent), nil, nil
+		}
+		o.held = true
+	}
+	free = map[string]bool{}
+	for _, o := range ordered {
+		var err error
+		switch {
+		case o.err == nil:
+			if o.kind == "ServiceAccount" {
+				free[o.name] = true
+			}
+		case !o.held:
+			err = o.err
+		case o.update != nil:
+			err = o.update(ctx)
+		}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("apply %s %s: %w", o.kind, o.name, err))
+		}
+	}
+	return nil, errs, free
+}
+
+// createAs creates apply configuration ac as the typed object T with
+// create (a typed client's Create), dropping what it returns.
+func createAs[T any](ctx context.Context, ac any, create func(context.Context, *T, metav1.CreateOptions) (*T, error), opts metav1.CreateOptions) error {
+	obj, err := asObject[T](ac)
+	if err == nil {
+		_, err = create(ctx, obj, opts)
+	}
+	return err
+}
+
 // preflightPod is one Pod a revision would run: its component, its
 // metadata and spec as the API server would see them.
 type preflightPod struct {
@@ -634,11 +798,14 @@ type preflightPod struct {
 // dryRunPod creates p with dryRun=All, as its Deployment's ReplicaSet
 // would: a refusal is the deploy's REPLICA_FAILURE, in the API server's
 // words; an admitted Pod's spec replaces p's. A ServiceAccount the apply
-// has not written yet is asked as the namespace's default one.
-func (e *Executor) dryRunPod(ctx context.Context, p *preflightPod) error {
+// has not written yet is asked as the namespace's default one; free names
+// those the preflight already found missing (no read for them).
+func (e *Executor) dryRunPod(ctx context.Context, p *preflightPod, free map[string]bool) error {
 	pod := &corev1.Pod{ObjectMeta: *p.meta.DeepCopy(), Spec: *p.spec.DeepCopy()}
 	pod.Name, pod.GenerateName = "", "preflight-"+p.component+"-"
-	if sa := pod.Spec.ServiceAccountName; sa != "" {
+	if sa := pod.Spec.ServiceAccountName; free[sa] {
+		pod.Spec.ServiceAccountName = ""
+	} else if sa != "" {
 		if _, err := e.Client.CoreV1().ServiceAccounts(pod.Namespace).Get(ctx, sa, metav1.GetOptions{}); apierrors.IsNotFound(err) {
 			pod.Spec.ServiceAccountName = ""
 		}

@@ -159,11 +159,43 @@ func TestPreflight_ClearWritesNothingAndSharesItsReads(t *testing.T) {
 		t.Errorf("the second agent's preflight made %d requests, the first %d: the shared reads were made again", perAgent[1], perAgent[0])
 	}
 	for _, n := range perAgent[1:] {
-		// Its own reads: the names it would write (token Secret,
-		// ServiceAccount, ConfigMap, NetworkPolicy, Deployment, Service),
-		// then the dry runs of its objects and its Pod.
-		if n > 16 {
-			t.Errorf("a further agent's preflight made %d requests; want only its own reads and dry runs (%v)", n, perAgent)
+		// Only its own dry runs: one create of each object it would write
+		// (token Secret, ServiceAccount, ConfigMap, NetworkPolicy,
+		// Deployment, Service), which also finds each name free, and of
+		// its Pod.
+		if n > 7 {
+			t.Errorf("a further agent's preflight made %d requests; want only its own dry runs, one per object and Pod (%v)", n, perAgent)
+		}
+	}
+}
+
+// rule issue 31: a first deploy's preflight that meets the agent's own
+// objects under its names (a create whose provider was killed after it
+// activated) reads and judges them, dry-runs their update, and refuses
+// nothing; it writes nothing.
+func TestPreflight_CreateMeetsItsOwnObjects(t *testing.T) {
+	c, ex, comp, ctx := liveExecutor(t, 2*time.Minute)
+	ns := comp.Kubernetes().Namespace
+	rev, comp := admitOn(t, "again", comp.Kubernetes())
+	if _, err := ex.Deploy(ctx, executor.Deployment{Revision: rev, Compute: comp, N: 1}); err != nil {
+		t.Fatal(err)
+	}
+	keys := []string{"Secret/again-gateway-token", "ServiceAccount/again-gateway", "ConfigMap/again-r1", "NetworkPolicy/again-gateway", "Deployment/again-gateway", "Service/again"}
+	before, err := kubeenv.ResourceVersions(ctx, c.Clientset, ns, keys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := ex.Preflight(ctx, executor.Deployment{Revision: rev, Compute: comp, N: 1})
+	if err != nil || len(out.Refusals) > 0 {
+		t.Fatalf("preflight: %v %v", err, out.Refusals)
+	}
+	after, err := kubeenv.ResourceVersions(ctx, c.Clientset, ns, keys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range keys {
+		if before[k] == "" || after[k] != before[k] {
+			t.Errorf("%s: resourceVersion %q before the preflight, %q after", k, before[k], after[k])
 		}
 	}
 }
