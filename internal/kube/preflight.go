@@ -728,9 +728,13 @@ func (e *Executor) dryRunCreate(ctx context.Context, rev *admission.Revision, ob
 	}
 	ordered = append(ordered, agentService)
 
+	// The dry runs are independent: all at once, so that the preflight
+	// waits for one round trip, not one per object.
+	var wg sync.WaitGroup
 	for _, o := range ordered {
-		o.err = o.dryRun(ctx)
+		wg.Go(func() { o.err = o.dryRun(ctx) })
 	}
+	wg.Wait()
 	for _, o := range names {
 		if o.err == nil {
 			continue // free
