@@ -22,6 +22,12 @@
 # by internal/benchmark/apicount: every client, the controllers and kwok
 # included). The namespaces are bench-occ-PID and bench-k8s-PID, and the
 # destroy removes them again.
+# The kube-controller-manager of make cluster-up runs its controllers'
+# clients at its default 20 requests/s each (burst 30): with 50
+# Deployments at once, the deployment and replicaset controllers' own
+# throttling sets the pace of both sides. BENCH_CLUSTER_FLAGS (set by make
+# bench-apply from the running cluster's flags) is printed; a cluster
+# started with CLUSTER_KCM_QPS=N runs them at N.
 #
 # It prints figures only; it asserts nothing. Run it through
 # `make bench-apply`, which builds the provider first.
@@ -142,7 +148,11 @@ run() {
 }
 
 echo "bench-apply: N=${n} stacks each, -parallelism=${par}; $("${root}/scripts/check-terraform.sh" "$terraform")"
-echo "             cluster: ${kubeconfig}"
+echo "             cluster: ${kubeconfig}${BENCH_CLUSTER_FLAGS:+ (make cluster-up flags: ${BENCH_CLUSTER_FLAGS})}"
+case " ${BENCH_CLUSTER_FLAGS:-} " in
+"  " | *" -controller-manager-qps "*) ;;
+*) echo "             the controller manager's clients run at its default 20 requests/s each: its deployment and replicaset controllers bound both sides (CLUSTER_KCM_QPS=200 make cluster-up REAL_NODE=0 lifts it)" ;;
+esac
 sides=(occ)
 if [ -n "$k8s_bin" ]; then sides+=(k8s); fi
 declare -A apply_s apply_r refresh_s refresh_r

@@ -31,11 +31,15 @@ CLUSTER_CMD := $(DEV_DIR)/bin/occ-kube-cluster
 #                      chat completions, Anthropic Messages), bills nothing,
 #                      and its URL is OCC_TESTENV_MODEL_URL in
 #                      $(CLUSTER_DIR)/cluster.env.
+# CLUSTER_KCM_QPS sets the controller manager's client rate per second (burst
+# twice it) instead of its default of 20 per controller (burst 30), which
+# bounds how fast many Deployments get their Pods (make bench-apply).
 REAL_NODE ?= 1
 cluster_real := $(filter 1 yes true,$(REAL_NODE))
 CLUSTER_PLACEMENT ?= $(if $(cluster_real),real,kwok)
 CLUSTER_MODEL_KEY ?= occ-demo-local-key
-CLUSTER_FLAGS := -placement $(CLUSTER_PLACEMENT)$(if $(cluster_real), -real-node -model-key $(CLUSTER_MODEL_KEY))
+CLUSTER_KCM_QPS ?=
+CLUSTER_FLAGS := -placement $(CLUSTER_PLACEMENT)$(if $(cluster_real), -real-node -model-key $(CLUSTER_MODEL_KEY))$(if $(CLUSTER_KCM_QPS), -controller-manager-qps $(CLUSTER_KCM_QPS))
 CLUSTER_PREREQS := testenv-kube $(if $(cluster_real),testenv-node images)
 # How long cluster-up waits for the cluster (the real node imports the
 # images into its containerd first).

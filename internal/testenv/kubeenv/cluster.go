@@ -46,6 +46,12 @@ type Options struct {
 	// APIServerArgs are added after the kube-apiserver flags this package
 	// sets, so they win (feature gates, admission plugins, …).
 	APIServerArgs []string
+	// ControllerManagerQPS, when above zero, is the kube-controller-manager's
+	// client rate (--kube-api-qps, burst twice it) instead of its default
+	// of 20 per second (burst 30), which every controller's client has on
+	// its own: at that rate the deployment and replicaset controllers
+	// bound how fast many Deployments get their Pods (make bench-apply).
+	ControllerManagerQPS int
 	// KeepDir keeps the data directory (certificates, logs) after Stop,
 	// for debugging.
 	KeepDir bool
@@ -269,7 +275,11 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 	}
 
 	// kube-controller-manager and kube-scheduler
-	kcm, err := c.start(BinControllerManager, bins[BinControllerManager], []string{
+	var kcmRate []string
+	if opts.ControllerManagerQPS > 0 {
+		kcmRate = []string{"--kube-api-qps=" + strconv.Itoa(opts.ControllerManagerQPS), "--kube-api-burst=" + strconv.Itoa(2*opts.ControllerManagerQPS)}
+	}
+	kcm, err := c.start(BinControllerManager, bins[BinControllerManager], append([]string{
 		"--kubeconfig=" + f.kcmKubeconfig,
 		"--authentication-kubeconfig=" + f.kcmKubeconfig,
 		"--authorization-kubeconfig=" + f.kcmKubeconfig,
@@ -284,7 +294,7 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 		"--cluster-signing-cert-file=" + f.caCert,
 		"--cluster-signing-key-file=" + f.caKey,
 		"--profiling=false",
-	}, nil, logDir)
+	}, kcmRate...), nil, logDir)
 	if err != nil {
 		return nil, err
 	}

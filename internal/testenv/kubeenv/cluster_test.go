@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -505,4 +507,34 @@ func processesMentioning(s string) []int {
 		}
 	}
 	return pids
+}
+
+// ControllerManagerQPS reaches the kube-controller-manager as its client
+// rate, and the controller manager runs with it (make bench-apply's
+// CLUSTER_KCM_QPS).
+func TestControllerManagerQPS(t *testing.T) {
+	t.Parallel()
+	c, err := kubeenv.Start(ctxFor(t, 2*time.Minute), kubeenv.Options{Dir: t.TempDir(), ControllerManagerQPS: 40})
+	if errors.Is(err, kubeenv.ErrBinariesMissing) {
+		kubeenv.SkipOrFail(t, err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Stop()
+	var found bool
+	for _, pid := range processesMentioning(c.Dir) {
+		cmdline, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "cmdline"))
+		if err != nil || !strings.Contains(string(cmdline), "kube-controller-manager") || strings.Contains(string(cmdline), "kube-apiserver") {
+			continue
+		}
+		args := strings.Split(string(cmdline), "\x00")
+		if !slices.Contains(args, "--kube-api-qps=40") || !slices.Contains(args, "--kube-api-burst=80") {
+			t.Fatalf("kube-controller-manager runs with %q; want --kube-api-qps=40 --kube-api-burst=80", args)
+		}
+		found = true
+	}
+	if !found {
+		t.Fatal("no kube-controller-manager process of the cluster")
+	}
 }

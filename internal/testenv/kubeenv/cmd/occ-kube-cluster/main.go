@@ -30,14 +30,15 @@ func main() {
 	placement := flag.String("placement", kubeenv.PlacementKwok, "where Pods of a namespace without placement annotations run: kwok or real")
 	keep := flag.Bool("keep", false, "keep the cluster's data directory after it stops (logs, for debugging)")
 	modelKey := flag.String("model-key", "", "with -real-node: serve a local fake model endpoint inside the node's network namespace that accepts only this key (its URL goes to DIR/cluster.env as OCC_TESTENV_MODEL_URL)")
+	kcmQPS := flag.Int("controller-manager-qps", 0, "the kube-controller-manager's client rate per second (burst twice it); 0 keeps its default of 20 (burst 30) per controller")
 	flag.Parse()
-	if err := run(*dir, *nodes, *realNode, *placement, *keep, *modelKey); err != nil {
+	if err := run(*dir, *nodes, *realNode, *placement, *keep, *modelKey, *kcmQPS); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
 }
 
-func run(dir string, nodes int, realNode bool, placement string, keep bool, modelKey string) error {
+func run(dir string, nodes int, realNode bool, placement string, keep bool, modelKey string, kcmQPS int) error {
 	dir, err := filepath.Abs(dir)
 	if err != nil {
 		return err
@@ -49,12 +50,13 @@ func run(dir string, nodes int, realNode bool, placement string, keep bool, mode
 	defer stop()
 
 	c, err := kubeenv.Start(ctx, kubeenv.Options{
-		Dir:       dir,
-		Nodes:     nodes,
-		RealNode:  realNode,
-		Placement: placement,
-		KeepDir:   keep,
-		Logf:      func(format string, args ...any) { fmt.Fprintf(os.Stderr, format+"\n", args...) },
+		Dir:                  dir,
+		Nodes:                nodes,
+		RealNode:             realNode,
+		Placement:            placement,
+		KeepDir:              keep,
+		ControllerManagerQPS: kcmQPS,
+		Logf:                 func(format string, args ...any) { fmt.Fprintf(os.Stderr, format+"\n", args...) },
 	})
 	if err != nil {
 		return err
