@@ -66,6 +66,20 @@ func countedClient(tb testing.TB, cfg *rest.Config, tune func(*rest.Config)) (*k
 	return cs, counter
 }
 
+// countedExecutor is New on cfg (copied) with a transport that counts
+// every request the executor makes.
+func countedExecutor(tb testing.TB, cfg *rest.Config) (*Executor, *countingTransport) {
+	tb.Helper()
+	cfg = rest.CopyConfig(cfg)
+	counter := &countingTransport{}
+	cfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper { counter.next = rt; return counter }
+	ex, err := New(cfg)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return ex, counter
+}
+
 func testRevision(t testing.TB, ns string, annotations map[string]string) *admission.Revision {
 	t.Helper()
 	return namedRevision(t, "bench", ns, annotations)

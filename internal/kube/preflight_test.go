@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -14,7 +13,6 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 
 	"github.com/occ-platform/terraform-provider-occ/internal/admission"
@@ -131,13 +129,7 @@ func leftOf(t *testing.T, c *kubeenv.Cluster, ctx context.Context, ns, agent str
 func TestPreflight_ClearWritesNothingAndSharesItsReads(t *testing.T) {
 	c := kubeenv.Shared(t)
 	ns := c.TestNamespace(t)
-	counted := rest.CopyConfig(c.Config)
-	counter := &countingTransport{}
-	counted.WrapTransport = func(rt http.RoundTripper) http.RoundTripper { counter.next = rt; return counter }
-	ex, err := New(counted)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ex, counter := countedExecutor(t, c.Config)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	var perAgent []int64

@@ -1,13 +1,11 @@
 package kube
 
 import (
-	"net/http"
 	"strings"
 	"testing"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/rest"
 
 	"github.com/occ-platform/terraform-provider-occ/internal/admission"
 	"github.com/occ-platform/terraform-provider-occ/internal/executor"
@@ -22,13 +20,7 @@ import (
 func TestReferences_KeptOnTheService(t *testing.T) {
 	c, _, compute, ctx := liveExecutor(t, 120*time.Second)
 	ns := compute.Kubernetes().Namespace
-	counted := rest.CopyConfig(c.Config)
-	counter := &countingTransport{}
-	counted.WrapTransport = func(rt http.RoundTripper) http.RoundTripper { counter.next = rt; return counter }
-	exec, err := New(counted)
-	if err != nil {
-		t.Fatal(err)
-	}
+	exec, counter := countedExecutor(t, c.Config)
 	agent := executor.Agent{Name: "bench", Compute: &compute, Harness: admission.HarnessOpenClaw, ExecutionMode: admission.ModeEmbedded}
 	annotation := func() string {
 		t.Helper()
