@@ -96,9 +96,9 @@ const (
 )
 
 // PreflightQPS and PreflightBurst bound the plan's preflight, which only
-// reads and dry-runs: about 14 requests per agent, so that at QPS a plan
-// of 100 agents waited ~30 s on the client's own limiter, not on the API
-// server. A refresh's reads (Executor.Read, about 5 per agent) share
+// reads and dry-runs: 8 requests per new embedded agent (14 when it read
+// every name first), more for an update, so that at QPS a plan of 100
+// agents waited ~30 s on the client's own limiter, not on the API server. A refresh's reads (Executor.Read, about 5 per agent) share
 // them: at QPS a refresh of 200 agents waited ~20 s. The API server's
 // priority and fairness still decides what it serves.
 const (
