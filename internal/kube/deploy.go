@@ -388,6 +388,16 @@ func (e *Executor) stopEarlier(ctx context.Context, ns, agent string, n int64) e
 	}
 }
 
+// tokenSecret is an agent's token Secret: value under key, labelled with
+// the agent and component only.
+func tokenSecret(ns, agent, name, key, component, value string) *corev1.Secret {
+	return &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: render.AgentLabels(agent, component)},
+		Type:       corev1.SecretTypeOpaque,
+		StringData: map[string]string{key: value},
+	}
+}
+
 // ensureToken creates an agent's token Secret once: 32 random bytes, hex,
 // under key, labelled with the agent and component only (no revision: it
 // outlives them; destroy removes it with the agent's Secrets). The agent's
@@ -403,12 +413,7 @@ func (e *Executor) ensureToken(ctx context.Context, g *guard, name, key, compone
 	if _, err := rand.Read(buf); err != nil {
 		return false, err
 	}
-	s := &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: g.ns,
-			Labels: render.AgentLabels(g.agent, component)},
-		Type:       corev1.SecretTypeOpaque,
-		StringData: map[string]string{key: hex.EncodeToString(buf)},
-	}
+	s := tokenSecret(g.ns, g.agent, name, key, component, hex.EncodeToString(buf))
 	secrets := e.Client.CoreV1().Secrets(g.ns)
 	err = put(ctx, g, "Secret", name,
 		func(ctx context.Context) (*corev1.Secret, error) {

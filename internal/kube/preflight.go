@@ -185,8 +185,8 @@ func (e *Executor) Preflight(ctx context.Context, d executor.Deployment) (execut
 		var errs []error
 		if d.Serving == 0 {
 			taken, errs, free = op.dryRunCreate(ctx, rev, objs)
-		} else if taken = op.takenName(ctx, rev, objs, d.Serving); taken == nil {
-			errs = op.dryRun(ctx, objs, rev.Agent, false)
+		} else if taken = op.takenName(ctx, rev, objs); taken == nil {
+			errs = op.dryRun(ctx, objs)
 		}
 		if taken != nil {
 			refuse(taken) // a name is another's: the deploy stops there, so nothing else is judged
@@ -493,11 +493,12 @@ func (e *Executor) warnSkipped(cache *preflightCache, cv *clusterView, nv *names
 			" to check them at plan, or set the provider's preflight = false.")
 }
 
-// takenName reads, in the deploy's order, each name the revision would
-// write and returns the deploy's own refusal for the first that another
-// object holds (foreignObject, checkCreate, checkOwned); nil when every
-// name is free or the agent's. An error reading is the deploy's too.
-func (e *Executor) takenName(ctx context.Context, rev *admission.Revision, objs *render.Objects, serving int64) error {
+// takenName reads, in the deploy's order, each name an update's revision
+// would write and returns the deploy's own refusal for the first that
+// another object holds (foreignObject, checkOwned); nil when every name is
+// free or the agent's. An error reading is the deploy's too. A first
+// deploy's names are judged by dryRunCreate.
+func (e *Executor) takenName(ctx context.Context, rev *admission.Revision, objs *render.Objects) error {
 	ns, agent := objs.Namespace, rev.Agent
 	type getFunc func(context.Context, string) (metav1.Object, error)
 	type named struct {
@@ -525,11 +526,6 @@ func (e *Executor) takenName(ctx context.Context, rev *admission.Revision, objs 
 	}
 	if err := check(tokens); err != nil {
 		return err
-	}
-	if serving == 0 {
-		if err := e.checkCreate(ctx, rev, ns); err != nil {
-			return err
-		}
 	}
 	var rest []named
 	for _, sa := range objs.ServiceAccounts {
@@ -562,25 +558,18 @@ func (e *Executor) takenName(ctx context.Context, rev *admission.Revision, objs 
 	return check(deps)
 }
 
-// dryRun writes every object of the revision with dryRun=All: the API
-// server validates, defaults and admits each (quota on object counts,
-// immutable fields, admission webhooks and policies) and stores nothing.
-// Each refusal is worded as the deploy's write of it would be.
-func (e *Executor) dryRun(ctx context.Context, objs *render.Objects, agent string, create bool) []error {
+// dryRun writes every object of an update's revision with dryRun=All:
+// the API server validates, defaults and admits each (quota on object
+// counts, immutable fields, admission webhooks and policies) and stores
+// nothing. Each refusal is worded as the deploy's write of it would be. A
+// first deploy's are dryRunCreate's.
+func (e *Executor) dryRun(ctx context.Context, objs *render.Objects) []error {
 	ns := objs.Namespace
 	dry := metav1.ApplyOptions{FieldManager: render.FieldManager, Force: true, DryRun: []string{metav1.DryRunAll}}
 	var errs []error
 	fail := func(what, name string, err error) {
 		if err != nil {
 			errs = append(errs, fmt.Errorf("apply %s %s: %w", what, name, err))
-		}
-	}
-	if create {
-		s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: render.GatewayTokenSecret(agent), Namespace: ns, Labels: render.AgentLabels(agent, render.ComponentGateway)},
-			Type: corev1.SecretTypeOpaque, StringData: map[string]string{render.GatewayTokenKey: "preflight"}}
-		_, err := e.Client.CoreV1().Secrets(ns).Create(ctx, s, metav1.CreateOptions{FieldManager: render.FieldManager, DryRun: []string{metav1.DryRunAll}})
-		if !apierrors.IsAlreadyExists(err) {
-			fail("Secret", s.Name, err)
 		}
 	}
 	for _, sa := range objs.ServiceAccounts {
@@ -655,8 +644,7 @@ func (e *Executor) dryRunCreate(ctx context.Context, rev *admission.Revision, ob
 	}
 	var ordered, names []*object // in dryRun's order; in takenName's
 	token := func(name, key, component string) *object {
-		s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: render.AgentLabels(agent, component)},
-			Type: corev1.SecretTypeOpaque, StringData: map[string]string{key: "preflight"}}
+		s := tokenSecret(ns, agent, name, key, component, "preflight")
 		return &object{kind: "Secret", name: name,
 			dryRun: func(ctx context.Context) error { _, err := c.Secrets(ns).Create(ctx, s, dryCreate); return err },
 			get:    func(ctx context.Context) (metav1.Object, error) { return c.Secrets(ns).Get(ctx, name, none) }}
